@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# install-deps.sh - install what the tests and the demo need on a Debian 12 machine, idempotently, from the
+# Debian repositories and the Go module proxy only:
+#   valkey-server / valkey-sentinel / valkey-tools 8.0 (bookworm-backports), redis-server / redis-sentinel /
+#   redis-tools 7.0 (bookworm, the second engine), and the helm CLI v3.22.0 (go install).
+# Package maintainer scripts are kept from starting services: tests start their own processes.
+#
+#   sudo hack/install-deps.sh            # packages + helm
+#   hack/install-deps.sh --check         # print what is missing, change nothing
+set -euo pipefail
+
+HELM_VERSION=v3.22.0
+CHECK=0
+[[ ${1:-} == --check ]] && CHECK=1
+
+log() { printf '[install-deps] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# package -> pinned suite ("" = the default suite)
+declare -A SUITE=(
+  [valkey-server]=bookworm-backports [valkey-sentinel]=bookworm-backports [valkey-tools]=bookworm-backports
+  [redis-server]="" [redis-sentinel]="" [redis-tools]=""
+  [busybox-static]="" [iproute2]="" [procps]="" [openssl]="" [ca-certificates]="" [curl]=""
+)
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+
+# The extra suite lives on the same archive as the machine's own bookworm sources: read its URI from apt's
+# configuration rather than naming a host here.
+debian_archive_uri() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] || continue
+    awk 'BEGIN{RS=""} /Suites:[^\n]*bookworm([ \n]|$)/ && !/security/ {
+           if (match($0, /URIs:[ \t]*[^ \t\n]+/)) { u=substr($0, RSTART, RLENGTH); sub(/URIs:[ \t]*/, "", u); print u; exit } }' "$f"
+  done | head -n1 | grep . && return 0
+  awk '$1=="deb" && $3=="bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null | grep .
+}
+
+ensure_backports() {
+  apt-cache policy 2>/dev/null | grep -q " bookworm-backports/main" && return 0
+  local uri
+  uri=$(debian_archive_uri) || die "cannot find the Debian archive URI in apt's sources"
+  log "apt: adding suite bookworm-backports"
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$uri" >/etc/apt/sources.list.d/valkey-ha-backports.sources
+  apt-get update -qq || die "apt-get update failed"
+}
+
+install_packages() {
+  local missing=() p
+  for p in "${!SUITE[@]}"; do installed "$p" || missing+=("$p"); done
+  ((${#missing[@]})) || { log "packages: all present"; return 0; }
+  if ((CHECK)); then log "missing packages: ${missing[*]}"; return 0; fi
+  [[ $(id -u) == 0 ]] || die "must run as root to install: ${missing[*]}"
+  apt-get update -qq || true
+  ensure_backports
+  local specs=()
+  for p in "${missing[@]}"; do
+    if [[ -n ${SUITE[$p]} ]]; then specs+=("$p/${SUITE[$p]}"); else specs+=("$p"); fi
+  done
+  local made_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made_policy=1
+  fi
+  log "apt: installing ${specs[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${specs[@]}"
+  ((made_policy)) && rm -f /usr/sbin/policy-rc.d
+  # a package may still have started its default service on 6379/26379; tests never use those ports, but
+  # stop them so the machine stays as quiet as it was
+  pkill -x valkey-server 2>/dev/null || true; pkill -x redis-server 2>/dev/null || true
+  pkill -x valkey-sentinel 2>/dev/null || true; pkill -x redis-sentinel 2>/dev/null || true
+  return 0
+}
+
+install_helm() {
+  local gobin
+  gobin=$(go env GOPATH)/bin
+  if command -v helm >/dev/null 2>&1 || [[ -x $gobin/helm ]]; then
+    log "helm: present ($( (command -v helm || echo "$gobin/helm") | head -1))"
+    return 0
+  fi
+  if ((CHECK)); then log "missing: helm CLI"; return 0; fi
+  log "helm: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION (a few minutes on 2 cores)"
+  GOTOOLCHAIN=local go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+command -v go >/dev/null || die "go not found on PATH"
+install_packages
+install_helm
+log "done: $(valkey-server --version 2>/dev/null | cut -d' ' -f1-3); $(redis-server --version 2>/dev/null | cut -d' ' -f1-3)"

@@ -1,0 +1,301 @@
+package valkey
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	vk "github.com/valkey-io/valkey-go"
+)
+
+// Options configure one connection to a data node or a Sentinel.
+type Options struct {
+	// Username and Password authenticate (ACL user; an empty Username means the default user).
+	Username string
+	Password string
+	// TLS enables TLS; CAFile is a PEM bundle to verify the server, ServerName the name to verify
+	// (defaults to the host part of the address).
+	TLS        bool
+	CAFile     string
+	ServerName string
+	// DialTimeout bounds connecting (default 2 s). CommandTimeout bounds each command (default 5 s).
+	DialTimeout    time.Duration
+	CommandTimeout time.Duration
+}
+
+// Client talks to one address. It is safe for concurrent use. Every method wraps errors with the command name
+// and the address.
+type Client struct {
+	addr    string
+	c       vk.Client
+	timeout time.Duration
+}
+
+// Dial connects to addr ("host:port"). It returns an error when the address cannot be reached or the
+// credentials are refused within DialTimeout.
+func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 2 * time.Second
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = 5 * time.Second
+	}
+	opt := vk.ClientOption{
+		InitAddress:       []string{addr},
+		Username:          o.Username,
+		Password:          o.Password,
+		DisableCache:      true,
+		DisableRetry:      true,
+		ForceSingleClient: true,
+		ClientSetInfo:     vk.DisableClientSetInfo,
+		Dialer:            net.Dialer{Timeout: o.DialTimeout},
+		ConnWriteTimeout:  o.CommandTimeout,
+	}
+	if o.TLS {
+		tc, err := buildTLS(addr, o)
+		if err != nil {
+			return nil, err
+		}
+		opt.TLSConfig = tc
+	}
+	type result struct {
+		c   vk.Client
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := vk.NewClient(opt)
+		ch <- result{c, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("connect %s: %w", addr, r.err)
+		}
+		return &Client{addr: addr, c: r.c, timeout: o.CommandTimeout}, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, fmt.Errorf("connect %s: %w", addr, ctx.Err())
+	}
+}
+
+func buildTLS(addr string, o Options) (*tls.Config, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("address %q: %w", addr, err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	if o.ServerName != "" {
+		tc.ServerName = o.ServerName
+	}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA %s: %w", o.CAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA %s: no certificate found", o.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}
+
+// Addr returns the address the client was dialled with.
+func (c *Client) Addr() string { return c.addr }
+
+// Close releases the connection.
+func (c *Client) Close() { c.c.Close() }
+
+func (c *Client) do(ctx context.Context, args ...string) vk.ValkeyResult {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.c.Do(ctx, c.c.B().Arbitrary(args...).Build())
+}
+
+func (c *Client) wrap(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s on %s: %w", name, c.addr, err)
+}
+
+func (c *Client) str(ctx context.Context, name string, args ...string) (string, error) {
+	s, err := c.do(ctx, args...).ToString()
+	// RESP3 verbatim strings (INFO, CLIENT LIST) arrive with their "txt:" format prefix
+	return strings.TrimPrefix(s, "txt:"), c.wrap(name, err)
+}
+
+func (c *Client) ok(ctx context.Context, name string, args ...string) error {
+	return c.wrap(name, c.do(ctx, args...).Error())
+}
+
+func (c *Client) anyReply(ctx context.Context, name string, args ...string) (any, error) {
+	v, err := c.do(ctx, args...).ToAny()
+	return v, c.wrap(name, err)
+}
+
+// IsNil reports whether err is valkey-go's nil reply.
+func IsNil(err error) bool { return vk.IsValkeyNil(err) }
+
+// Ping sends PING and expects PONG.
+func (c *Client) Ping(ctx context.Context) error {
+	s, err := c.str(ctx, "PING", "PING")
+	if err != nil {
+		return err
+	}
+	if s != "PONG" {
+		return c.wrap("PING", malformed("reply %q", truncate(s)))
+	}
+	return nil
+}
+
+// Info runs INFO <section> and returns its fields (see ParseInfo).
+func (c *Client) Info(ctx context.Context, section string) (map[string]string, error) {
+	name := "INFO " + section
+	s, err := c.str(ctx, name, "INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ParseInfo(s)
+	return f, c.wrap(name, err)
+}
+
+// InfoReplication runs INFO replication (see ParseReplication).
+func (c *Client) InfoReplication(ctx context.Context) (Replication, error) {
+	f, err := c.Info(ctx, "replication")
+	if err != nil {
+		return Replication{}, err
+	}
+	r, err := ParseReplication(f)
+	return r, c.wrap("INFO replication", err)
+}
+
+// ServerVersion returns valkey_version (or redis_version for the redis engine) from INFO server.
+func (c *Client) ServerVersion(ctx context.Context) (string, error) {
+	f, err := c.Info(ctx, "server")
+	if err != nil {
+		return "", err
+	}
+	if v := f["valkey_version"]; v != "" {
+		return v, nil
+	}
+	return f["redis_version"], nil
+}
+
+// Role runs ROLE (see ParseRole).
+func (c *Client) Role(ctx context.Context) (RoleInfo, error) {
+	v, err := c.anyReply(ctx, "ROLE", "ROLE")
+	if err != nil {
+		return RoleInfo{}, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return RoleInfo{}, c.wrap("ROLE", malformed("reply is %T", v))
+	}
+	ri, err := ParseRole(arr)
+	return ri, c.wrap("ROLE", err)
+}
+
+// ReplicaOf runs REPLICAOF host port, making the node a replica of host:port.
+func (c *Client) ReplicaOf(ctx context.Context, host string, port int) error {
+	return c.ok(ctx, "REPLICAOF "+host, "REPLICAOF", host, strconv.Itoa(port))
+}
+
+// PromoteToPrimary runs REPLICAOF NO ONE.
+func (c *Client) PromoteToPrimary(ctx context.Context) error {
+	return c.ok(ctx, "REPLICAOF NO ONE", "REPLICAOF", "NO", "ONE")
+}
+
+// ClientCounts runs CLIENT LIST (see ParseClientList).
+func (c *Client) ClientCounts(ctx context.Context) (ClientCounts, error) {
+	s, err := c.str(ctx, "CLIENT LIST", "CLIENT", "LIST")
+	if err != nil {
+		return ClientCounts{}, err
+	}
+	cc, err := ParseClientList(s)
+	return cc, c.wrap("CLIENT LIST", err)
+}
+
+// ConfigGet runs CONFIG GET pattern and returns the parameters by name.
+func (c *Client) ConfigGet(ctx context.Context, pattern string) (map[string]string, error) {
+	v, err := c.anyReply(ctx, "CONFIG GET", "CONFIG", "GET", pattern)
+	if err != nil {
+		return nil, err
+	}
+	m, err := PairsToMap(v)
+	return m, c.wrap("CONFIG GET", err)
+}
+
+// ConfigRewrite runs CONFIG REWRITE.
+func (c *Client) ConfigRewrite(ctx context.Context) error {
+	return c.ok(ctx, "CONFIG REWRITE", "CONFIG", "REWRITE")
+}
+
+// DBSize runs DBSIZE and returns the number of keys.
+func (c *Client) DBSize(ctx context.Context) (int64, error) {
+	n, err := c.do(ctx, "DBSIZE").AsInt64()
+	return n, c.wrap("DBSIZE", err)
+}
+
+// Do runs an arbitrary command and returns the reply as produced by valkey-go's ToAny.
+func (c *Client) Do(ctx context.Context, args ...string) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("no command")
+	}
+	return c.anyReply(ctx, strings.ToUpper(args[0]), args...)
+}
+
+// ACLSetUser runs ACL SETUSER name rules... (Valkey docs, "ACL SETUSER"). Rules are passed as separate
+// arguments, so a rule never smuggles another one.
+func (c *Client) ACLSetUser(ctx context.Context, name string, rules ...string) error {
+	return c.ok(ctx, "ACL SETUSER "+name, append([]string{"ACL", "SETUSER", name}, rules...)...)
+}
+
+// ACLDelUser runs ACL DELUSER names... and returns how many users were deleted.
+func (c *Client) ACLDelUser(ctx context.Context, names ...string) (int64, error) {
+	n, err := c.do(ctx, append([]string{"ACL", "DELUSER"}, names...)...).AsInt64()
+	return n, c.wrap("ACL DELUSER", err)
+}
+
+// ACLUsers runs ACL USERS.
+func (c *Client) ACLUsers(ctx context.Context) ([]string, error) {
+	v, err := c.do(ctx, "ACL", "USERS").AsStrSlice()
+	return v, c.wrap("ACL USERS", err)
+}
+
+// ACLWhoAmI runs ACL WHOAMI.
+func (c *Client) ACLWhoAmI(ctx context.Context) (string, error) {
+	return c.str(ctx, "ACL WHOAMI", "ACL", "WHOAMI")
+}
+
+// ACLLog runs ACL LOG count (see ParseACLLog).
+func (c *Client) ACLLog(ctx context.Context, count int) ([]ACLLogEntry, error) {
+	v, err := c.anyReply(ctx, "ACL LOG", "ACL", "LOG", strconv.Itoa(count))
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, c.wrap("ACL LOG", malformed("reply is %T", v))
+	}
+	e, err := ParseACLLog(arr)
+	return e, c.wrap("ACL LOG", err)
+}
+
+// ACLLogReset runs ACL LOG RESET.
+func (c *Client) ACLLogReset(ctx context.Context) error {
+	return c.ok(ctx, "ACL LOG RESET", "ACL", "LOG", "RESET")
+}

@@ -1,0 +1,315 @@
+package valkey_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+var engines = []valkeytest.Engine{valkeytest.Valkey, valkeytest.Redis}
+
+func forEachEngine(t *testing.T, fn func(t *testing.T, e valkeytest.Engine)) {
+	for _, e := range engines {
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, e)
+		})
+	}
+}
+
+// TestRegisterMonitorByHostname registers a monitor by hostname and sees CKQUORUM pass on every Sentinel,
+// with replicas and peers discovered and reported under the hostname, never an IP.
+func TestRegisterMonitorByHostname(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e valkeytest.Engine) {
+		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e})
+		ctx := context.Background()
+		for _, s := range top.Sentinels {
+			c := s.Client(valkey.Options{})
+			q, err := c.SentinelCKQuorum(ctx, "vk")
+			require.NoError(t, err)
+			assert.True(t, q.OK, q.Message)
+			assert.Equal(t, 3, q.Usable)
+			reps, err := c.SentinelReplicas(ctx, "vk")
+			require.NoError(t, err)
+			require.Len(t, reps, 2)
+			for _, r := range reps {
+				assert.Equal(t, valkeytest.Host, r.Host, "replica listed by hostname")
+				assert.Nil(t, net.ParseIP(r.Host))
+			}
+			peers, err := c.SentinelSentinels(ctx, "vk")
+			require.NoError(t, err)
+			require.Len(t, peers, 2)
+			for _, p := range peers {
+				assert.Equal(t, valkeytest.Host, p.Host, "peer listed by hostname")
+			}
+			host, port, found, err := c.SentinelPrimaryAddr(ctx, "vk")
+			require.NoError(t, err)
+			require.True(t, found)
+			assert.Equal(t, valkeytest.Host, host)
+			assert.Equal(t, top.Nodes[0].Port, port)
+		}
+	})
+}
+
+// TestCaseS15SentinelLeastPrivilegeUser: with the default user off and Sentinel authenticating as the
+// least-privilege _sentinel user, discovery, a SENTINEL FAILOVER and a kill-primary failover all work and no
+// data node logs a denied command.
+func TestCaseS15SentinelLeastPrivilegeUser(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e valkeytest.Engine) {
+		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e})
+		ctx := context.Background()
+
+		// the default user is refused
+		_, err := valkey.Dial(ctx, top.Nodes[0].Addr(), valkey.Options{DialTimeout: time.Second})
+		require.Error(t, err, "default user must be off")
+
+		// manual failover through Sentinel
+		sc := top.Sentinels[0].Client(valkey.Options{})
+		require.NoError(t, sc.SentinelFailover(ctx, "vk"))
+		valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "SENTINEL FAILOVER moves the primary", func() error {
+			p, err := top.SentinelPrimary()
+			if err != nil {
+				return err
+			}
+			if p == top.Nodes[0].Port {
+				return errors.New("primary unchanged")
+			}
+			return nil
+		})
+		top.WaitReplicationUp(30 * time.Second)
+
+		// unplanned failover: SIGKILL the current primary
+		oldPort, err := top.SentinelPrimary()
+		require.NoError(t, err)
+		old := top.NodeByPort(oldPort)
+		old.Kill()
+		valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "kill-primary failover", func() error {
+			p, err := top.SentinelPrimary()
+			if err != nil {
+				return err
+			}
+			if p == oldPort {
+				return errors.New("primary unchanged")
+			}
+			return nil
+		})
+		old.Start()
+		top.WaitReplicationUp(30 * time.Second)
+
+		for _, n := range top.Nodes {
+			c := n.Client(top.Options(acl.Operator))
+			entries, err := c.ACLLog(ctx, 50)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "ACL LOG on %s must stay empty", n.Addr())
+		}
+	})
+}
+
+// TestCaseS16MasterauthOnEveryNode: every node, including the one that starts as primary, has masteruser and
+// masterauth, so the old primary resyncs after a failover without NOAUTH.
+func TestCaseS16MasterauthOnEveryNode(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{})
+	ctx := context.Background()
+	for _, n := range top.Nodes {
+		c := n.Client(top.Options(acl.Operator))
+		cfg, err := c.ConfigGet(ctx, "master*")
+		require.NoError(t, err)
+		assert.Equal(t, acl.Replication, cfg["masteruser"], "masteruser on %s", n.Addr())
+		assert.NotEmpty(t, cfg["masterauth"], "masterauth on %s", n.Addr())
+	}
+	old := top.Nodes[0]
+	old.Kill()
+	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "failover", func() error {
+		p, err := top.SentinelPrimary()
+		if err == nil && p == old.Port {
+			err = errors.New("primary unchanged")
+		}
+		return err
+	})
+	old.Start()
+	top.WaitReplicationUp(30 * time.Second)
+	r, err := top.Replication(old)
+	require.NoError(t, err)
+	assert.Equal(t, valkey.RoleReplica, r.Role)
+	assert.True(t, r.LinkUp)
+	for _, n := range top.Nodes {
+		assert.NotContains(t, n.Logs(), "NOAUTH")
+		assert.NotContains(t, n.Logs(), "NOPERM")
+	}
+}
+
+// TestFailoverOnPrimaryKill: after SIGKILL of the primary, GET-MASTER-ADDR-BY-NAME names another node within
+// down-after + failover-timeout.
+func TestFailoverOnPrimaryKill(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{})
+	start := time.Now()
+	top.Nodes[0].Kill()
+	budget := time.Duration(top.Cfg.DownAfterMs+top.Cfg.FailoverTimeoutMs)*time.Millisecond + 5*time.Second
+	valkeytest.Eventually(t, budget, 100*time.Millisecond, "new primary", func() error {
+		p, err := top.SentinelPrimary()
+		if err == nil && p == top.Nodes[0].Port {
+			err = errors.New("primary unchanged")
+		}
+		return err
+	})
+	t.Logf("failover observed after %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestRemoveAndReset: REMOVE forgets the monitor (nil address, absent from MASTERS, removing again is no
+// error); RESET clears and rediscovers replicas.
+func TestRemoveAndReset(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{})
+	ctx := context.Background()
+	c := top.Sentinels[0].Client(valkey.Options{})
+
+	n, err := c.SentinelReset(ctx, "vk")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "replicas rediscovered after RESET", func() error {
+		m, _, err := c.SentinelMaster(ctx, "vk")
+		if err == nil && m.NumReplicas != 2 {
+			err = fmt.Errorf("%d replicas", m.NumReplicas)
+		}
+		return err
+	})
+
+	require.NoError(t, c.SentinelRemove(ctx, "vk"))
+	_, _, found, err := c.SentinelPrimaryAddr(ctx, "vk")
+	require.NoError(t, err)
+	assert.False(t, found)
+	ms, err := c.SentinelMasters(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ms)
+	_, found, err = c.SentinelMaster(ctx, "vk")
+	require.NoError(t, err)
+	assert.False(t, found)
+	require.NoError(t, c.SentinelRemove(ctx, "vk"), "removing an absent monitor is not an error")
+	_, err = c.SentinelCKQuorum(ctx, "vk")
+	require.Error(t, err, "CKQUORUM of an unknown monitor is an error")
+}
+
+// TestCaseS26ParsersOnRealReplies feeds ROLE, INFO replication and the SENTINEL replies of both engines through
+// the parsers: the protocol's master/slave become primary/replica.
+func TestCaseS26ParsersOnRealReplies(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e valkeytest.Engine) {
+		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e, Replicas: 1})
+		ctx := context.Background()
+		p := top.Nodes[0].Client(top.Options(acl.Operator))
+		r := top.Nodes[1].Client(top.Options(acl.Operator))
+
+		ri, err := p.Role(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, valkey.RolePrimary, ri.Role)
+		require.Len(t, ri.Replicas, 1)
+		assert.Equal(t, valkeytest.Host, ri.Replicas[0].Host)
+
+		ri, err = r.Role(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, valkey.RoleReplica, ri.Role)
+		assert.Equal(t, top.Nodes[0].Port, ri.PrimaryPort)
+
+		rep, err := p.InfoReplication(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, valkey.RolePrimary, rep.Role)
+		require.Len(t, rep.Replicas, 1)
+		assert.Equal(t, top.Nodes[1].Port, rep.Replicas[0].Port)
+
+		rep, err = r.InfoReplication(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, valkey.RoleReplica, rep.Role)
+		assert.True(t, rep.LinkUp)
+		assert.Equal(t, valkeytest.Host, rep.PrimaryHost)
+
+		s := top.Sentinels[0].Client(valkey.Options{})
+		ri, err = s.Role(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, valkey.RoleSentinel, ri.Role)
+		assert.Equal(t, []string{"vk"}, ri.Monitors)
+		ms, err := s.SentinelMasters(ctx)
+		require.NoError(t, err)
+		require.Len(t, ms, 1)
+		assert.Equal(t, 2, ms[0].Quorum)
+		assert.True(t, ms[0].HasFlag("master"))
+		assert.True(t, ms[0].Healthy())
+		assert.Equal(t, "none", ms[0].FailoverState)
+		assert.EqualValues(t, 1000, ms[0].DownAfterMs)
+		si, err := s.InfoSentinel(ctx)
+		require.NoError(t, err)
+		require.Len(t, si.Monitors, 1)
+		assert.Equal(t, "ok", si.Monitors[0].Status)
+		assert.EqualValues(t, 3, si.Monitors[0].Sentinels)
+		cc, err := p.ClientCounts(ctx)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, cc.Replicas, 1)
+		v, err := p.ServerVersion(ctx)
+		require.NoError(t, err)
+		assert.NotEmpty(t, v)
+	})
+}
+
+// TestSwitchPrimarySubscription receives +switch-master for a SENTINEL FAILOVER.
+func TestSwitchPrimarySubscription(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub := top.Sentinels[0].Client(valkey.Options{})
+	got := make(chan valkey.SwitchPrimary, 1)
+	go func() {
+		_ = sub.SubscribeSwitchPrimary(ctx, func(sp valkey.SwitchPrimary) {
+			select {
+			case got <- sp:
+			default:
+			}
+		})
+	}()
+	time.Sleep(200 * time.Millisecond) // let SUBSCRIBE reach the server before the event
+	require.NoError(t, top.Sentinels[0].Client(valkey.Options{}).SentinelFailover(ctx, "vk"))
+	select {
+	case sp := <-got:
+		assert.Equal(t, "vk", sp.Name)
+		assert.Equal(t, top.Nodes[0].Port, sp.OldPort)
+		assert.Equal(t, top.Nodes[1].Port, sp.NewPort)
+		assert.Equal(t, valkeytest.Host, sp.NewHost)
+	case <-ctx.Done():
+		t.Fatal("no +switch-master within 30s")
+	}
+}
+
+// TestACLOperations exercises ACL SETUSER / USERS / WHOAMI / DELUSER with the _operator user.
+func TestACLOperations(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: -1, Sentinels: -1})
+	ctx := context.Background()
+	c := top.Nodes[0].Client(top.Options(acl.Operator))
+	who, err := c.ACLWhoAmI(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, acl.Operator, who)
+	rules, err := acl.BuildRules([]string{acl.HashPassword("pw1")}, []string{"~app:*", "-@all", "+get"})
+	require.NoError(t, err)
+	require.NoError(t, c.ACLSetUser(ctx, "app", rules...))
+	users, err := c.ACLUsers(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, users, "app")
+	out, err := top.Nodes[0].CLI("app", "pw1", "GET", "app:x")
+	require.NoError(t, err)
+	assert.NotContains(t, strings.ToUpper(out), "NOPERM")
+	out, _ = top.Nodes[0].CLI("app", "pw1", "SET", "app:x", "1")
+	assert.Contains(t, out, "NOPERM")
+	n, err := c.ACLDelUser(ctx, "app")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	log, err := c.ACLLog(ctx, 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, log, "the denied SET is logged")
+	assert.Equal(t, "app", log[0].Username)
+}

@@ -1,0 +1,223 @@
+package valkey
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	vk "github.com/valkey-io/valkey-go"
+)
+
+// The SENTINEL subcommands below follow the Sentinel docs, section "Sentinel commands". valkey-go has typed
+// builders for only a few of them, so all go through the Arbitrary builder with parsers in parse.go.
+
+// SentinelMasters runs SENTINEL MASTERS and returns every monitor this Sentinel knows.
+func (c *Client) SentinelMasters(ctx context.Context) ([]Monitor, error) {
+	v, err := c.anyReply(ctx, "SENTINEL MASTERS", "SENTINEL", "MASTERS")
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, c.wrap("SENTINEL MASTERS", malformed("reply is %T", v))
+	}
+	out := make([]Monitor, 0, len(arr))
+	for _, e := range arr {
+		f, err := PairsToMap(e)
+		if err != nil {
+			return nil, c.wrap("SENTINEL MASTERS", err)
+		}
+		m, err := ParseMonitor(f)
+		if err != nil {
+			return nil, c.wrap("SENTINEL MASTERS", err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// SentinelMaster runs SENTINEL MASTER name. A monitor that does not exist is reported with found=false and no
+// error.
+func (c *Client) SentinelMaster(ctx context.Context, name string) (m Monitor, found bool, err error) {
+	v, err := c.anyReply(ctx, "SENTINEL MASTER", "SENTINEL", "MASTER", name)
+	if err != nil {
+		if isNoSuchMaster(err) {
+			return Monitor{}, false, nil
+		}
+		return Monitor{}, false, err
+	}
+	f, err := PairsToMap(v)
+	if err != nil {
+		return Monitor{}, false, c.wrap("SENTINEL MASTER", err)
+	}
+	m, err = ParseMonitor(f)
+	return m, err == nil, c.wrap("SENTINEL MASTER", err)
+}
+
+func isNoSuchMaster(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "No such master")
+}
+
+// SentinelReplicas runs SENTINEL REPLICAS name.
+func (c *Client) SentinelReplicas(ctx context.Context, name string) ([]SentinelReplica, error) {
+	v, err := c.anyReply(ctx, "SENTINEL REPLICAS", "SENTINEL", "REPLICAS", name)
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, c.wrap("SENTINEL REPLICAS", malformed("reply is %T", v))
+	}
+	out := make([]SentinelReplica, 0, len(arr))
+	for _, e := range arr {
+		f, err := PairsToMap(e)
+		if err != nil {
+			return nil, c.wrap("SENTINEL REPLICAS", err)
+		}
+		r, err := ParseSentinelReplica(f)
+		if err != nil {
+			return nil, c.wrap("SENTINEL REPLICAS", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// SentinelSentinels runs SENTINEL SENTINELS name: the other Sentinels monitoring name (itself excluded).
+func (c *Client) SentinelSentinels(ctx context.Context, name string) ([]SentinelPeer, error) {
+	v, err := c.anyReply(ctx, "SENTINEL SENTINELS", "SENTINEL", "SENTINELS", name)
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, c.wrap("SENTINEL SENTINELS", malformed("reply is %T", v))
+	}
+	out := make([]SentinelPeer, 0, len(arr))
+	for _, e := range arr {
+		f, err := PairsToMap(e)
+		if err != nil {
+			return nil, c.wrap("SENTINEL SENTINELS", err)
+		}
+		p, err := ParseSentinelPeer(f)
+		if err != nil {
+			return nil, c.wrap("SENTINEL SENTINELS", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// SentinelCKQuorum runs SENTINEL CKQUORUM name (see ParseCKQuorum). A NOQUORUM reply is a result, not an
+// error; an unknown monitor is an error.
+func (c *Client) SentinelCKQuorum(ctx context.Context, name string) (Quorum, error) {
+	res := c.do(ctx, "SENTINEL", "CKQUORUM", name)
+	s, err := res.ToString()
+	if err != nil && res.NonValkeyError() != nil {
+		return Quorum{}, c.wrap("SENTINEL CKQUORUM", err)
+	}
+	q, err := ParseCKQuorum(s, err)
+	return q, c.wrap("SENTINEL CKQUORUM", err)
+}
+
+// SentinelPrimaryAddr runs SENTINEL GET-MASTER-ADDR-BY-NAME name (the spelling every Valkey and Redis version
+// accepts, case S26). found is false when the Sentinel does not know the monitor (nil reply).
+func (c *Client) SentinelPrimaryAddr(ctx context.Context, name string) (host string, port int, found bool, err error) {
+	res := c.do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
+	arr, err := res.AsStrSlice()
+	if err != nil {
+		if vk.IsValkeyNil(err) {
+			return "", 0, false, nil
+		}
+		return "", 0, false, c.wrap("SENTINEL GET-MASTER-ADDR-BY-NAME", err)
+	}
+	if len(arr) != 2 {
+		return "", 0, false, c.wrap("SENTINEL GET-MASTER-ADDR-BY-NAME", malformed("%d elements", len(arr)))
+	}
+	p, err := strconv.Atoi(arr[1])
+	if err != nil || p <= 0 || p > 65535 {
+		return "", 0, false, c.wrap("SENTINEL GET-MASTER-ADDR-BY-NAME", malformed("port %q", truncate(arr[1])))
+	}
+	return arr[0], p, true, nil
+}
+
+// SentinelMonitor runs SENTINEL MONITOR name host port quorum.
+func (c *Client) SentinelMonitor(ctx context.Context, name, host string, port, quorum int) error {
+	return c.ok(ctx, "SENTINEL MONITOR "+name, "SENTINEL", "MONITOR", name, host, strconv.Itoa(port), strconv.Itoa(quorum))
+}
+
+// SentinelSet runs SENTINEL SET name key value [key value ...]; kv holds the pairs in order.
+func (c *Client) SentinelSet(ctx context.Context, name string, kv ...string) error {
+	if len(kv) == 0 || len(kv)%2 != 0 {
+		return fmt.Errorf("SENTINEL SET %s: need key/value pairs, got %d arguments", name, len(kv))
+	}
+	return c.ok(ctx, "SENTINEL SET "+name, append([]string{"SENTINEL", "SET", name}, kv...)...)
+}
+
+// SentinelRemove runs SENTINEL REMOVE name. Removing a monitor that does not exist is not an error.
+func (c *Client) SentinelRemove(ctx context.Context, name string) error {
+	err := c.ok(ctx, "SENTINEL REMOVE "+name, "SENTINEL", "REMOVE", name)
+	if isNoSuchMaster(err) {
+		return nil
+	}
+	return err
+}
+
+// SentinelReset runs SENTINEL RESET pattern and returns how many monitors were reset. RESET forgets the
+// replicas and peers of the matched monitors until they are rediscovered, so callers must never issue it while
+// a primary is down or a failover runs (case S10).
+func (c *Client) SentinelReset(ctx context.Context, pattern string) (int64, error) {
+	n, err := c.do(ctx, "SENTINEL", "RESET", pattern).AsInt64()
+	return n, c.wrap("SENTINEL RESET "+pattern, err)
+}
+
+// SentinelFailover runs SENTINEL FAILOVER name: a forced failover that needs no agreement from other
+// Sentinels. It returns once the failover has started, not finished.
+func (c *Client) SentinelFailover(ctx context.Context, name string) error {
+	return c.ok(ctx, "SENTINEL FAILOVER "+name, "SENTINEL", "FAILOVER", name)
+}
+
+// InfoSentinel runs INFO sentinel (see ParseSentinelInfo).
+func (c *Client) InfoSentinel(ctx context.Context) (SentinelInfo, error) {
+	f, err := c.Info(ctx, "sentinel")
+	if err != nil {
+		return SentinelInfo{}, err
+	}
+	si, err := ParseSentinelInfo(f)
+	return si, c.wrap("INFO sentinel", err)
+}
+
+// SwitchPrimary is a parsed +switch-master event: "<name> <old-host> <old-port> <new-host> <new-port>".
+type SwitchPrimary struct {
+	Name    string
+	OldHost string
+	OldPort int
+	NewHost string
+	NewPort int
+}
+
+// ParseSwitchPrimary parses the payload of a +switch-master message (Sentinel docs, "Pub/Sub messages").
+func ParseSwitchPrimary(payload string) (SwitchPrimary, error) {
+	f := strings.Fields(payload)
+	if len(f) != 5 {
+		return SwitchPrimary{}, malformed("+switch-master %q", truncate(payload))
+	}
+	op, err1 := strconv.Atoi(f[2])
+	np, err2 := strconv.Atoi(f[4])
+	if err1 != nil || err2 != nil {
+		return SwitchPrimary{}, malformed("+switch-master ports in %q", truncate(payload))
+	}
+	return SwitchPrimary{Name: f[0], OldHost: f[1], OldPort: op, NewHost: f[3], NewPort: np}, nil
+}
+
+// SubscribeSwitchPrimary subscribes to +switch-master on this Sentinel and calls fn for every event until ctx
+// ends or the connection fails; it returns the reason. Malformed payloads are skipped.
+func (c *Client) SubscribeSwitchPrimary(ctx context.Context, fn func(SwitchPrimary)) error {
+	err := c.c.Receive(ctx, c.c.B().Subscribe().Channel("+switch-master").Build(), func(msg vk.PubSubMessage) {
+		if sp, err := ParseSwitchPrimary(msg.Message); err == nil {
+			fn(sp)
+		}
+	})
+	return c.wrap("SUBSCRIBE +switch-master", err)
+}

@@ -1,0 +1,290 @@
+package valkeytest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// TopologyConfig describes a replicated instance with its Sentinels.
+type TopologyConfig struct {
+	Engine Engine
+	// Replicas is the number of replicas besides the primary (default 2).
+	Replicas int
+	// Sentinels is the number of Sentinels (default 3; 0 = none).
+	Sentinels int
+	// MonitorName defaults to "vk".
+	MonitorName string
+	// Quorum defaults to Sentinels/2+1.
+	Quorum int
+	// DownAfterMs and FailoverTimeoutMs are Sentinel timings in milliseconds (defaults 1000 and 5000).
+	DownAfterMs       int
+	FailoverTimeoutMs int
+	// NoACL runs the servers with the default user open and no system users.
+	NoACL bool
+	// ExtraServerLines are appended to every data node's config.
+	ExtraServerLines []string
+	// SkipMonitor starts the Sentinels without registering the monitor.
+	SkipMonitor bool
+}
+
+// Topology is a running replicated instance: Nodes[0] starts as the primary.
+type Topology struct {
+	t         testing.TB
+	Cfg       TopologyConfig
+	Nodes     []*Proc
+	Sentinels []*Proc
+	// Passwords of the system users, by name.
+	Passwords map[string]string
+}
+
+// RandomPassword returns 32 random hex characters.
+func RandomPassword(t testing.TB) string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("random: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// RenderSystemACL returns an ACL file with the default user off and every system user with its password hash,
+// exactly the rules of acl.SystemUsers.
+func RenderSystemACL(passwords map[string]string) string {
+	lines := []string{acl.RenderLine(acl.Default, acl.DefaultOffRules)}
+	for _, u := range acl.SystemUsers {
+		rules, err := acl.BuildRules([]string{acl.HashPassword(passwords[u.Name])}, u.Rules())
+		if err != nil {
+			panic(err)
+		}
+		lines = append(lines, acl.RenderLine(u.Name, rules))
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// StartTopology starts 1 primary + Replicas replicas (replicating by hostname, authenticating as _replication
+// unless NoACL) and Sentinels Sentinels, registers the monitor by hostname with the _sentinel user, and waits
+// until every replica's link is up and every Sentinel sees all replicas and peers.
+func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
+	t.Helper()
+	if cfg.Engine.Name == "" {
+		cfg.Engine = Valkey
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 2
+	}
+	if cfg.Replicas < 0 {
+		cfg.Replicas = 0
+	}
+	if cfg.Sentinels == 0 {
+		cfg.Sentinels = 3
+	}
+	if cfg.Sentinels < 0 {
+		cfg.Sentinels = 0
+	}
+	if cfg.MonitorName == "" {
+		cfg.MonitorName = "vk"
+	}
+	if cfg.Quorum == 0 {
+		cfg.Quorum = cfg.Sentinels/2 + 1
+	}
+	if cfg.DownAfterMs == 0 {
+		cfg.DownAfterMs = 1000
+	}
+	if cfg.FailoverTimeoutMs == 0 {
+		cfg.FailoverTimeoutMs = 5000
+	}
+	Require(t, cfg.Engine)
+	top := &Topology{t: t, Cfg: cfg, Passwords: map[string]string{}}
+	for _, u := range acl.SystemUsers {
+		top.Passwords[u.Name] = RandomPassword(t)
+	}
+	aclText := RenderSystemACL(top.Passwords)
+	var primaryAddr string
+	for i := 0; i <= cfg.Replicas; i++ {
+		lines := append([]string{}, cfg.ExtraServerLines...)
+		if !cfg.NoACL {
+			aclPath := filepath.Join(t.TempDir(), "users.acl")
+			writeFile(t, aclPath, aclText)
+			lines = append(lines, "aclfile "+aclPath, "masteruser "+acl.Replication,
+				"masterauth "+top.Passwords[acl.Replication])
+		}
+		sc := ServerConfig{Lines: lines}
+		if i > 0 {
+			sc.ReplicaOf = primaryAddr
+		}
+		n := StartServer(t, cfg.Engine, sc)
+		if i == 0 {
+			primaryAddr = n.Addr()
+		}
+		top.Nodes = append(top.Nodes, n)
+	}
+	top.WaitReplicationUp(20 * time.Second)
+	for i := 0; i < cfg.Sentinels; i++ {
+		top.Sentinels = append(top.Sentinels, StartSentinel(t, cfg.Engine, SentinelConfig{}))
+	}
+	if cfg.Sentinels > 0 && !cfg.SkipMonitor {
+		ctx := context.Background()
+		for _, s := range top.Sentinels {
+			top.Register(ctx, s, top.Nodes[0])
+		}
+		top.WaitSentinelsConverged(30*time.Second, cfg.Replicas, cfg.Sentinels-1)
+	}
+	return top
+}
+
+// Register runs SENTINEL MONITOR on s for node (by hostname) and SENTINEL SET for the credentials and timings.
+func (top *Topology) Register(ctx context.Context, s, node *Proc) {
+	top.t.Helper()
+	c := s.Client(valkey.Options{})
+	cfg := top.Cfg
+	if err := c.SentinelMonitor(ctx, cfg.MonitorName, Host, node.Port, cfg.Quorum); err != nil {
+		top.t.Fatalf("register: %v", err)
+	}
+	kv := []string{"down-after-milliseconds", strconv.Itoa(cfg.DownAfterMs),
+		"failover-timeout", strconv.Itoa(cfg.FailoverTimeoutMs)}
+	if !cfg.NoACL {
+		kv = append(kv, "auth-user", acl.Sentinel, "auth-pass", top.Passwords[acl.Sentinel])
+	}
+	if err := c.SentinelSet(ctx, cfg.MonitorName, kv...); err != nil {
+		top.t.Fatalf("register: %v", err)
+	}
+}
+
+// Options returns client options for a system user (no credentials under NoACL).
+func (top *Topology) Options(user string) valkey.Options {
+	if top.Cfg.NoACL {
+		return valkey.Options{}
+	}
+	return valkey.Options{Username: user, Password: top.Passwords[user]}
+}
+
+// NodeByPort returns the data node listening on port, or nil.
+func (top *Topology) NodeByPort(port int) *Proc {
+	for _, n := range top.Nodes {
+		if n.Port == port {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitReplicationUp waits until every running node but one reports a replica link that is up and the other
+// reports primary.
+func (top *Topology) WaitReplicationUp(timeout time.Duration) {
+	top.t.Helper()
+	Eventually(top.t, timeout, 100*time.Millisecond, "replication links up", func() error {
+		primaries := 0
+		for _, n := range top.Nodes {
+			if !n.Running() {
+				continue
+			}
+			r, err := top.replication(n)
+			if err != nil {
+				return err
+			}
+			switch {
+			case r.Role == valkey.RolePrimary:
+				primaries++
+			case !r.LinkUp:
+				return fmt.Errorf("%s: link to %s:%d down", n.Addr(), r.PrimaryHost, r.PrimaryPort)
+			}
+		}
+		if primaries != 1 {
+			return fmt.Errorf("%d primaries", primaries)
+		}
+		return nil
+	})
+}
+
+func (top *Topology) replication(n *Proc) (valkey.Replication, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c, err := valkey.Dial(ctx, n.Addr(), top.Options(acl.Operator))
+	if err != nil {
+		return valkey.Replication{}, err
+	}
+	defer c.Close()
+	return c.InfoReplication(ctx)
+}
+
+// Replication returns INFO replication of n as the _operator user.
+func (top *Topology) Replication(n *Proc) (valkey.Replication, error) { return top.replication(n) }
+
+// WaitSentinelsConverged waits until every running Sentinel knows the monitor with the given numbers of
+// replicas and other Sentinels, and CKQUORUM is OK on each.
+func (top *Topology) WaitSentinelsConverged(timeout time.Duration, replicas, peers int) {
+	top.t.Helper()
+	Eventually(top.t, timeout, 200*time.Millisecond, "sentinels converged", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		for _, s := range top.Sentinels {
+			if !s.Running() {
+				continue
+			}
+			c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{})
+			if err != nil {
+				return err
+			}
+			m, found, err := c.SentinelMaster(ctx, top.Cfg.MonitorName)
+			if err == nil && !found {
+				err = fmt.Errorf("%s does not know %s", s.Addr(), top.Cfg.MonitorName)
+			}
+			if err == nil && (m.NumReplicas != int64(replicas) || m.NumOtherSentinels != int64(peers)) {
+				err = fmt.Errorf("%s: %d replicas, %d peers", s.Addr(), m.NumReplicas, m.NumOtherSentinels)
+			}
+			if err == nil {
+				var q valkey.Quorum
+				q, err = c.SentinelCKQuorum(ctx, top.Cfg.MonitorName)
+				if err == nil && !q.OK {
+					err = fmt.Errorf("%s: %s", s.Addr(), q.Message)
+				}
+			}
+			c.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SentinelPrimary returns the primary port every running Sentinel agrees on, or an error.
+func (top *Topology) SentinelPrimary() (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	port := 0
+	for _, s := range top.Sentinels {
+		if !s.Running() {
+			continue
+		}
+		c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{})
+		if err != nil {
+			return 0, err
+		}
+		host, p, found, err := c.SentinelPrimaryAddr(ctx, top.Cfg.MonitorName)
+		c.Close()
+		if err != nil {
+			return 0, err
+		}
+		if !found {
+			return 0, fmt.Errorf("%s does not know the monitor", s.Addr())
+		}
+		if host != Host {
+			return 0, fmt.Errorf("%s names host %q, want %q", s.Addr(), host, Host)
+		}
+		if port != 0 && p != port {
+			return 0, fmt.Errorf("sentinels disagree: %d vs %d", port, p)
+		}
+		port = p
+	}
+	return port, nil
+}

@@ -1,0 +1,305 @@
+// Package valkeytest starts real valkey-server / valkey-sentinel (or redis-server / redis-sentinel) processes on
+// free loopback ports for tests. Every process gets its own temporary directory and a config file on it, so
+// CONFIG REWRITE and Sentinel's own config rewrites work as in a pod. Nodes are addressed by the hostname
+// "localhost" and Sentinels run with resolve-hostnames and announce-hostnames, as in the charts.
+//
+// When the binaries are missing, tests fail under CI=true and are skipped elsewhere with a clear message.
+package valkeytest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// Host is the hostname every test process announces and is reached by.
+const Host = "localhost"
+
+// Engine names the binaries of one server family.
+type Engine struct {
+	Name     string
+	Server   string
+	Sentinel string
+	CLI      string
+}
+
+// The two engines the charts support.
+var (
+	Valkey = Engine{Name: "valkey", Server: "valkey-server", Sentinel: "valkey-sentinel", CLI: "valkey-cli"}
+	Redis  = Engine{Name: "redis", Server: "redis-server", Sentinel: "redis-sentinel", CLI: "redis-cli"}
+)
+
+// Require fails the test under CI=true, and skips it elsewhere, when the engine's binaries are not on PATH.
+func Require(t testing.TB, e Engine) {
+	t.Helper()
+	for _, b := range []string{e.Server, e.Sentinel} {
+		if _, err := exec.LookPath(b); err != nil {
+			msg := fmt.Sprintf("%s not found on PATH: run hack/install-deps.sh", b)
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Proc is one running (or stopped) server or Sentinel process.
+type Proc struct {
+	t        testing.TB
+	Engine   Engine
+	Sentinel bool
+	Port     int
+	Dir      string
+	ConfPath string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	log *os.File
+	// exited is closed when the current process has been reaped.
+	exited chan struct{}
+}
+
+// Addr returns "localhost:<port>".
+func (p *Proc) Addr() string { return net.JoinHostPort(Host, strconv.Itoa(p.Port)) }
+
+// ServerConfig describes a data node.
+type ServerConfig struct {
+	// Lines are appended to the generated config (e.g. "aclfile ...", "masteruser _replication").
+	Lines []string
+	// ReplicaOf makes the node start as a replica of that address ("host:port").
+	ReplicaOf string
+}
+
+// StartServer starts a data node announcing "localhost" and waits until it answers. The process is killed
+// when the test ends.
+func StartServer(t testing.TB, e Engine, cfg ServerConfig) *Proc {
+	t.Helper()
+	Require(t, e)
+	p := &Proc{t: t, Engine: e, Port: FreePort(t), Dir: t.TempDir()}
+	lines := []string{
+		"port " + strconv.Itoa(p.Port),
+		"bind 127.0.0.1 -::1",
+		"dir " + p.Dir,
+		"save \"\"",
+		"appendonly no",
+		"protected-mode no",
+		"replica-announce-ip " + Host,
+		"repl-diskless-sync yes",
+		"repl-diskless-sync-delay 0",
+		"logfile \"\"",
+	}
+	if cfg.ReplicaOf != "" {
+		h, port, _ := net.SplitHostPort(cfg.ReplicaOf)
+		lines = append(lines, "replicaof "+h+" "+port)
+	}
+	lines = append(lines, cfg.Lines...)
+	p.ConfPath = filepath.Join(p.Dir, "valkey.conf")
+	writeFile(t, p.ConfPath, strings.Join(lines, "\n")+"\n")
+	p.Start()
+	return p
+}
+
+// SentinelConfig describes a Sentinel.
+type SentinelConfig struct {
+	// Lines are appended to the generated config (e.g. "sentinel sentinel-user ...").
+	Lines []string
+}
+
+// StartSentinel starts a Sentinel with resolve-hostnames and announce-hostnames on, announcing "localhost", and
+// waits until it answers. It monitors nothing; tests register monitors with SENTINEL MONITOR.
+func StartSentinel(t testing.TB, e Engine, cfg SentinelConfig) *Proc {
+	t.Helper()
+	Require(t, e)
+	p := &Proc{t: t, Engine: e, Sentinel: true, Port: FreePort(t), Dir: t.TempDir()}
+	lines := []string{
+		"port " + strconv.Itoa(p.Port),
+		"bind 127.0.0.1 -::1",
+		"dir " + p.Dir,
+		"protected-mode no",
+		"sentinel resolve-hostnames yes",
+		"sentinel announce-hostnames yes",
+		"sentinel announce-ip " + Host,
+		"logfile \"\"",
+	}
+	lines = append(lines, cfg.Lines...)
+	p.ConfPath = filepath.Join(p.Dir, "sentinel.conf")
+	writeFile(t, p.ConfPath, strings.Join(lines, "\n")+"\n")
+	p.Start()
+	return p
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatalf("write %s: %v", path, err)
+	}
+}
+
+// Start (re)starts the process from its config file and waits until it accepts connections. The config file
+// is kept, including whatever the process rewrote into it.
+func (p *Proc) Start() {
+	p.t.Helper()
+	p.mu.Lock()
+	bin := p.Engine.Server
+	if p.Sentinel {
+		bin = p.Engine.Sentinel
+	}
+	logf, err := os.OpenFile(filepath.Join(p.Dir, "process.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		p.mu.Unlock()
+		p.t.Fatalf("open log: %v", err)
+	}
+	cmd := exec.Command(bin, p.ConfPath)
+	cmd.Dir = p.Dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		p.t.Fatalf("start %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	p.cmd, p.log, p.exited = cmd, logf, exited
+	p.mu.Unlock()
+	p.t.Cleanup(p.Kill)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)), 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		select {
+		case <-exited:
+			p.t.Fatalf("%s on port %d exited at start:\n%s", bin, p.Port, p.Logs())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s on port %d did not listen within 10s:\n%s", bin, p.Port, p.Logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to exit. Calling it on a stopped process does nothing.
+func (p *Proc) Kill() { p.signal(syscall.SIGKILL) }
+
+// Stop sends SIGTERM (a clean shutdown) and waits for the process to exit.
+func (p *Proc) Stop() { p.signal(syscall.SIGTERM) }
+
+func (p *Proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Running reports whether the process is alive.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Logs returns what the process wrote so far.
+func (p *Proc) Logs() string {
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "process.log"))
+	return string(b)
+}
+
+// Config returns the current content of the process's config file (after any rewrite).
+func (p *Proc) Config() string {
+	b, _ := os.ReadFile(p.ConfPath)
+	return string(b)
+}
+
+// Client dials the process with the given options and closes the client when the test ends.
+func (p *Proc) Client(o valkey.Options) *valkey.Client {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := valkey.Dial(ctx, p.Addr(), o)
+	if err != nil {
+		p.t.Fatalf("dial %s: %v", p.Addr(), err)
+	}
+	p.t.Cleanup(c.Close)
+	return c
+}
+
+// CLI runs the engine's command-line client against the process and returns its trimmed output. The password,
+// if any, travels in REDISCLI_AUTH, never on the command line.
+func (p *Proc) CLI(user, password string, args ...string) (string, error) {
+	full := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(p.Port)}, args...)
+	if user != "" {
+		full = append([]string{"--user", user}, full...)
+	}
+	cmd := exec.Command(p.Engine.CLI, full...)
+	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return strings.TrimSpace(out.String()), err
+}
+
+// Eventually polls fn every interval until it returns nil or timeout passes, then fails the test with the
+// last error.
+func Eventually(t testing.TB, timeout, interval time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		if last = fn(); last == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s: %v", what, timeout, last)
+		}
+		time.Sleep(interval)
+	}
+}
