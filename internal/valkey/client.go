@@ -25,6 +25,8 @@ type Options struct {
 	TLS        bool
 	CAFile     string
 	ServerName string
+	// RESP2 authenticates with AUTH instead of HELLO 3, for users without +hello (the _probe user).
+	RESP2 bool
 	// DialTimeout bounds connecting (default 2 s). CommandTimeout bounds each command (default 5 s).
 	DialTimeout    time.Duration
 	CommandTimeout time.Duration
@@ -57,6 +59,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		ClientSetInfo:     vk.DisableClientSetInfo,
 		Dialer:            net.Dialer{Timeout: o.DialTimeout},
 		ConnWriteTimeout:  o.CommandTimeout,
+		AlwaysRESP2:       o.RESP2,
 	}
 	if o.TLS {
 		tc, err := buildTLS(addr, o)
@@ -171,6 +174,16 @@ func (c *Client) Info(ctx context.Context, section string) (map[string]string, e
 	}
 	f, err := ParseInfo(s)
 	return f, c.wrap(name, err)
+}
+
+// Keys returns the number of keys over all databases from INFO keyspace ("db0:keys=N,expires=..,...").
+func (c *Client) Keys(ctx context.Context) (int64, error) {
+	f, err := c.Info(ctx, "keyspace")
+	if err != nil {
+		return 0, err
+	}
+	n, err := ParseKeyspace(f)
+	return n, c.wrap("INFO keyspace", err)
 }
 
 // InfoReplication runs INFO replication (see ParseReplication).

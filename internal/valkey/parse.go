@@ -118,6 +118,26 @@ func ParseReplication(fields map[string]string) (Replication, error) {
 	return r, nil
 }
 
+// ParseKeyspace sums keys=N over the "dbN:" fields of INFO keyspace.
+func ParseKeyspace(fields map[string]string) (int64, error) {
+	var total int64
+	for k, v := range fields {
+		if !strings.HasPrefix(k, "db") {
+			continue
+		}
+		kv, err := ParseKV(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", k, err)
+		}
+		n, err := intField(kv, "keys", 0)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", k, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
 // ParseRole decodes a ROLE reply (Valkey docs, "ROLE"): for a primary ["master", offset, [[host, port, offset],
 // ...]], for a replica ["slave", host, port, state, offset], for a Sentinel ["sentinel", [names...]].
 // Values arrive as produced by valkey-go's ToAny (string, int64, []any).

@@ -1,0 +1,169 @@
+// Package bootstrap decides, before a data node's server starts, whether it starts as the primary or as a
+// replica of whom (DESIGN.md "Boot-time role discovery"). It runs in every data pod, also when every
+// controller is scaled to zero, so a restarted node rejoins as a replica (case S05) and an empty node that
+// Sentinel still names primary never wipes its replicas (case S08).
+//
+// The flow is observe (ask the Sentinels, then the peers) -> PlanBoot (pure) -> act (write the config, or
+// request a failover and look again, or wait and look again).
+package bootstrap
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// SentinelAnswer is one Sentinel's reply to GET-MASTER-ADDR-BY-NAME.
+type SentinelAnswer struct {
+	Addr string
+	// Err is set when the Sentinel could not be asked.
+	Err error
+	// Found is false when the Sentinel does not know the monitor.
+	Found bool
+	Host  string
+	Port  int
+}
+
+// Peer is what one other data node reported.
+type Peer struct {
+	Node      spec.Node
+	Reachable bool
+	Repl      valkey.Replication
+	// Keys is the number of keys in the peer's keyspace (INFO keyspace).
+	Keys int64
+}
+
+// HasData reports whether the peer holds a dataset worth protecting.
+func (p Peer) HasData() bool { return p.Reachable && p.Keys > 0 }
+
+// Observation is everything PlanBoot needs.
+type Observation struct {
+	Self spec.Node
+	// Port is the instance port; a node's own port wins when set.
+	Port int
+	// Sentinels is empty when no sentinels.json is mounted (the instance is not monitored).
+	Sentinels []SentinelAnswer
+	Peers     []Peer
+	// LocalData is true when persistence is on and the data directory holds an RDB or AOF file with content.
+	LocalData bool
+}
+
+// Kind is what the node does next.
+type Kind string
+
+// The decisions.
+const (
+	// StartPrimary starts the server with no replicaof.
+	StartPrimary Kind = "start-primary"
+	// StartReplica starts the server with replicaof PrimaryHost PrimaryPort.
+	StartReplica Kind = "start-replica"
+	// RequestFailover asks Sentinel to fail over away from this (empty) node, then looks again.
+	RequestFailover Kind = "request-failover"
+	// Wait looks again after a pause: no primary is known and this node must not become one.
+	Wait Kind = "wait"
+)
+
+// Decision is the result of PlanBoot.
+type Decision struct {
+	Kind        Kind
+	PrimaryHost string
+	PrimaryPort int
+	// Reason is a human sentence for the log.
+	Reason string
+}
+
+// PlanBoot decides the role of a starting node:
+//
+//  1. When Sentinels answer, the address most of them name is the primary. If it is another node, start as
+//     its replica. If it is this node and this node starts empty (no persistence, or no data file) while a
+//     peer holds data, request a failover instead of starting as an empty primary that would wipe the
+//     replicas on resync (case S08).
+//  2. Otherwise, the peers decide: a peer reporting primary is followed (the highest offset wins when
+//     several claim it). With no primary anywhere, a node never promotes itself while a peer holds data (the
+//     controller or Sentinel promotes the best replica, case S07); on a cold start with no data anywhere,
+//     only node 0 starts as primary and the others wait.
+func PlanBoot(o Observation) Decision {
+	in := spec.Instance{Port: o.Port}
+	peerHasData := false
+	for _, p := range o.Peers {
+		if p.HasData() {
+			peerHasData = true
+		}
+	}
+	if host, port, votes, ok := sentinelPrimary(o.Sentinels); ok {
+		if !in.SameAddr(o.Self, host, port) {
+			return Decision{Kind: StartReplica, PrimaryHost: host, PrimaryPort: port,
+				Reason: fmt.Sprintf("%d Sentinel(s) name %s:%d as primary", votes, host, port)}
+		}
+		if o.LocalData || !peerHasData {
+			return Decision{Kind: StartPrimary,
+				Reason: fmt.Sprintf("%d Sentinel(s) name this node primary and it %s", votes, dataPhrase(o.LocalData))}
+		}
+		return Decision{Kind: RequestFailover,
+			Reason: "Sentinel names this node primary but it starts empty while a replica holds data (case S08)"}
+	}
+	// no Sentinel knows the monitor: ask the peers
+	var best *Peer
+	for i := range o.Peers {
+		p := &o.Peers[i]
+		if !p.Reachable || p.Repl.Role != valkey.RolePrimary || p.Node.Index == o.Self.Index {
+			continue
+		}
+		if best == nil || p.Repl.Offset() > best.Repl.Offset() {
+			best = p
+		}
+	}
+	if best != nil {
+		return Decision{Kind: StartReplica, PrimaryHost: best.Node.Host, PrimaryPort: in.PortOf(best.Node),
+			Reason: fmt.Sprintf("no Sentinel knows the monitor; peer %s reports primary", best.Node.Host)}
+	}
+	if peerHasData {
+		return Decision{Kind: Wait,
+			Reason: "no primary anywhere and a peer holds data: waiting for the controller or Sentinel to promote the best replica"}
+	}
+	if o.Self.Index == 0 {
+		return Decision{Kind: StartPrimary, Reason: "cold start: no primary and no data anywhere; node 0 bootstraps as primary"}
+	}
+	return Decision{Kind: Wait, Reason: "cold start: waiting for node 0 to become primary"}
+}
+
+func dataPhrase(local bool) string {
+	if local {
+		return "has persisted data"
+	}
+	return "no peer holds data"
+}
+
+// sentinelPrimary returns the address named by the most Sentinels that know the monitor. Ties are broken by
+// the address so the result is deterministic.
+func sentinelPrimary(answers []SentinelAnswer) (host string, port int, votes int, ok bool) {
+	type addr struct {
+		host string
+		port int
+	}
+	count := map[addr]int{}
+	for _, a := range answers {
+		if a.Err == nil && a.Found && a.Host != "" {
+			count[addr{spec.NormalizeHost(a.Host), a.Port}]++
+		}
+	}
+	if len(count) == 0 {
+		return "", 0, 0, false
+	}
+	keys := make([]addr, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if count[keys[i]] != count[keys[j]] {
+			return count[keys[i]] > count[keys[j]]
+		}
+		if keys[i].host != keys[j].host {
+			return keys[i].host < keys[j].host
+		}
+		return keys[i].port < keys[j].port
+	})
+	return keys[0].host, keys[0].port, count[keys[0]], true
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+)
+
+// BootstrapOptions are the flags of `bootstrap` (docs/contract.md, "Data pod").
+type BootstrapOptions struct {
+	NodeIndex      int
+	InstanceFile   string
+	SentinelsFile  string
+	SecretsDir     string
+	ConfigTemplate string
+	ConfigOut      string
+	DataDir        string
+	Exec           string
+	WaitLimit      time.Duration
+	Retry          time.Duration
+}
+
+// Validate checks the options.
+func (o *BootstrapOptions) Validate() error {
+	if o.NodeIndex < 0 {
+		return errors.New("--node-index must be >= 0")
+	}
+	for flag, v := range map[string]string{"--instance-file": o.InstanceFile, "--secrets-dir": o.SecretsDir,
+		"--config-template": o.ConfigTemplate, "--config-out": o.ConfigOut} {
+		if v == "" {
+			return fmt.Errorf("%s is required", flag)
+		}
+	}
+	return nil
+}
+
+func newBootstrapCmd() *cobra.Command {
+	o := &BootstrapOptions{}
+	cmd := &cobra.Command{
+		Use:   "bootstrap",
+		Short: "Decide a data node's role before its server starts, write its config, then exec the server",
+		Long: `bootstrap runs as the entry point of every data container. It asks the Sentinels named in the
+sentinels file for the current primary, else the peers (INFO replication), and only node 0 starts as
+primary on a cold start. A node that Sentinel still names primary but that starts empty while a replica holds
+data asks Sentinel to fail over instead (case S08). It writes the writable server config (template + own
+announce address + replication credentials + replicaof) and, with --exec, replaces itself with the server.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			b, err := os.ReadFile(o.InstanceFile)
+			if err != nil {
+				return fmt.Errorf("read descriptor: %w", err)
+			}
+			in, err := spec.ParseInstance(b)
+			if err != nil {
+				return err
+			}
+			log := slog.Default().With("instance", in.Name, "node", o.NodeIndex)
+			d, err := bootstrap.Run(cmd.Context(), bootstrap.Config{
+				Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile, SecretsDir: o.SecretsDir,
+				DataDir: o.DataDir, ConfigTemplate: o.ConfigTemplate, ConfigOut: o.ConfigOut,
+				WaitLimit: o.WaitLimit, Retry: o.Retry,
+			}, log)
+			if err != nil {
+				return err
+			}
+			log.Info("starting server", "role", d.Kind, "primary", d.PrimaryHost, "config", o.ConfigOut)
+			if o.Exec == "" {
+				return nil
+			}
+			bin, err := exec.LookPath(o.Exec)
+			if err != nil {
+				return fmt.Errorf("--exec %s: %w", o.Exec, err)
+			}
+			return syscall.Exec(bin, []string{o.Exec, o.ConfigOut}, os.Environ())
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.NodeIndex, "node-index", -1, "index of this node in the descriptor's nodes")
+	f.StringVar(&o.InstanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
+	f.StringVar(&o.SentinelsFile, "sentinels-file", "/etc/valkey-ha/sentinels/sentinels.json", "Sentinel info (absent = not monitored)")
+	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with one file per system user password")
+	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "server config from the ConfigMap")
+	f.StringVar(&o.ConfigOut, "config-out", "/etc/valkey-ha/runtime/valkey.conf", "writable server config to write")
+	f.StringVar(&o.DataDir, "data-dir", "/data", "data directory (checked for persisted data)")
+	f.StringVar(&o.Exec, "exec", "", "server binary to exec with the written config (valkey-server or redis-server)")
+	f.DurationVar(&o.WaitLimit, "wait-limit", 10*time.Minute, "give up (exit 1, the container restarts) after waiting this long for a primary")
+	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
+	return cmd
+}
+
+func newInstallCmd() *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Copy this static binary into a directory (init container of data pods)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to == "" {
+				return errors.New("--to is required")
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("locate own binary: %w", err)
+			}
+			src, err := os.Open(self)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", self, err)
+			}
+			defer src.Close()
+			dst := filepath.Join(to, "valkey-sentinel-ctl")
+			out, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+			if err != nil {
+				return fmt.Errorf("create %s: %w", dst, err)
+			}
+			if _, err := io.Copy(out, src); err != nil {
+				out.Close()
+				return fmt.Errorf("copy to %s: %w", dst, err)
+			}
+			if err := out.Close(); err != nil {
+				return fmt.Errorf("close %s: %w", dst, err)
+			}
+			if err := os.Rename(dst+".tmp", dst); err != nil {
+				return fmt.Errorf("rename %s: %w", dst, err)
+			}
+			cmd.Printf("installed %s\n", dst)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "target directory")
+	return cmd
+}

@@ -1,0 +1,200 @@
+// Package registration holds the sentinel controller's pure decisions about monitors (seed 000, "Reconcile
+// flow", ValkeySentinel controller steps 5-6): which Sentinel lacks which monitor, which per-monitor keys
+// differ, and which monitors no longer match the selector. It never resets or removes a monitor whose primary
+// is down or being failed over (case S10).
+package registration
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// Wanted is one instance this quorum should monitor, resolved by the controller.
+type Wanted struct {
+	Instance spec.Instance
+	// Quorum is the quorum to register (the instance's pin, or Sentinels/2+1).
+	Quorum int
+	// AuthUser and AuthPass are the _sentinel credentials; AuthHash fingerprints them.
+	AuthUser, AuthPass, AuthHash string
+	// PrimaryHost/Port is where to register: the address most of our Sentinels already name, else the data
+	// node that reports role primary. Empty means "not known yet".
+	PrimaryHost string
+	PrimaryPort int
+}
+
+// SentinelState is one Sentinel pod as observed.
+type SentinelState struct {
+	Pod  string
+	Addr string
+	// Ready is the pod's readiness; Reachable is true when SENTINEL MASTERS answered.
+	Ready     bool
+	Reachable bool
+	Monitors  map[string]valkey.Monitor
+	// AppliedAuth maps a monitor name to the AuthHash last applied on this Sentinel (controller memory).
+	AppliedAuth map[string]string
+}
+
+// Observation is the input of Build.
+type Observation struct {
+	Wanted    []Wanted
+	Sentinels []SentinelState
+}
+
+// ActionKind names a registration change.
+type ActionKind string
+
+// The actions.
+const (
+	Monitor ActionKind = "monitor" // SENTINEL MONITOR name host port quorum, then SET of Pairs
+	Set     ActionKind = "set"     // SENTINEL SET name Pairs...
+	Remove  ActionKind = "remove"  // SENTINEL REMOVE name
+)
+
+// Action is one command (or MONITOR+SET) on one Sentinel.
+type Action struct {
+	Kind     ActionKind
+	Sentinel string // pod name
+	Addr     string
+	Name     string
+	Host     string
+	Port     int
+	Quorum   int
+	Pairs    [][2]string
+	AuthHash string
+	Reason   string
+}
+
+// Plan is the output of Build.
+type Plan struct {
+	Actions []Action
+	// Held lists monitors whose change waits, with the reason.
+	Held map[string]string
+	// Warnings are configuration warnings to report (reserved keys, quorum pins out of range).
+	Warnings []string
+}
+
+// DefaultQuorum is the quorum for n Sentinels when the instance pins none: a strict majority.
+func DefaultQuorum(n int) int { return n/2 + 1 }
+
+// QuorumWarning returns a warning when a pinned quorum exceeds the Sentinel count or is at most half of it
+// (seed 000, Validation), else "".
+func QuorumWarning(name string, quorum, sentinels int) string {
+	switch {
+	case quorum > sentinels:
+		return fmt.Sprintf("%s: quorum %d exceeds the %d Sentinels: failures are never agreed", name, quorum, sentinels)
+	case quorum*2 <= sentinels:
+		return fmt.Sprintf("%s: quorum %d is at most half of %d Sentinels: a minority can declare the primary down", name, quorum, sentinels)
+	}
+	return ""
+}
+
+// settableKeys maps SENTINEL SET keys to the SENTINEL MASTERS field that shows the current value.
+var settableKeys = map[string]string{
+	"down-after-milliseconds": "down-after-milliseconds",
+	"failover-timeout":        "failover-timeout",
+	"parallel-syncs":          "parallel-syncs",
+}
+
+// Build returns the registration plan (pure).
+func Build(o Observation) Plan {
+	p := Plan{Held: map[string]string{}}
+	wanted := map[string]Wanted{}
+	names := make([]string, 0, len(o.Wanted))
+	for _, w := range o.Wanted {
+		wanted[w.Instance.MonitorName] = w
+		names = append(names, w.Instance.MonitorName)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		w := wanted[name]
+		pairs, skipped := w.Instance.SentinelSetPairs()
+		for _, k := range skipped {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: sentinel.config key %q is owned by the controller and was skipped", name, k))
+		}
+		for _, s := range o.Sentinels {
+			if !s.Ready || !s.Reachable {
+				continue
+			}
+			m, has := s.Monitors[name]
+			if !has {
+				if w.PrimaryHost == "" {
+					p.Held[name] = "no primary known yet to register"
+					continue
+				}
+				all := append([][2]string{{"auth-user", w.AuthUser}, {"auth-pass", w.AuthPass}}, pairs...)
+				p.Actions = append(p.Actions, Action{Kind: Monitor, Sentinel: s.Pod, Addr: s.Addr, Name: name,
+					Host: w.PrimaryHost, Port: w.PrimaryPort, Quorum: w.Quorum, Pairs: all, AuthHash: w.AuthHash,
+					Reason: "monitor missing on this Sentinel"})
+				continue
+			}
+			var diff [][2]string
+			if m.Quorum != w.Quorum {
+				diff = append(diff, [2]string{"quorum", strconv.Itoa(w.Quorum)})
+			}
+			for _, kv := range pairs {
+				if field, ok := settableKeys[kv[0]]; ok && m.Fields[field] == kv[1] {
+					continue
+				}
+				if _, ok := settableKeys[kv[0]]; !ok && s.AppliedAuth[name] == w.AuthHash {
+					continue // keys MASTERS does not show are applied with the credentials
+				}
+				diff = append(diff, kv)
+			}
+			if s.AppliedAuth[name] != w.AuthHash {
+				diff = append([][2]string{{"auth-user", w.AuthUser}, {"auth-pass", w.AuthPass}}, diff...)
+			}
+			if len(diff) > 0 {
+				p.Actions = append(p.Actions, Action{Kind: Set, Sentinel: s.Pod, Addr: s.Addr, Name: name,
+					Pairs: diff, AuthHash: w.AuthHash, Reason: "settings differ"})
+			}
+		}
+	}
+	// monitors on our Sentinels that nothing wants any more
+	for _, s := range o.Sentinels {
+		if !s.Reachable {
+			continue
+		}
+		gone := make([]string, 0)
+		for name := range s.Monitors {
+			if _, ok := wanted[name]; !ok {
+				gone = append(gone, name)
+			}
+		}
+		sort.Strings(gone)
+		for _, name := range gone {
+			m := s.Monitors[name]
+			if !m.Healthy() {
+				p.Held[name] = "not removed while its primary is down or failing over"
+				continue
+			}
+			p.Actions = append(p.Actions, Action{Kind: Remove, Sentinel: s.Pod, Addr: s.Addr, Name: name,
+				Reason: "instance no longer selected"})
+		}
+	}
+	return p
+}
+
+// AgreedPrimary returns the address most of the given Sentinels name for a monitor (ties broken by address).
+func AgreedPrimary(sentinels []SentinelState, name string) (host string, port int, ok bool) {
+	type addr struct {
+		h string
+		p int
+	}
+	count := map[addr]int{}
+	for _, s := range sentinels {
+		if m, has := s.Monitors[name]; has && s.Reachable {
+			count[addr{m.Host, m.Port}]++
+		}
+	}
+	best, n := addr{}, 0
+	for a, c := range count {
+		if c > n || (c == n && (a.h < best.h || (a.h == best.h && a.p < best.p))) {
+			best, n = a, c
+		}
+	}
+	return best.h, best.p, n > 0
+}

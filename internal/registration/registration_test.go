@@ -1,0 +1,118 @@
+package registration
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+func wanted(name string) Wanted {
+	return Wanted{Instance: spec.Instance{MonitorName: name, SentinelConfig: map[string]string{
+		"down-after-milliseconds": "5000", "auth-pass": "smuggled"}},
+		Quorum: 2, AuthUser: "_sentinel", AuthPass: "pw", AuthHash: "h1", PrimaryHost: name + "-0-0.x", PrimaryPort: 6379}
+}
+
+func mon(name string, quorum int, downAfter string, flags ...string) valkey.Monitor {
+	if len(flags) == 0 {
+		flags = []string{"master"}
+	}
+	return valkey.Monitor{Name: name, Host: name + "-0-0.x", Port: 6379, Quorum: quorum, Flags: flags,
+		Fields: map[string]string{"down-after-milliseconds": downAfter}}
+}
+
+func sentinel(pod string, applied map[string]string, ms ...valkey.Monitor) SentinelState {
+	s := SentinelState{Pod: pod, Addr: pod + ":26379", Ready: true, Reachable: true, Monitors: map[string]valkey.Monitor{}, AppliedAuth: applied}
+	for _, m := range ms {
+		s.Monitors[m.Name] = m
+	}
+	return s
+}
+
+func summary(p Plan) []string {
+	var out []string
+	for _, a := range p.Actions {
+		out = append(out, string(a.Kind)+" "+a.Name+"@"+a.Sentinel)
+	}
+	return out
+}
+
+func TestBuild(t *testing.T) {
+	applied := map[string]string{"a": "h1"}
+	tests := []struct {
+		name string
+		obs  Observation
+		want []string
+		held []string
+	}{
+		{"register on every ready Sentinel lacking it",
+			Observation{Wanted: []Wanted{wanted("a")}, Sentinels: []SentinelState{
+				sentinel("s-0", nil), sentinel("s-1", applied, mon("a", 2, "5000")), {Pod: "s-2", Ready: false}}},
+			[]string{"monitor a@s-0"}, nil},
+		{"idempotent when everything matches",
+			Observation{Wanted: []Wanted{wanted("a")}, Sentinels: []SentinelState{sentinel("s-0", applied, mon("a", 2, "5000"))}},
+			nil, nil},
+		{"changed quorum or key is SET, not re-monitored",
+			Observation{Wanted: []Wanted{wanted("a")}, Sentinels: []SentinelState{sentinel("s-0", applied, mon("a", 3, "1000"))}},
+			[]string{"set a@s-0"}, nil},
+		{"credentials re-applied after a controller restart",
+			Observation{Wanted: []Wanted{wanted("a")}, Sentinels: []SentinelState{sentinel("s-0", nil, mon("a", 2, "5000"))}},
+			[]string{"set a@s-0"}, nil},
+		{"de-selected monitor is removed everywhere",
+			Observation{Sentinels: []SentinelState{sentinel("s-0", nil, mon("b", 2, "5000")), sentinel("s-1", nil, mon("b", 2, "5000"))}},
+			[]string{"remove b@s-0", "remove b@s-1"}, nil},
+		{"TestCaseS10 never remove while the primary is down or failing over",
+			Observation{Sentinels: []SentinelState{sentinel("s-0", nil, mon("b", 2, "5000", "master", "s_down")),
+				sentinel("s-1", nil, mon("b", 2, "5000", "master", "failover_in_progress"))}},
+			nil, []string{"b"}},
+		{"no primary known: held",
+			Observation{Wanted: []Wanted{{Instance: spec.Instance{MonitorName: "c"}, Quorum: 2}}, Sentinels: []SentinelState{sentinel("s-0", nil)}},
+			nil, []string{"c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Build(tt.obs)
+			assert.Equal(t, tt.want, summary(p))
+			for _, h := range tt.held {
+				assert.Contains(t, p.Held, h)
+			}
+			for _, a := range p.Actions {
+				for _, kv := range a.Pairs {
+					assert.NotEqual(t, "smuggled", kv[1], "reserved keys from sentinel.config are never applied")
+				}
+			}
+		})
+	}
+}
+
+func TestMonitorCarriesCredentialsAndSortedKeys(t *testing.T) {
+	w := wanted("a")
+	w.Instance.SentinelConfig["failover-timeout"] = "15000"
+	p := Build(Observation{Wanted: []Wanted{w}, Sentinels: []SentinelState{sentinel("s-0", nil)}})
+	assert.Len(t, p.Actions, 1)
+	assert.Equal(t, [][2]string{{"auth-user", "_sentinel"}, {"auth-pass", "pw"}, {"down-after-milliseconds", "5000"}, {"failover-timeout", "15000"}}, p.Actions[0].Pairs)
+	assert.Contains(t, p.Warnings[0], "auth-pass")
+}
+
+func TestQuorum(t *testing.T) {
+	assert.Equal(t, 2, DefaultQuorum(3))
+	assert.Equal(t, 3, DefaultQuorum(5))
+	assert.Equal(t, 3, DefaultQuorum(4))
+	assert.Empty(t, QuorumWarning("a", 2, 3))
+	assert.NotEmpty(t, QuorumWarning("a", 4, 3))
+	assert.NotEmpty(t, QuorumWarning("a", 2, 4))
+	assert.NotEmpty(t, QuorumWarning("a", 1, 3))
+}
+
+func TestAgreedPrimary(t *testing.T) {
+	m1 := mon("a", 2, "5000")
+	m2 := m1
+	m2.Host = "a-1-0.x"
+	h, _, ok := AgreedPrimary([]SentinelState{sentinel("s-0", nil, m2), sentinel("s-1", nil, m1), sentinel("s-2", nil, m2)}, "a")
+	assert.True(t, ok)
+	assert.Equal(t, "a-1-0.x", h)
+	_, _, ok = AgreedPrimary([]SentinelState{sentinel("s-0", nil)}, "a")
+	assert.False(t, ok)
+}

@@ -1,0 +1,256 @@
+// Package spec decodes and validates the documents the charts and the controllers share (docs/contract.md):
+// the instance descriptor (instance.json, rendered by charts/valkey) and the Sentinel info (sentinels.json,
+// written by the sentinel controller). What a CRD would validate lives here, so a malformed descriptor is
+// refused with an error naming the field, never half-used.
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Well-known names, labels and keys (docs/contract.md).
+const (
+	LabelPartOf      = "app.kubernetes.io/part-of"
+	PartOfValue      = "valkey-ha"
+	LabelComponent   = "app.kubernetes.io/component"
+	LabelInstance    = "valkey.io/instance"
+	LabelNodeIndex   = "valkey.io/node-index"
+	LabelRole        = "valkey.io/role"
+	LabelSentinel    = "valkey.io/sentinel"
+	RolePrimary      = "primary"
+	RoleReplica      = "replica"
+	ComponentInst    = "instance"
+	ComponentData    = "data"
+	ComponentSInfo   = "sentinel-info"
+	ComponentStatus  = "status"
+	ComponentSentinl = "sentinel"
+	InstanceKey      = "instance.json"
+	SentinelsKey     = "sentinels.json"
+	StatusKey        = "status.json"
+
+	FailoverSentinel = "Sentinel"
+	FailoverNone     = "None"
+)
+
+// Node is one data node of an instance.
+type Node struct {
+	Index       int    `json:"index"`
+	Pod         string `json:"pod"`
+	StatefulSet string `json:"statefulSet"`
+	// Host is the node's stable FQDN: <pod>.<per-node service>.<ns>.svc.<domain>.
+	Host string `json:"host"`
+	// Port overrides the instance port for this node (0 = the instance port). The charts never set it; tests
+	// that run every node on localhost do.
+	Port int `json:"port,omitempty"`
+}
+
+// TLS is the TLS setting of an instance or a quorum.
+type TLS struct {
+	Enabled    bool   `json:"enabled"`
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// SecretRef names one key of a Secret and the ACL user it authenticates.
+type SecretRef struct {
+	User       string `json:"user"`
+	SecretName string `json:"secretName"`
+	SecretKey  string `json:"secretKey"`
+}
+
+// Instance is the descriptor charts/valkey publishes in ConfigMap <F>-instance, key instance.json.
+type Instance struct {
+	Name         string `json:"name"`
+	Namespace    string `json:"namespace"`
+	Release      string `json:"release"`
+	Engine       string `json:"engine"`
+	MonitorName  string `json:"monitorName"`
+	FailoverMode string `json:"failoverMode"`
+	// Quorum pins the Sentinel quorum; 0 lets the Sentinel side decide (Sentinels/2+1).
+	Quorum int `json:"quorum"`
+	// SentinelConfig holds per-monitor SENTINEL SET keys (e.g. down-after-milliseconds in ms).
+	SentinelConfig map[string]string `json:"sentinelConfig"`
+	Port           int               `json:"port"`
+	TLS            TLS               `json:"tls"`
+	Persistence    bool              `json:"persistence"`
+	Nodes          []Node            `json:"nodes"`
+	PodSelector    map[string]string `json:"podSelector"`
+	SentinelAuth   SecretRef         `json:"sentinelAuth"`
+	SystemSecret   string            `json:"systemSecret"`
+	ACLSecret      string            `json:"aclSecret"`
+}
+
+var (
+	monitorNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	dnsLabelRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	configKeyRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+)
+
+// ParseInstance decodes and validates instance.json. Unknown fields are refused, so a chart/controller version
+// skew is loud. The error names the offending field.
+func ParseInstance(data []byte) (Instance, error) {
+	var in Instance
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, fmt.Errorf("instance.json: %w", err)
+	}
+	return in, in.Validate()
+}
+
+// Validate checks the descriptor's fields; the error names the first bad field.
+func (in Instance) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("instance.json: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if !dnsLabelRE.MatchString(in.Name) {
+		return bad("name", "%q is not a DNS label", in.Name)
+	}
+	if in.Namespace == "" {
+		return bad("namespace", "empty")
+	}
+	if in.Engine != "valkey" && in.Engine != "redis" {
+		return bad("engine", "%q is not valkey or redis", in.Engine)
+	}
+	if !monitorNameRE.MatchString(in.MonitorName) {
+		return bad("monitorName", "%q must match %s", in.MonitorName, monitorNameRE)
+	}
+	if in.FailoverMode != FailoverSentinel && in.FailoverMode != FailoverNone {
+		return bad("failoverMode", "%q is not Sentinel or None", in.FailoverMode)
+	}
+	if in.Quorum < 0 {
+		return bad("quorum", "%d is negative", in.Quorum)
+	}
+	if in.Port < 1 || in.Port > 65535 {
+		return bad("port", "%d is not a port", in.Port)
+	}
+	if len(in.Nodes) == 0 {
+		return bad("nodes", "empty")
+	}
+	for i, n := range in.Nodes {
+		if n.Index != i {
+			return bad(fmt.Sprintf("nodes[%d].index", i), "is %d, want %d", n.Index, i)
+		}
+		if n.Host == "" || net.ParseIP(n.Host) != nil {
+			return bad(fmt.Sprintf("nodes[%d].host", i), "%q must be a hostname, not empty or an IP", n.Host)
+		}
+		if n.Pod == "" || n.StatefulSet == "" {
+			return bad(fmt.Sprintf("nodes[%d]", i), "pod and statefulSet are required")
+		}
+	}
+	for k, v := range in.SentinelConfig {
+		if !configKeyRE.MatchString(k) {
+			return bad("sentinelConfig", "key %q is not a Sentinel option name", k)
+		}
+		if strings.ContainsAny(v, "\r\n") || v == "" {
+			return bad("sentinelConfig."+k, "value must be one non-empty line")
+		}
+	}
+	if len(in.PodSelector) == 0 {
+		return bad("podSelector", "empty")
+	}
+	if in.SentinelAuth.SecretName == "" || in.SentinelAuth.SecretKey == "" || in.SentinelAuth.User == "" {
+		return bad("sentinelAuth", "user, secretName and secretKey are required")
+	}
+	return nil
+}
+
+// Monitored reports whether the instance asks to be monitored by Sentinel.
+func (in Instance) Monitored() bool { return in.FailoverMode == FailoverSentinel }
+
+// NodeByAddr returns the node with that host (case-insensitive, trailing dot ignored) and port.
+func (in Instance) NodeByAddr(host string, port int) (Node, bool) {
+	h := NormalizeHost(host)
+	for _, n := range in.Nodes {
+		if NormalizeHost(n.Host) == h && in.PortOf(n) == port {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// PortOf returns the node's port.
+func (in Instance) PortOf(n Node) int {
+	if n.Port != 0 {
+		return n.Port
+	}
+	return in.Port
+}
+
+// SameAddr reports whether host:port names node n.
+func (in Instance) SameAddr(n Node, host string, port int) bool {
+	return NormalizeHost(n.Host) == NormalizeHost(host) && in.PortOf(n) == port
+}
+
+// NormalizeHost lower-cases a host name and drops a trailing dot.
+func NormalizeHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// Addr returns host:port of a node.
+func (in Instance) Addr(n Node) string { return net.JoinHostPort(n.Host, strconv.Itoa(in.PortOf(n))) }
+
+// ReservedSentinelKeys are per-monitor keys the controller owns; a descriptor's sentinelConfig may not set
+// them (seed 000, "Configuration surface": credentials and structure are operator-only).
+var ReservedSentinelKeys = map[string]bool{
+	"auth-user": true, "auth-pass": true, "quorum": true, "monitor": true,
+	"client-reconfig-script": true, "notification-script": true,
+}
+
+// SentinelSetPairs returns the descriptor's SENTINEL SET pairs with reserved keys removed, sorted by key for
+// a stable order, and the list of reserved keys that were skipped.
+func (in Instance) SentinelSetPairs() (pairs [][2]string, skipped []string) {
+	keys := make([]string, 0, len(in.SentinelConfig))
+	for k := range in.SentinelConfig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if ReservedSentinelKeys[k] {
+			skipped = append(skipped, k)
+			continue
+		}
+		pairs = append(pairs, [2]string{k, in.SentinelConfig[k]})
+	}
+	return pairs, skipped
+}
+
+// SentinelInfo is what the sentinel controller publishes for a monitored instance in ConfigMap <F>-sentinels,
+// key sentinels.json; data pods read it at boot.
+type SentinelInfo struct {
+	MonitorName     string   `json:"monitorName"`
+	SentinelRelease string   `json:"sentinelRelease"`
+	Port            int      `json:"port"`
+	TLS             bool     `json:"tls"`
+	Hosts           []string `json:"hosts"`
+}
+
+// ParseSentinelInfo decodes and validates sentinels.json.
+func ParseSentinelInfo(data []byte) (SentinelInfo, error) {
+	var si SentinelInfo
+	if err := json.Unmarshal(data, &si); err != nil {
+		return si, fmt.Errorf("sentinels.json: %w", err)
+	}
+	if !monitorNameRE.MatchString(si.MonitorName) {
+		return si, fmt.Errorf("sentinels.json: monitorName %q is invalid", si.MonitorName)
+	}
+	if si.Port < 1 || si.Port > 65535 {
+		return si, fmt.Errorf("sentinels.json: port %d is not a port", si.Port)
+	}
+	if len(si.Hosts) == 0 {
+		return si, fmt.Errorf("sentinels.json: hosts is empty")
+	}
+	return si, nil
+}
+
+// Addrs returns host:port for every Sentinel.
+func (si SentinelInfo) Addrs() []string {
+	out := make([]string, len(si.Hosts))
+	for i, h := range si.Hosts {
+		out[i] = net.JoinHostPort(h, strconv.Itoa(si.Port))
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+// Package topology holds the instance controller's pure decisions: from an Observation of every data node
+// and the Sentinels' view, Plan returns which node is the real primary, at most one disruptive repair, and
+// the valkey.io/role label changes (seed 000, "Reconcile flow", Valkey controller steps 3-5).
+//
+// Rules: Sentinel's answer is the truth whenever a monitor exists and the controller never targets Sentinel's
+// primary; nothing topological happens while a failover is in flight; one disruptive step per pass.
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// NodeState is one data node as observed.
+type NodeState struct {
+	Node spec.Node
+	// PodExists/PodReady come from the pod; RoleLabel is its current valkey.io/role label ("" = none).
+	PodExists bool
+	PodReady  bool
+	RoleLabel string
+	// Reachable is true when INFO replication answered; Err says why not.
+	Reachable bool
+	Err       string
+	Repl      valkey.Replication
+}
+
+// SentinelView is the Sentinels' opinion about the instance.
+type SentinelView struct {
+	// Monitored is true when the instance asks for Sentinel and Sentinel info is published for it.
+	Monitored bool
+	// Asked and Answered count the Sentinels asked and those that replied.
+	Asked, Answered int
+	// Known is true when a majority of the answering Sentinels know the monitor; PrimaryHost/Port is the
+	// address most of them name.
+	Known       bool
+	PrimaryHost string
+	PrimaryPort int
+	// FailoverInProgress is true when any Sentinel reports a failover in flight; PrimaryDown when any reports
+	// the primary s_down or o_down. Either one freezes topology changes (case S10).
+	FailoverInProgress bool
+	PrimaryDown        bool
+}
+
+// Observation is the input of Plan.
+type Observation struct {
+	Instance spec.Instance
+	Nodes    []NodeState
+	Sentinel SentinelView
+	// NoPrimaryFor is how long no node has been observed as primary (0 = a primary exists now).
+	NoPrimaryFor time.Duration
+}
+
+// ActionKind names a change.
+type ActionKind string
+
+// The actions the executor knows.
+const (
+	// Repoint runs REPLICAOF <primary> on Node (disruptive).
+	Repoint ActionKind = "repoint"
+	// Promote runs REPLICAOF NO ONE on Node (disruptive).
+	Promote ActionKind = "promote"
+	// Label sets the pod's valkey.io/role to Role, or removes it when Role is "".
+	Label ActionKind = "label"
+)
+
+// Action is one step of a plan.
+type Action struct {
+	Kind ActionKind
+	Node spec.Node
+	// Target is the primary for Repoint.
+	Target spec.Node
+	// Role is the label value for Label ("" removes the label).
+	Role   string
+	Reason string
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case Repoint:
+		return fmt.Sprintf("repoint %s to %s (%s)", a.Node.Pod, a.Target.Pod, a.Reason)
+	case Promote:
+		return fmt.Sprintf("promote %s (%s)", a.Node.Pod, a.Reason)
+	default:
+		return fmt.Sprintf("label %s role=%q (%s)", a.Node.Pod, a.Role, a.Reason)
+	}
+}
+
+// Disruptive reports whether the action changes replication.
+func (a Action) Disruptive() bool { return a.Kind == Repoint || a.Kind == Promote }
+
+// Plan is the output: the primary (nil when unknown), the actions in execution order, and why a repair was
+// held back.
+type Plan struct {
+	Primary *spec.Node
+	// PrimaryConfirmed is true when the primary reports role master itself.
+	PrimaryConfirmed bool
+	Actions          []Action
+	Held             string
+}
+
+// PromoteAfter is how long an unmonitored instance must have no primary before the controller promotes
+// the best replica (a restarting primary gets this long to come back).
+const PromoteAfter = 10 * time.Second
+
+// Build returns the plan for an observation (pure).
+func Build(o Observation) Plan {
+	var p Plan
+	in := o.Instance
+	byIndex := map[int]NodeState{}
+	for _, n := range o.Nodes {
+		byIndex[n.Node.Index] = n
+	}
+	frozen := o.Sentinel.Monitored && (o.Sentinel.FailoverInProgress || o.Sentinel.PrimaryDown)
+
+	// 1. who is the primary
+	if o.Sentinel.Monitored && o.Sentinel.Known {
+		if n, ok := in.NodeByAddr(o.Sentinel.PrimaryHost, o.Sentinel.PrimaryPort); ok {
+			p.Primary = &n
+			st := byIndex[n.Index]
+			p.PrimaryConfirmed = st.Reachable && st.Repl.Role == valkey.RolePrimary
+		} else {
+			p.Held = fmt.Sprintf("Sentinel names %s:%d, which is not a node of this instance", o.Sentinel.PrimaryHost, o.Sentinel.PrimaryPort)
+		}
+	} else if best, ok := bestClaimedPrimary(o.Nodes); ok {
+		n := best.Node
+		p.Primary = &n
+		p.PrimaryConfirmed = true
+	}
+
+	// 2. at most one disruptive repair
+	switch {
+	case frozen:
+		p.Held = "a failover is in flight or Sentinel sees the primary down: no topology change"
+	case p.Primary != nil && p.PrimaryConfirmed:
+		if a, ok := planRepoint(o, *p.Primary); ok {
+			p.Actions = append(p.Actions, a)
+		}
+	case p.Primary == nil && !o.Sentinel.Monitored:
+		if a, ok := planPromote(o); ok {
+			p.Actions = append(p.Actions, a)
+		} else if p.Held == "" {
+			p.Held = "no primary; waiting before promoting"
+		}
+	case p.Primary != nil && !p.PrimaryConfirmed && p.Held == "":
+		p.Held = fmt.Sprintf("Sentinel's primary %s does not report role master yet", p.Primary.Pod)
+	}
+
+	// 3. labels: removals first so the primary Service never has two endpoints (case S21)
+	var removals, additions []Action
+	for _, n := range o.Nodes {
+		want := ""
+		switch {
+		case p.Primary != nil && p.PrimaryConfirmed && n.Node.Index == p.Primary.Index:
+			want = spec.RolePrimary
+		case n.Reachable && n.Repl.Role == valkey.RoleReplica:
+			want = spec.RoleReplica
+		}
+		if !n.PodExists || n.RoleLabel == want {
+			continue
+		}
+		a := Action{Kind: Label, Node: n.Node, Role: want, Reason: labelReason(n, want)}
+		if want == spec.RolePrimary {
+			additions = append(additions, a)
+		} else {
+			removals = append(removals, a)
+		}
+	}
+	p.Actions = append(p.Actions, removals...)
+	p.Actions = append(p.Actions, additions...)
+	return p
+}
+
+func labelReason(n NodeState, want string) string {
+	switch {
+	case want == spec.RolePrimary:
+		return "the agreed primary reports role master"
+	case want == spec.RoleReplica:
+		return "reports role replica"
+	case !n.Reachable:
+		return "unreachable: " + n.Err
+	default:
+		return "reports primary but is not the agreed primary"
+	}
+}
+
+// bestClaimedPrimary picks, among reachable nodes reporting primary, the one with the most connected replicas,
+// then the highest offset, then the lowest index.
+func bestClaimedPrimary(nodes []NodeState) (NodeState, bool) {
+	var claimed []NodeState
+	for _, n := range nodes {
+		if n.Reachable && n.Repl.Role == valkey.RolePrimary {
+			claimed = append(claimed, n)
+		}
+	}
+	if len(claimed) == 0 {
+		return NodeState{}, false
+	}
+	sort.SliceStable(claimed, func(i, j int) bool {
+		a, b := claimed[i], claimed[j]
+		if len(a.Repl.Replicas) != len(b.Repl.Replicas) {
+			return len(a.Repl.Replicas) > len(b.Repl.Replicas)
+		}
+		if a.Repl.Offset() != b.Repl.Offset() {
+			return a.Repl.Offset() > b.Repl.Offset()
+		}
+		return a.Node.Index < b.Node.Index
+	})
+	return claimed[0], true
+}
+
+// planRepoint returns REPLICAOF <primary> for the first node that reports primary but is not the agreed one
+// (the orphan of case S05). When unmonitored it also repoints replicas that follow another node; when
+// monitored that is Sentinel's job (+fix-slave-config), so it is left alone. Sentinel's primary is never a
+// target.
+func planRepoint(o Observation, primary spec.Node) (Action, bool) {
+	in := o.Instance
+	for _, n := range o.Nodes {
+		if !n.Reachable || n.Node.Index == primary.Index {
+			continue
+		}
+		if n.Repl.Role == valkey.RolePrimary {
+			return Action{Kind: Repoint, Node: n.Node, Target: primary,
+				Reason: "reports primary but the agreed primary is " + primary.Pod}, true
+		}
+		if !o.Sentinel.Monitored && n.Repl.Role == valkey.RoleReplica && !in.SameAddr(primary, n.Repl.PrimaryHost, n.Repl.PrimaryPort) {
+			return Action{Kind: Repoint, Node: n.Node, Target: primary,
+				Reason: fmt.Sprintf("replicates from %s:%d instead of %s", n.Repl.PrimaryHost, n.Repl.PrimaryPort, primary.Pod)}, true
+		}
+	}
+	return Action{}, false
+}
+
+// planPromote promotes the reachable replica with the highest offset once an unmonitored instance has had no
+// primary for PromoteAfter and a majority of its nodes answer.
+func planPromote(o Observation) (Action, bool) {
+	if o.NoPrimaryFor < PromoteAfter {
+		return Action{}, false
+	}
+	reachable := 0
+	var best *NodeState
+	for i := range o.Nodes {
+		n := &o.Nodes[i]
+		if !n.Reachable {
+			continue
+		}
+		reachable++
+		if n.Repl.Role != valkey.RoleReplica {
+			continue
+		}
+		if best == nil || n.Repl.Offset() > best.Repl.Offset() {
+			best = n
+		}
+	}
+	if best == nil || reachable*2 <= len(o.Instance.Nodes) {
+		return Action{}, false
+	}
+	return Action{Kind: Promote, Node: best.Node,
+		Reason: fmt.Sprintf("no primary for %s; highest offset %d", o.NoPrimaryFor.Round(time.Second), best.Repl.Offset())}, true
+}
