@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/valkey-ha/valkey-ha/internal/controller"
+	"github.com/valkey-ha/valkey-ha/internal/kube"
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+)
+
+// CommonOptions are the flags shared by the two controllers.
+type CommonOptions struct {
+	Kubeconfig  string
+	Namespace   string
+	MetricsAddr string
+	LeaderElect bool
+	LeaseName   string
+}
+
+func (o *CommonOptions) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	f.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace to watch")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", ":9090", "address of /metrics, /healthz and /readyz (empty = off)")
+	f.BoolVar(&o.LeaderElect, "leader-elect", false, "use a Lease so only one replica acts (needed with more than one replica)")
+	f.StringVar(&o.LeaseName, "lease-name", "", "name of the Lease (default: <release>-controller)")
+}
+
+func (o *CommonOptions) validate() error {
+	if o.Namespace == "" {
+		return errors.New("--namespace is required (or set POD_NAMESPACE)")
+	}
+	return nil
+}
+
+// runController serves metrics and runs fn, under a Lease when leader election is on. The Lease is released
+// on shutdown so a successor takes over at once.
+func runController(ctx context.Context, o CommonOptions, cs kubernetes.Interface, m *metrics.Metrics, h *metrics.Health, lease string,
+	fn func(context.Context) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return metrics.Serve(ctx, o.MetricsAddr, m, h) })
+	g.Go(func() error {
+		if !o.LeaderElect {
+			return fn(ctx)
+		}
+		id, _ := os.Hostname()
+		lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: lease, Namespace: o.Namespace},
+			Client: cs.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
+		var runErr error
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) { runErr = fn(ctx) },
+				OnStoppedLeading: func() { slog.Info("leader lease lost or released", "lease", lease) },
+			},
+		})
+		return runErr
+	})
+	return g.Wait()
+}
+
+// InstanceCmdOptions are the flags of `instance`.
+type InstanceCmdOptions struct {
+	CommonOptions
+	Instance    string
+	Resync      time.Duration
+	NoSubscribe bool
+}
+
+func newInstanceCmd() *cobra.Command {
+	o := &InstanceCmdOptions{}
+	cmd := &cobra.Command{
+		Use:   "instance",
+		Short: "Run the data-side controller: repair orphan primaries, keep role labels true, write status",
+		Long: `instance observes INFO replication on every data node and, when monitored, Sentinel's
+GET-MASTER-ADDR-BY-NAME and MASTER; Sentinel's answer is the truth. One disruptive step per pass, never while a
+failover is in flight: an orphan primary gets REPLICAOF <primary>; an unmonitored instance with no primary
+promotes the replica with the highest offset. It keeps valkey.io/role pod labels (removal before addition, so
+the primary Service never has two endpoints) and subscribes to +switch-master for sub-second moves.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			cs, err := kube.NewClient(o.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			m, h := metrics.New(), &metrics.Health{}
+			rec, stop := kube.NewRecorder(cs, o.Namespace, "valkey-sentinel-ctl-instance")
+			defer stop()
+			lease := o.LeaseName
+			if lease == "" {
+				lease = o.Instance + "-controller"
+				if o.Instance == "" {
+					lease = "valkey-ha-instance-controller"
+				}
+			}
+			c := controller.NewInstanceController(cs, controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance,
+				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version}, m, rec, slog.Default())
+			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
+		},
+	}
+	o.bind(cmd)
+	cmd.Flags().StringVar(&o.Instance, "instance", "", "instance (release fullname) to manage; empty = every instance in the namespace")
+	cmd.Flags().DurationVar(&o.Resync, "resync", 2*time.Second, "polling period per instance")
+	cmd.Flags().BoolVar(&o.NoSubscribe, "no-subscribe", false, "do not subscribe to +switch-master (polling only)")
+	return cmd
+}
+
+// SentinelCmdOptions are the flags of `sentinel`.
+type SentinelCmdOptions struct {
+	CommonOptions
+	Release       string
+	StatefulSet   string
+	Service       string
+	Port          int
+	Replicas      int
+	ClusterDomain string
+	Selector      string
+	TLS           bool
+	Resync        time.Duration
+}
+
+func newSentinelCmd() *cobra.Command {
+	o := &SentinelCmdOptions{}
+	cmd := &cobra.Command{
+		Use:   "sentinel",
+		Short: "Run the sentinel-side controller: register, update and remove monitors for selected instances",
+		Long: `sentinel registers every selected instance (descriptor labels match --selector, failover mode Sentinel)
+on every ready Sentinel that lacks it: SENTINEL MONITOR <name> <primary FQDN> <port> <quorum>, then SENTINEL SET
+auth-user/auth-pass and the per-monitor keys. It diffs against SENTINEL MASTERS first (a changed quorum or key is
+SET, not re-monitored), removes monitors of de-selected instances with an Event, publishes <F>-sentinels for the
+data pods, refuses an instance another quorum already monitors, and never removes a monitor whose primary is down.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			if o.Release == "" {
+				return errors.New("--release is required")
+			}
+			if o.Replicas < 1 {
+				return errors.New("--replicas must be >= 1")
+			}
+			sel := labels.Nothing()
+			if o.Selector != "" {
+				s, err := labels.Parse(o.Selector)
+				if err != nil {
+					return fmt.Errorf("--selector %q: %w", o.Selector, err)
+				}
+				sel = s
+			}
+			if o.StatefulSet == "" {
+				o.StatefulSet = o.Release
+			}
+			if o.Service == "" {
+				o.Service = o.Release + "-headless"
+			}
+			cs, err := kube.NewClient(o.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			m, h := metrics.New(), &metrics.Health{}
+			rec, stop := kube.NewRecorder(cs, o.Namespace, "valkey-sentinel-ctl-sentinel")
+			defer stop()
+			lease := o.LeaseName
+			if lease == "" {
+				lease = o.Release + "-controller"
+			}
+			c := controller.NewSentinelController(cs, controller.SentinelOptions{Namespace: o.Namespace, Release: o.Release,
+				StatefulSet: o.StatefulSet, Service: o.Service, Port: o.Port, Replicas: o.Replicas, ClusterDomain: o.ClusterDomain,
+				Selector: sel, TLS: o.TLS, Resync: o.Resync}, m, rec, slog.Default())
+			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
+		},
+	}
+	o.bind(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.Release, "release", "", "the quorum's fullname S")
+	f.StringVar(&o.StatefulSet, "statefulset", "", "Sentinel StatefulSet (default: --release)")
+	f.StringVar(&o.Service, "service", "", "headless Service of the Sentinels (default: <release>-headless)")
+	f.IntVar(&o.Port, "port", 26379, "Sentinel port")
+	f.IntVar(&o.Replicas, "replicas", 3, "number of Sentinel pods")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	f.StringVar(&o.Selector, "selector", "", "label selector over instance descriptors; empty matches nothing")
+	f.BoolVar(&o.TLS, "tls", false, "the Sentinels speak TLS")
+	f.DurationVar(&o.Resync, "resync", 3*time.Second, "polling period")
+	return cmd
+}

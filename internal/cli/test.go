@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/check"
+	"github.com/valkey-ha/valkey-ha/internal/kube"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/status"
+)
+
+// TestOptions are the flags of `test`.
+type TestOptions struct {
+	Kubeconfig      string
+	Namespace       string
+	Instance        string
+	SentinelRelease string
+	Replicas        int
+	ClusterDomain   string
+	Timeout         time.Duration
+	Retry           time.Duration
+}
+
+func newTestCmd() *cobra.Command {
+	o := &TestOptions{}
+	cmd := &cobra.Command{
+		Use:   "test",
+		Short: "Check a live deployment (what helm test runs); exits non-zero and says what is wrong",
+		Long: `test --instance F checks one instance: exactly one node reports primary, every Sentinel names it and
+CKQUORUM passes, role labels match the real roles, every replica's link is up, a write on the primary is read
+back from every replica, the default user is refused and the probe user cannot write.
+test --sentinel-release S checks a quorum: every Sentinel answers, CKQUORUM passes for every monitor and each
+Sentinel sees the others. Checks are retried until --retry passes, so a deployment that is still settling
+is given that long.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Namespace == "" || (o.Instance == "") == (o.SentinelRelease == "") {
+				return errors.New("--namespace and exactly one of --instance or --sentinel-release are required")
+			}
+			cs, err := kube.NewClient(o.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			deadline := time.Now().Add(o.Retry)
+			for {
+				var rs []check.Result
+				if o.Instance != "" {
+					rs, err = check.Instance(cmd.Context(), cs, o.Namespace, o.Instance, o.Timeout)
+				} else {
+					addrs := make([]string, o.Replicas)
+					for i := range addrs {
+						addrs[i] = net.JoinHostPort(fmt.Sprintf("%s-%d.%s-headless.%s.svc.%s", o.SentinelRelease, i, o.SentinelRelease, o.Namespace, o.ClusterDomain), "26379")
+					}
+					rs = check.Quorum(cmd.Context(), addrs)
+				}
+				failed := check.Failed(rs)
+				if err == nil && len(failed) == 0 {
+					for _, r := range rs {
+						cmd.Printf("PASS %-22s %s\n", r.Name, r.Detail)
+					}
+					return nil
+				}
+				if time.Now().After(deadline) {
+					for _, r := range rs {
+						word := "PASS"
+						if !r.OK {
+							word = "FAIL"
+						}
+						cmd.Printf("%s %-22s %s\n", word, r.Name, r.Detail)
+					}
+					if err != nil {
+						return err
+					}
+					return fmt.Errorf("%d check(s) failed", len(failed))
+				}
+				time.Sleep(2 * time.Second)
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	f.StringVar(&o.Namespace, "namespace", "", "namespace of the release")
+	f.StringVar(&o.Instance, "instance", "", "instance fullname F to check")
+	f.StringVar(&o.SentinelRelease, "sentinel-release", "", "Sentinel quorum fullname S to check")
+	f.IntVar(&o.Replicas, "replicas", 3, "number of Sentinel pods (with --sentinel-release)")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-check timeout (replication read-back)")
+	f.DurationVar(&o.Retry, "retry", 60*time.Second, "keep retrying failed checks this long")
+	return cmd
+}
+
+// StatusOptions are the flags of `status`.
+type StatusOptions struct {
+	Kubeconfig string
+	Namespace  string
+	Output     string
+}
+
+func newStatusCmd() *cobra.Command {
+	o := &StatusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show instances (state, primary, nodes, conditions) and Sentinel quorums of a namespace",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Namespace == "" {
+				return errors.New("--namespace is required")
+			}
+			cs, err := kube.NewClient(o.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			cms, err := cs.CoreV1().ConfigMaps(o.Namespace).List(cmd.Context(), metav1.ListOptions{
+				LabelSelector: spec.LabelPartOf + "=" + spec.PartOfValue + "," + spec.LabelComponent + "=" + spec.ComponentStatus})
+			if err != nil {
+				return fmt.Errorf("list status configmaps: %w", err)
+			}
+			var instances []status.Instance
+			var quorums []status.Quorum
+			for _, cm := range cms.Items {
+				raw := []byte(cm.Data[spec.StatusKey])
+				if cm.Labels[spec.LabelSentinel] != "" {
+					var q status.Quorum
+					if json.Unmarshal(raw, &q) == nil {
+						quorums = append(quorums, q)
+					}
+					continue
+				}
+				var st status.Instance
+				if json.Unmarshal(raw, &st) == nil {
+					instances = append(instances, st)
+				}
+			}
+			if o.Output == "json" {
+				b, _ := json.MarshalIndent(map[string]any{"instances": instances, "quorums": quorums}, "", "  ")
+				cmd.Println(string(b))
+				return nil
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+			for _, st := range instances {
+				fmt.Fprintf(w, "INSTANCE %s\tstate=%s\tprimary=%s\treplicas=%d ready=%d synced=%d\tmonitored-by=%s\n", st.Name, st.State,
+					st.Primary, st.Replicas, st.ReadyReplicas, st.SyncedReplicas, st.Monitoring.MonitoredBy)
+				fmt.Fprintln(w, "  POD\tROLE\tLINK\tOFFSET\tLAG\tERROR")
+				for _, n := range st.Nodes {
+					link := "-"
+					if n.Role == "replica" {
+						link = map[bool]string{true: "up", false: "down"}[n.LinkUp]
+					}
+					fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\n", n.Pod, n.Role, link, n.Offset, n.LagBytes, n.Error)
+				}
+				var conds []string
+				for _, c := range st.Conditions {
+					conds = append(conds, c.Type+"="+c.Status)
+				}
+				fmt.Fprintf(w, "  conditions: %s\n", strings.Join(conds, " "))
+				if st.Held != "" {
+					fmt.Fprintf(w, "  held: %s\n", st.Held)
+				}
+			}
+			for _, q := range quorums {
+				fmt.Fprintf(w, "QUORUM %s\tsentinels ready=%s/%d\n", q.Release, strconv.Itoa(q.ReadySentinel), len(q.Sentinels))
+				fmt.Fprintln(w, "  MONITOR\tINSTANCE\tPRIMARY\tQUORUM\tREGISTERED\tCKQUORUM\tREPLICAS")
+				for _, m := range q.Monitors {
+					ok := map[bool]string{true: "OK", false: "FAIL"}[m.QuorumOK]
+					if m.Refused != "" {
+						ok = "refused: " + m.Refused
+					}
+					fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\t%d\n", m.Name, m.Instance, m.PrimaryAddress, m.Quorum, m.Registered, ok, m.Replicas)
+				}
+				for _, warn := range q.Warnings {
+					fmt.Fprintf(w, "  warning: %s\n", warn)
+				}
+			}
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	f.StringVar(&o.Namespace, "namespace", "", "namespace")
+	f.StringVarP(&o.Output, "output", "o", "table", "table or json")
+	return cmd
+}

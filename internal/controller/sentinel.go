@@ -1,0 +1,513 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/valkey-ha/valkey-ha/internal/kube"
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/registration"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// SentinelOptions configure the sentinel-side controller of one quorum release.
+type SentinelOptions struct {
+	Namespace string
+	// Release is the quorum's fullname S: StatefulSet S, pods S-<i>, headless Service Service.
+	Release     string
+	StatefulSet string
+	Service     string
+	Port        int
+	// Replicas is the number of Sentinel pods (the quorum default is Replicas/2+1).
+	Replicas      int
+	ClusterDomain string
+	// Selector selects instance descriptors by label; an empty selector matches nothing.
+	Selector labels.Selector
+	TLS      bool
+	Resync   time.Duration
+	// DialTimeout / CommandTimeout bound each connection and command (defaults 1 s / 3 s).
+	DialTimeout    time.Duration
+	CommandTimeout time.Duration
+	// SentinelHosts overrides the Sentinel addresses (host:port, index = pod ordinal); tests on loopback use it.
+	SentinelHosts []string
+}
+
+// SentinelController owns the monitor lifecycle of one Sentinel quorum.
+type SentinelController struct {
+	opts     SentinelOptions
+	cs       kubernetes.Interface
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	recorder record.EventRecorder
+
+	pods    corelisters.PodLister
+	cms     corelisters.ConfigMapLister
+	synced  []cache.InformerSynced
+	start   func(<-chan struct{})
+	queue   workqueue.TypedRateLimitingInterface[string]
+	pool    *pool
+	mu      sync.Mutex
+	applied map[string]map[string]string // sentinel pod -> monitor -> auth hash
+}
+
+// NewSentinelController wires label-filtered informers over the Sentinel pods and this project's ConfigMaps.
+func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metrics.Metrics, rec record.EventRecorder, log *slog.Logger) *SentinelController {
+	if o.Resync <= 0 {
+		o.Resync = 3 * time.Second
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = time.Second
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = 3 * time.Second
+	}
+	if o.Port == 0 {
+		o.Port = 26379
+	}
+	if o.Selector == nil {
+		o.Selector = labels.Nothing()
+	}
+	c := &SentinelController{opts: o, cs: cs, log: log, metrics: m, recorder: rec, pool: newPool(),
+		applied: map[string]map[string]string{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sentinel"})}
+	podFactory := kube.NewInformerFactory(cs, o.Namespace, spec.LabelSentinel+"="+o.Release, 0)
+	cmFactory := kube.NewInformerFactory(cs, o.Namespace, "", 0)
+	podInf, cmInf := podFactory.Core().V1().Pods(), cmFactory.Core().V1().ConfigMaps()
+	c.pods, c.cms = podInf.Lister(), cmInf.Lister()
+	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced}
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.queue.Add(o.Release) },
+		UpdateFunc: func(_, _ any) { c.queue.Add(o.Release) },
+		DeleteFunc: func(any) { c.queue.Add(o.Release) },
+	}
+	_, _ = podInf.Informer().AddEventHandler(h)
+	_, _ = cmInf.Informer().AddEventHandler(h)
+	c.start = func(stop <-chan struct{}) { podFactory.Start(stop); cmFactory.Start(stop) }
+	return c
+}
+
+// Run starts informers and one worker and blocks until ctx ends.
+func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) error {
+	defer c.queue.ShutDown()
+	defer c.pool.close()
+	c.start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("sentinel controller: caches did not sync")
+	}
+	if health != nil {
+		health.SetReady(true)
+	}
+	c.log.Info("sentinel controller started", "namespace", c.opts.Namespace, "release", c.opts.Release, "selector", c.opts.Selector.String())
+	c.queue.Add(c.opts.Release)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for {
+		key, quit := c.queue.Get()
+		if quit {
+			return nil
+		}
+		start := time.Now()
+		err := c.Reconcile(ctx)
+		c.metrics.ReconcileSeconds.WithLabelValues("sentinel").Observe(time.Since(start).Seconds())
+		if err != nil {
+			c.metrics.ReconcileErrors.WithLabelValues("sentinel").Inc()
+			c.log.Warn("reconcile failed", "error", err)
+			c.queue.Done(key)
+			c.queue.AddRateLimited(key)
+			continue
+		}
+		c.queue.Done(key)
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, c.opts.Resync)
+	}
+}
+
+// sentinelHost returns the FQDN of Sentinel pod i.
+func (c *SentinelController) sentinelHost(i int) string {
+	return fmt.Sprintf("%s-%d.%s.%s.svc.%s", c.opts.StatefulSet, i, c.opts.Service, c.opts.Namespace, c.opts.ClusterDomain)
+}
+
+func (c *SentinelController) sentinelAddrs() []string {
+	if len(c.opts.SentinelHosts) > 0 {
+		return c.opts.SentinelHosts
+	}
+	out := make([]string, c.opts.Replicas)
+	for i := range out {
+		out[i] = net.JoinHostPort(c.sentinelHost(i), strconv.Itoa(c.opts.Port))
+	}
+	return out
+}
+
+// observeSentinels reads SENTINEL MASTERS from every Sentinel pod.
+func (c *SentinelController) observeSentinels(ctx context.Context) []registration.SentinelState {
+	addrs := c.sentinelAddrs()
+	out := make([]registration.SentinelState, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		pod := fmt.Sprintf("%s-%d", c.opts.StatefulSet, i)
+		out[i] = registration.SentinelState{Pod: pod, Addr: addr, Monitors: map[string]valkey.Monitor{}}
+		if len(c.opts.SentinelHosts) > 0 {
+			out[i].Ready = true
+		} else if p, err := c.pods.Pods(c.opts.Namespace).Get(pod); err == nil {
+			out[i].Ready = kube.PodReady(p)
+		}
+		c.mu.Lock()
+		out[i].AppliedAuth = c.applied[pod]
+		c.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.pool.get(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+			if err != nil {
+				return
+			}
+			ms, err := cl.SentinelMasters(ctx)
+			if err != nil {
+				c.pool.drop(addr)
+				return
+			}
+			out[i].Reachable = true
+			for _, m := range ms {
+				out[i].Monitors[m.Name] = m
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+type selected struct {
+	cm      *corev1.ConfigMap
+	in      spec.Instance
+	refused string
+}
+
+// selectInstances returns the descriptors this quorum should monitor, plus refusals (claimed by another
+// quorum, TLS mismatch, invalid descriptor), each with the reason.
+func (c *SentinelController) selectInstances() ([]selected, error) {
+	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
+	if err != nil {
+		return nil, fmt.Errorf("list descriptors: %w", err)
+	}
+	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
+	var out []selected
+	for _, cm := range cms {
+		if !c.opts.Selector.Matches(labels.Set(cm.Labels)) {
+			continue
+		}
+		in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
+		if err != nil {
+			out = append(out, selected{cm: cm, refused: err.Error()})
+			continue
+		}
+		if !in.Monitored() {
+			continue
+		}
+		s := selected{cm: cm, in: in}
+		if in.TLS.Enabled != c.opts.TLS {
+			s.refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, c.opts.TLS)
+		}
+		if info, err := c.cms.ConfigMaps(c.opts.Namespace).Get(in.Name + "-sentinels"); err == nil {
+			if si, err := spec.ParseSentinelInfo([]byte(info.Data[spec.SentinelsKey])); err == nil && si.SentinelRelease != c.opts.Release {
+				s.refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.SentinelRelease)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Reconcile runs one pass over every selected instance and every Sentinel.
+func (c *SentinelController) Reconcile(ctx context.Context) error {
+	sentinels := c.observeSentinels(ctx)
+	sel, err := c.selectInstances()
+	if err != nil {
+		return err
+	}
+	st := status.Quorum{Release: c.opts.Release, ObservedAt: time.Now()}
+	for _, s := range sentinels {
+		if s.Ready {
+			st.ReadySentinel++
+		}
+		st.Sentinels = append(st.Sentinels, status.SentinelPod{Pod: s.Pod, Host: s.Addr, Ready: s.Ready, Reachable: s.Reachable, Monitors: len(s.Monitors)})
+	}
+	var wanted []registration.Wanted
+	byMonitor := map[string]selected{}
+	var errs []error
+	for _, s := range sel {
+		if s.refused != "" {
+			c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, s.refused)
+			st.Monitors = append(st.Monitors, status.MonitorStatus{Name: s.in.MonitorName, Instance: s.cm.Name, Refused: s.refused})
+			continue
+		}
+		w, err := c.resolve(ctx, s.in, sentinels)
+		if err != nil {
+			errs = append(errs, err)
+			c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%v", err)
+			continue
+		}
+		if s.in.Quorum > 0 {
+			if msg := registration.QuorumWarning(s.in.MonitorName, s.in.Quorum, len(sentinels)); msg != "" {
+				st.Warnings = append(st.Warnings, msg)
+			}
+		}
+		wanted = append(wanted, w)
+		byMonitor[s.in.MonitorName] = s
+	}
+	plan := registration.Build(registration.Observation{Wanted: wanted, Sentinels: sentinels})
+	st.Warnings = append(st.Warnings, plan.Warnings...)
+	st.Held = plan.Held
+	for _, a := range plan.Actions {
+		if err := c.applyAction(ctx, a, byMonitor); err != nil {
+			errs = append(errs, err)
+		} else {
+			st.LastAction = fmt.Sprintf("%s %s on %s", a.Kind, a.Name, a.Sentinel)
+		}
+	}
+	// publish Sentinel info for every registered instance; withdraw it for instances we no longer monitor
+	hosts := make([]string, 0, len(sentinels))
+	for i := range sentinels {
+		if len(c.opts.SentinelHosts) > 0 {
+			h, _, _ := net.SplitHostPort(c.opts.SentinelHosts[i])
+			hosts = append(hosts, h)
+		} else {
+			hosts = append(hosts, c.sentinelHost(i))
+		}
+	}
+	port := c.opts.Port
+	if len(c.opts.SentinelHosts) > 0 {
+		_, p, _ := net.SplitHostPort(c.opts.SentinelHosts[0])
+		port, _ = strconv.Atoi(p)
+	}
+	for _, w := range wanted {
+		s := byMonitor[w.Instance.MonitorName]
+		if err := c.publish(ctx, s, hosts, port); err != nil {
+			errs = append(errs, err)
+		}
+		st.Monitors = append(st.Monitors, c.monitorStatus(ctx, s, w, sentinels))
+	}
+	if err := c.withdraw(ctx, byMonitor); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.putStatus(ctx, st); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("sentinel pass: %d error(s), first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// resolve reads the _sentinel credential and finds where to register: the address most of our Sentinels name,
+// else the data node that reports role primary.
+func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sentinels []registration.SentinelState) (registration.Wanted, error) {
+	w := registration.Wanted{Instance: in, AuthUser: in.SentinelAuth.User, Quorum: in.Quorum}
+	if w.Quorum == 0 {
+		w.Quorum = registration.DefaultQuorum(len(sentinels))
+	}
+	pw, err := kube.ReadSecretKey(ctx, c.cs, in.Namespace, in.SentinelAuth.SecretName, in.SentinelAuth.SecretKey)
+	if err != nil {
+		return w, fmt.Errorf("instance %s: %w", in.Name, err)
+	}
+	w.AuthPass = pw
+	sum := sha256.Sum256([]byte(w.AuthUser + "\x00" + pw))
+	w.AuthHash = hex.EncodeToString(sum[:8])
+	if h, p, ok := registration.AgreedPrimary(sentinels, in.MonitorName); ok {
+		w.PrimaryHost, w.PrimaryPort = h, p
+		return w, nil
+	}
+	opts := valkey.Options{Username: in.SentinelAuth.User, Password: pw, RESP2: true, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}
+	bestReplicas := -1
+	for _, n := range in.Nodes {
+		if p, err := c.pods.Pods(in.Namespace).Get(n.Pod); err == nil && p.DeletionTimestamp != nil {
+			continue
+		}
+		cl, err := c.pool.get(ctx, in.Addr(n), opts)
+		if err != nil {
+			continue
+		}
+		r, err := cl.InfoReplication(ctx)
+		if err != nil {
+			c.pool.drop(in.Addr(n))
+			continue
+		}
+		if r.Role == valkey.RolePrimary && len(r.Replicas) > bestReplicas {
+			w.PrimaryHost, w.PrimaryPort, bestReplicas = n.Host, in.PortOf(n), len(r.Replicas)
+		}
+	}
+	return w, nil
+}
+
+func (c *SentinelController) applyAction(ctx context.Context, a registration.Action, byMonitor map[string]selected) error {
+	cl, err := c.pool.get(ctx, a.Addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+	if err != nil {
+		return err
+	}
+	flat := func() []string {
+		var kv []string
+		for _, p := range a.Pairs {
+			kv = append(kv, p[0], p[1])
+		}
+		return kv
+	}
+	s := byMonitor[a.Name]
+	switch a.Kind {
+	case registration.Monitor:
+		if err := cl.SentinelMonitor(ctx, a.Name, a.Host, a.Port, a.Quorum); err != nil {
+			c.pool.drop(a.Addr)
+			return err
+		}
+		if err := cl.SentinelSet(ctx, a.Name, flat()...); err != nil {
+			return err
+		}
+		c.metrics.Registrations.WithLabelValues(a.Name).Inc()
+		if s.cm != nil {
+			c.recorder.Eventf(s.cm, corev1.EventTypeNormal, "MonitorRegistered", "SENTINEL MONITOR %s %s %d quorum %d on %s", a.Name, a.Host, a.Port, a.Quorum, a.Sentinel)
+		}
+	case registration.Set:
+		if err := cl.SentinelSet(ctx, a.Name, flat()...); err != nil {
+			c.pool.drop(a.Addr)
+			return err
+		}
+	case registration.Remove:
+		if err := cl.SentinelRemove(ctx, a.Name); err != nil {
+			c.pool.drop(a.Addr)
+			return err
+		}
+		c.metrics.Removals.WithLabelValues(a.Name).Inc()
+		c.emitRemoved(ctx, a)
+	}
+	c.log.Info("sentinel "+string(a.Kind), "monitor", a.Name, "sentinel", a.Sentinel, "reason", a.Reason)
+	if a.Kind != registration.Remove {
+		c.mu.Lock()
+		if c.applied[a.Sentinel] == nil {
+			c.applied[a.Sentinel] = map[string]string{}
+		}
+		c.applied[a.Sentinel][a.Name] = a.AuthHash
+		c.mu.Unlock()
+	} else {
+		c.mu.Lock()
+		delete(c.applied[a.Sentinel], a.Name)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// emitRemoved records a Warning event: removing a monitor silently removes HA (seed 000, Risks). The event
+// goes on the instance's descriptor when it still exists, else on the quorum's status ConfigMap.
+func (c *SentinelController) emitRemoved(ctx context.Context, a registration.Action) {
+	msg := fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason)
+	cms, _ := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
+	for _, cm := range cms {
+		if in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey])); err == nil && in.MonitorName == a.Name {
+			c.recorder.Event(cm, corev1.EventTypeWarning, "MonitorRemoved", msg)
+			return
+		}
+	}
+	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
+		c.recorder.Event(cm, corev1.EventTypeWarning, "MonitorRemoved", msg)
+	}
+}
+
+func (c *SentinelController) publish(ctx context.Context, s selected, hosts []string, port int) error {
+	si := spec.SentinelInfo{MonitorName: s.in.MonitorName, SentinelRelease: c.opts.Release, Port: port, TLS: c.opts.TLS, Hosts: hosts}
+	b, _ := json.MarshalIndent(si, "", "  ")
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: s.in.Name + "-sentinels", Namespace: s.in.Namespace,
+			Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentSInfo,
+				spec.LabelInstance: s.in.Name, spec.LabelSentinel: c.opts.Release, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"},
+			OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(s.cm)}},
+		Data: map[string]string{spec.SentinelsKey: string(b)},
+	}
+	_, err := kube.ApplyConfigMap(ctx, c.cs, cm)
+	return err
+}
+
+// withdraw deletes Sentinel info this quorum published for instances it no longer monitors, so another
+// quorum may claim them and data pods stop asking these Sentinels.
+func (c *SentinelController) withdraw(ctx context.Context, keep map[string]selected) error {
+	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{
+		spec.LabelComponent: spec.ComponentSInfo, spec.LabelSentinel: c.opts.Release}))
+	if err != nil {
+		return fmt.Errorf("list sentinel info: %w", err)
+	}
+	for _, cm := range cms {
+		si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
+		if err == nil {
+			if s, ok := keep[si.MonitorName]; ok && s.in.Name+"-sentinels" == cm.Name {
+				continue
+			}
+		}
+		if err := kube.DeleteConfigMap(ctx, c.cs, cm.Namespace, cm.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *SentinelController) monitorStatus(ctx context.Context, s selected, w registration.Wanted, sentinels []registration.SentinelState) status.MonitorStatus {
+	ms := status.MonitorStatus{Name: w.Instance.MonitorName, Instance: s.in.Name, Quorum: w.Quorum, QuorumOK: true}
+	for _, st := range sentinels {
+		m, ok := st.Monitors[w.Instance.MonitorName]
+		if !ok || !st.Reachable {
+			ms.QuorumOK = false
+			continue
+		}
+		ms.Registered++
+		ms.PrimaryAddress = net.JoinHostPort(m.Host, strconv.Itoa(m.Port))
+		ms.Replicas = int(m.NumReplicas)
+		cl, err := c.pool.get(ctx, st.Addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+		if err != nil {
+			ms.QuorumOK = false
+			continue
+		}
+		if q, err := cl.SentinelCKQuorum(ctx, w.Instance.MonitorName); err != nil || !q.OK {
+			ms.QuorumOK = false
+		}
+	}
+	return ms
+}
+
+func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) error {
+	st.ObservedAt = st.ObservedAt.Truncate(30 * time.Second) // rewrite at most every 30 s when nothing changes
+	b, _ := json.MarshalIndent(st, "", "  ")
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: c.opts.Release + "-status", Namespace: c.opts.Namespace,
+			Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentStatus,
+				spec.LabelSentinel: c.opts.Release, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"}},
+		Data: map[string]string{spec.StatusKey: string(b)},
+	}
+	// owned by the Sentinel StatefulSet, so helm uninstall leaves nothing behind
+	if sts, err := c.cs.AppsV1().StatefulSets(c.opts.Namespace).Get(ctx, c.opts.StatefulSet, metav1.GetOptions{}); err == nil {
+		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID}}
+	}
+	_, err := kube.ApplyConfigMap(ctx, c.cs, cm)
+	if apierrors.IsForbidden(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,179 @@
+// Package kube is the Kubernetes glue of the controllers: clients, label-filtered informers, pod label patches,
+// ConfigMap upserts, Secret reads and events. It decides nothing.
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+)
+
+// Config returns the in-cluster config, or the one named by kubeconfig / $KUBECONFIG.
+func Config(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	if kubeconfig == "" {
+		if c, err := rest.InClusterConfig(); err == nil {
+			return c, nil
+		}
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %q: %w", kubeconfig, err)
+	}
+	return c, nil
+}
+
+// NewClient builds a clientset from Config.
+func NewClient(kubeconfig string) (kubernetes.Interface, error) {
+	c, err := Config(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	c.UserAgent = "valkey-sentinel-ctl"
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("clientset: %w", err)
+	}
+	return cs, nil
+}
+
+// NewInformerFactory returns a namespaced informer factory that lists and watches only objects labelled
+// app.kubernetes.io/part-of=valkey-ha (plus extra, a label selector ANDed to it), so the cache holds only this
+// project's objects.
+func NewInformerFactory(cs kubernetes.Interface, namespace, extra string, resync time.Duration) informers.SharedInformerFactory {
+	sel := spec.LabelPartOf + "=" + spec.PartOfValue
+	if extra != "" {
+		sel += "," + extra
+	}
+	return informers.NewSharedInformerFactoryWithOptions(cs, resync, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+}
+
+// PatchPodRole sets the pod's valkey.io/role label to role, or removes it when role is "" (JSON merge patch).
+func PatchPodRole(ctx context.Context, cs kubernetes.Interface, namespace, pod, role string) error {
+	var val any
+	if role != "" {
+		val = role
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{spec.LabelRole: val}}})
+	_, err := cs.CoreV1().Pods(namespace).Patch(ctx, pod, types.MergePatchType, body, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("patch pod %s/%s label %s=%q: %w", namespace, pod, spec.LabelRole, role, err)
+	}
+	return nil
+}
+
+// ApplyConfigMap creates the ConfigMap, or updates its data, labels and annotations when they differ. It
+// returns whether anything was written.
+func ApplyConfigMap(ctx context.Context, cs kubernetes.Interface, want *corev1.ConfigMap) (bool, error) {
+	api := cs.CoreV1().ConfigMaps(want.Namespace)
+	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if _, err := api.Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return false, fmt.Errorf("create configmap %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get configmap %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if maps.Equal(cur.Data, want.Data) && subset(want.Labels, cur.Labels) && subset(want.Annotations, cur.Annotations) {
+		return false, nil
+	}
+	next := cur.DeepCopy()
+	next.Data = want.Data
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	maps.Copy(next.Labels, want.Labels)
+	if len(want.Annotations) > 0 {
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		maps.Copy(next.Annotations, want.Annotations)
+	}
+	if len(want.OwnerReferences) > 0 {
+		next.OwnerReferences = want.OwnerReferences
+	}
+	if _, err := api.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return false, fmt.Errorf("update configmap %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	return true, nil
+}
+
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteConfigMap deletes a ConfigMap; a missing one is not an error.
+func DeleteConfigMap(ctx context.Context, cs kubernetes.Interface, namespace, name string) error {
+	err := cs.CoreV1().ConfigMaps(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete configmap %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// ReadSecretKey returns one key of a Secret, trimmed of surrounding whitespace.
+func ReadSecretKey(ctx context.Context, cs kubernetes.Interface, namespace, name, key string) (string, error) {
+	s, err := cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
+	}
+	v, ok := s.Data[key]
+	if !ok {
+		return "", fmt.Errorf("secret %s/%s has no key %q", namespace, name, key)
+	}
+	return strings.TrimSpace(string(v)), nil
+}
+
+// OwnerRef returns a controller-less owner reference to a ConfigMap, so the owned object is garbage
+// collected with it (status and Sentinel info go away on helm uninstall).
+func OwnerRef(cm *corev1.ConfigMap) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}
+}
+
+// NewRecorder returns an event recorder that writes Events in namespace as component.
+func NewRecorder(cs kubernetes.Interface, namespace, component string) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(namespace)})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown
+}
+
+// PodReady reports the pod's Ready condition.
+func PodReady(p *corev1.Pod) bool {
+	if p == nil || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,170 @@
+// Package status holds what the controllers publish instead of CR status (DESIGN.md): the JSON documents of
+// the <F>-status and <S>-status ConfigMaps, condition bookkeeping and the instance state machine
+// (Initializing, Ready, Degraded, Failed; seed 003 "The reconcile loop": Failed after 10 minutes not Ready,
+// counted from the last Ready->False transition, and recoverable).
+package status
+
+import "time"
+
+// Condition types of an instance (seed 000, "Conditions").
+const (
+	Ready                 = "Ready"
+	PrimaryElected        = "PrimaryElected"
+	ReplicationHealthy    = "ReplicationHealthy"
+	Monitored             = "Monitored"
+	SentinelQuorumHealthy = "SentinelQuorumHealthy"
+	AccessConverged       = "AccessConverged"
+)
+
+// Condition statuses.
+const (
+	True    = "True"
+	False   = "False"
+	Unknown = "Unknown"
+)
+
+// States of an instance.
+const (
+	StateInitializing = "Initializing"
+	StateReady        = "Ready"
+	StateDegraded     = "Degraded"
+	StateFailed       = "Failed"
+)
+
+// FailedAfter is how long an instance may be not Ready before its state reads Failed.
+const FailedAfter = 10 * time.Minute
+
+// Condition is one condition with the time its status last changed.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// SetCondition returns conds with c set; LastTransitionTime is kept when the status did not change.
+func SetCondition(conds []Condition, c Condition, now time.Time) []Condition {
+	for i := range conds {
+		if conds[i].Type == c.Type {
+			if conds[i].Status == c.Status {
+				c.LastTransitionTime = conds[i].LastTransitionTime
+			} else {
+				c.LastTransitionTime = now
+			}
+			out := append([]Condition{}, conds...)
+			out[i] = c
+			return out
+		}
+	}
+	c.LastTransitionTime = now
+	return append(append([]Condition{}, conds...), c)
+}
+
+// Get returns the condition of that type.
+func Get(conds []Condition, t string) (Condition, bool) {
+	for _, c := range conds {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return Condition{}, false
+}
+
+// DeriveState returns the state from the Ready condition: Ready when True; otherwise Initializing if the
+// instance was never Ready, Failed when Ready has been False for FailedAfter, else Degraded.
+func DeriveState(ready Condition, everReady bool, now time.Time) string {
+	switch {
+	case ready.Status == True:
+		return StateReady
+	case !everReady:
+		if !ready.LastTransitionTime.IsZero() && now.Sub(ready.LastTransitionTime) >= FailedAfter {
+			return StateFailed
+		}
+		return StateInitializing
+	case now.Sub(ready.LastTransitionTime) >= FailedAfter:
+		return StateFailed
+	default:
+		return StateDegraded
+	}
+}
+
+// NodeStatus is one data node in the instance status.
+type NodeStatus struct {
+	Pod       string `json:"pod"`
+	Host      string `json:"host"`
+	Role      string `json:"role"`
+	Reachable bool   `json:"reachable"`
+	LinkUp    bool   `json:"linkUp,omitempty"`
+	Offset    int64  `json:"offset"`
+	// LagBytes is the primary's offset minus this replica's.
+	LagBytes int64  `json:"lagBytes,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Monitoring is the Sentinel side as the instance controller sees it.
+type Monitoring struct {
+	MonitorName string `json:"monitorName"`
+	MonitoredBy string `json:"monitoredBy,omitempty"`
+	Registered  bool   `json:"registered"`
+	// Sentinels is the number of Sentinels that know the monitor; Quorum the quorum they report.
+	Sentinels int `json:"sentinels"`
+	Quorum    int `json:"quorum,omitempty"`
+}
+
+// Instance is the document in <F>-status, key status.json.
+type Instance struct {
+	Name            string       `json:"name"`
+	State           string       `json:"state"`
+	Message         string       `json:"message,omitempty"`
+	Primary         string       `json:"primary,omitempty"`
+	PrimaryAddress  string       `json:"primaryAddress,omitempty"`
+	Replicas        int          `json:"replicas"`
+	ReadyReplicas   int          `json:"readyReplicas"`
+	SyncedReplicas  int          `json:"syncedReplicas"`
+	EverReady       bool         `json:"everReady"`
+	Monitoring      Monitoring   `json:"monitoring"`
+	Nodes           []NodeStatus `json:"nodes"`
+	Conditions      []Condition  `json:"conditions"`
+	Held            string       `json:"held,omitempty"`
+	LastAction      string       `json:"lastAction,omitempty"`
+	DesiredAccess   string       `json:"desiredAccessRevision,omitempty"`
+	AppliedAccess   string       `json:"appliedAccessRevision,omitempty"`
+	ObservedAt      time.Time    `json:"observedAt"`
+	ControllerBuild string       `json:"controllerVersion,omitempty"`
+}
+
+// MonitorStatus is one monitor in the quorum status.
+type MonitorStatus struct {
+	Name           string `json:"name"`
+	Instance       string `json:"instance"`
+	PrimaryAddress string `json:"primaryAddress,omitempty"`
+	Quorum         int    `json:"quorum"`
+	// Registered counts the Sentinels that know the monitor; QuorumOK is CKQUORUM on all of them.
+	Registered int    `json:"registered"`
+	QuorumOK   bool   `json:"quorumOK"`
+	Replicas   int    `json:"replicas"`
+	Refused    string `json:"refused,omitempty"`
+}
+
+// SentinelPod is one Sentinel in the quorum status.
+type SentinelPod struct {
+	Pod       string `json:"pod"`
+	Host      string `json:"host"`
+	Ready     bool   `json:"ready"`
+	Reachable bool   `json:"reachable"`
+	Monitors  int    `json:"monitors"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Quorum is the document in <S>-status, key status.json.
+type Quorum struct {
+	Release       string            `json:"release"`
+	Sentinels     []SentinelPod     `json:"sentinels"`
+	ReadySentinel int               `json:"readySentinels"`
+	Monitors      []MonitorStatus   `json:"monitors"`
+	Warnings      []string          `json:"warnings,omitempty"`
+	Held          map[string]string `json:"held,omitempty"`
+	LastAction    string            `json:"lastAction,omitempty"`
+	ObservedAt    time.Time         `json:"observedAt"`
+}
