@@ -58,14 +58,14 @@ type InstanceController struct {
 	metrics  *metrics.Metrics
 	recorder record.EventRecorder
 
-	pods    corelisters.PodLister
-	cms     corelisters.ConfigMapLister
-	synced  []cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[string]
-	pool    *pool
-	mu      sync.Mutex
-	state   map[string]*instanceMemory
-	runCtx  context.Context
+	pods   corelisters.PodLister
+	cms    corelisters.ConfigMapLister
+	synced []cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[string]
+	pool   *pool
+	mu     sync.Mutex
+	state  map[string]*instanceMemory
+	runCtx context.Context
 
 	startFactories func(stop <-chan struct{})
 }
