@@ -50,7 +50,6 @@ func (u SystemUser) Rules() []string {
 var SystemUsers = []SystemUser{
 	{Name: Operator, Perms: []Permission{
 		{"~__valkey-ha:*", "the helm test writes and reads back one marker key under this prefix"},
-		{"&__sentinel__:*", "reads Sentinel's hello channel for diagnosis; no other channel"},
 		{"+hello", "valkey-go opens connections with HELLO 3 AUTH"},
 		{"+client|setname", "names its connections for CLIENT LIST"},
 		{"+client|list", "counts clients before repairing an orphan primary"},

@@ -26,6 +26,7 @@ type CommonOptions struct {
 	Kubeconfig  string
 	Namespace   string
 	MetricsAddr string
+	HealthAddr  string
 	LeaderElect bool
 	LeaseName   string
 }
@@ -34,7 +35,8 @@ func (o *CommonOptions) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, or $KUBECONFIG)")
 	f.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace to watch")
-	f.StringVar(&o.MetricsAddr, "metrics-addr", ":9090", "address of /metrics, /healthz and /readyz (empty = off)")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", ":9090", "address of /metrics (empty = off)")
+	f.StringVar(&o.HealthAddr, "health-addr", "", "address of /healthz and /readyz (empty = served on --metrics-addr)")
 	f.BoolVar(&o.LeaderElect, "leader-elect", false, "use a Lease so only one replica acts (needed with more than one replica)")
 	f.StringVar(&o.LeaseName, "lease-name", "", "name of the Lease (default: <release>-controller)")
 }
@@ -51,7 +53,7 @@ func (o *CommonOptions) validate() error {
 func runController(ctx context.Context, o CommonOptions, cs kubernetes.Interface, m *metrics.Metrics, h *metrics.Health, lease string,
 	fn func(context.Context) error) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return metrics.Serve(ctx, o.MetricsAddr, m, h) })
+	g.Go(func() error { return metrics.Serve(ctx, o.MetricsAddr, o.HealthAddr, m, h) })
 	g.Go(func() error {
 		if !o.LeaderElect {
 			return fn(ctx)

@@ -292,17 +292,12 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 	hosts := make([]string, 0, len(sentinels))
 	for i := range sentinels {
 		if len(c.opts.SentinelHosts) > 0 {
-			h, _, _ := net.SplitHostPort(c.opts.SentinelHosts[i])
-			hosts = append(hosts, h)
+			hosts = append(hosts, c.opts.SentinelHosts[i])
 		} else {
 			hosts = append(hosts, c.sentinelHost(i))
 		}
 	}
 	port := c.opts.Port
-	if len(c.opts.SentinelHosts) > 0 {
-		_, p, _ := net.SplitHostPort(c.opts.SentinelHosts[0])
-		port, _ = strconv.Atoi(p)
-	}
 	for _, w := range wanted {
 		s := byMonitor[w.Instance.MonitorName]
 		if err := c.publish(ctx, s, hosts, port); err != nil {

@@ -67,22 +67,49 @@ type Health struct{ ready atomic.Bool }
 // SetReady marks the process ready.
 func (h *Health) SetReady(v bool) { h.ready.Store(v) }
 
-// Serve runs the metrics and health endpoints on addr until ctx ends. An empty addr serves nothing.
-func Serve(ctx context.Context, addr string, m *Metrics, h *Health) error {
-	if addr == "" {
+// Serve runs /metrics on metricsAddr and /healthz and /readyz on healthAddr (on metricsAddr too when
+// healthAddr is empty) until ctx ends. Empty addresses serve nothing.
+func Serve(ctx context.Context, metricsAddr, healthAddr string, m *Metrics, h *Health) error {
+	health := func(mux *http.ServeMux) {
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !h.ready.Load() {
+				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok"))
+		})
+	}
+	errs := make(chan error, 2)
+	n := 0
+	if metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+		if healthAddr == "" {
+			health(mux)
+		}
+		n++
+		go func() { errs <- serve(ctx, metricsAddr, mux) }()
+	}
+	if healthAddr != "" {
+		mux := http.NewServeMux()
+		health(mux)
+		n++
+		go func() { errs <- serve(ctx, healthAddr, mux) }()
+	}
+	if n == 0 {
 		<-ctx.Done()
 		return nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !h.ready.Load() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			return err
 		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	}
+	return nil
+}
+
+func serve(ctx context.Context, addr string, mux *http.ServeMux) error {
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -246,10 +246,15 @@ func ParseSentinelInfo(data []byte) (SentinelInfo, error) {
 	return si, nil
 }
 
-// Addrs returns host:port for every Sentinel.
+// Addrs returns host:port for every Sentinel. A host that already carries a port ("localhost:26380", used by
+// tests that run every Sentinel on loopback) keeps it.
 func (si SentinelInfo) Addrs() []string {
 	out := make([]string, len(si.Hosts))
 	for i, h := range si.Hosts {
+		if _, _, err := net.SplitHostPort(h); err == nil {
+			out[i] = h
+			continue
+		}
 		out[i] = net.JoinHostPort(h, strconv.Itoa(si.Port))
 	}
 	return out

@@ -1,0 +1,326 @@
+package templatestests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+)
+
+func sentinelSTS(t testing.TB, objs objects) *appsv1.StatefulSet {
+	t.Helper()
+	return objs.get(t, "StatefulSet", sentinelRel).(*appsv1.StatefulSet)
+}
+
+func TestSentinelContract(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey-sentinel", "valkeySelector: {matchLabels: {example.com/sentinel: main}}\n"))
+	s := sentinelSTS(t, objs)
+	assert.EqualValues(t, 3, *s.Spec.Replicas)
+	assert.Equal(t, sentinelRel+"-headless", s.Spec.ServiceName)
+	assert.Equal(t, appsv1.OnDeleteStatefulSetStrategyType, s.Spec.UpdateStrategy.Type, "pod replacement order is the controller's")
+	assert.Equal(t, appsv1.ParallelPodManagement, s.Spec.PodManagementPolicy)
+	assert.Equal(t, sentinelRel, s.Spec.Template.Labels["valkey.io/sentinel"])
+	assert.Equal(t, "sentinel", s.Spec.Template.Labels["app.kubernetes.io/component"])
+	h := objs.service(t, sentinelRel+"-headless")
+	assert.Equal(t, corev1.ClusterIPNone, h.Spec.ClusterIP)
+	assert.True(t, h.Spec.PublishNotReadyAddresses, "Sentinels gossip before they are ready")
+	assert.EqualValues(t, 26379, h.Spec.Ports[0].Port)
+	c := objs.service(t, sentinelRel)
+	assert.Equal(t, corev1.ServiceTypeClusterIP, c.Spec.Type)
+	assert.EqualValues(t, 26379, c.Spec.Ports[0].Port)
+	sc := container(t, &s.Spec.Template.Spec, "sentinel")
+	assert.Equal(t, []string{"valkey-sentinel", "/data/sentinel.conf"}, sc.Command)
+	assert.Equal(t, "valkey/valkey:8.0", sc.Image)
+
+	d := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment)
+	assert.Equal(t, "valkey-sentinel-controller", d.Spec.Template.Spec.ServiceAccountName)
+	ctl := d.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, []string{"/valkey-sentinel-ctl", "sentinel", "--namespace", testNamespace, "--release", sentinelRel,
+		"--statefulset", sentinelRel, "--service", sentinelRel + "-headless", "--port", "26379", "--cluster-domain", "cluster.local",
+		"--selector", "example.com/sentinel=main", "--metrics-addr", ":9090", "--health-addr", ":8081"}, append(ctl.Command, ctl.Args...))
+
+	pod := objs.get(t, "Pod", sentinelRel+"-test").(*corev1.Pod)
+	assert.Equal(t, "test", pod.Annotations["helm.sh/hook"])
+	assert.Equal(t, "valkey-sentinel-controller", pod.Spec.ServiceAccountName)
+	tc := pod.Spec.Containers[0]
+	assert.Equal(t, []string{"/valkey-sentinel-ctl", "test", "--namespace", testNamespace, "--sentinel-release", sentinelRel, "--replicas", "3", "--cluster-domain", "cluster.local"}, append(tc.Command, tc.Args...))
+}
+
+func TestSentinelSelectorFlag(t *testing.T) {
+	cases := map[string]string{
+		"": "",
+		"valkeySelector: {matchLabels: {b: \"2\", a: \"1\"}}\n": "a=1,b=2",
+		"valkeySelector: {matchExpressions: [{key: tier, operator: In, values: [c, b]}, {key: t2, operator: NotIn, values: [x]}, {key: e, operator: Exists}, {key: gone, operator: DoesNotExist}]}\n": "tier in (b,c),t2 notin (x),e,!gone",
+	}
+	for vals, want := range cases {
+		objs := decode(t, mustRender(t, "valkey-sentinel", vals))
+		args := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args
+		assert.Equal(t, want, args[indexOf(args, "--selector")+1], vals)
+	}
+	notes := mustRender(t, "valkey-sentinel", "", renderOpts{withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.Contains(t, notes, "monitors NOTHING")
+}
+
+func TestSentinelConfigPassthrough(t *testing.T) {
+	files := mustRender(t, "valkey-sentinel", "config: {loglevel: warning, port: 1, \"sentinel announce-ip\": 0.0.0.0, \"sentinel deny-scripts-reconfig\": \"yes\"}\n", renderOpts{withNotes: true})
+	objs := decode(t, files)
+	conf := strings.Split(objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"], "\n")
+	assert.Contains(t, conf, "loglevel warning")
+	assert.Contains(t, conf, "sentinel deny-scripts-reconfig yes")
+	assert.Contains(t, conf, "port 26379", "operator-owned directives win")
+	assert.NotContains(t, conf, "port 1")
+	assert.NotContains(t, strings.Join(conf, "\n"), "0.0.0.0")
+	assert.Contains(t, files["valkey-sentinel/templates/NOTES.txt"], "ignored: port, sentinel announce-ip")
+}
+
+func TestCaseS25ProbesNeverDependOnQuorum(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey-sentinel", ""))
+	c := container(t, &sentinelSTS(t, objs).Spec.Template.Spec, "sentinel")
+	require.NotNil(t, c.LivenessProbe.TCPSocket, "liveness: the local process only")
+	assert.Nil(t, c.LivenessProbe.Exec)
+	assert.Equal(t, []string{"sh", "-c", "valkey-cli -p 26379 ping | grep -q PONG"}, c.ReadinessProbe.Exec.Command)
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+		if p == nil || p.Exec == nil {
+			continue
+		}
+		cmd := strings.ToLower(strings.Join(p.Exec.Command, " "))
+		for _, bad := range []string{"ckquorum", "sentinel ", "masters", "get-master-addr", "-h "} {
+			assert.NotContains(t, cmd, bad, "a probe must not ask about quorum or other Sentinels")
+		}
+	}
+	// data side too: liveness TCP only
+	d := decode(t, mustRender(t, "valkey", ""))
+	for _, s := range d.statefulSets() {
+		vc := container(t, &s.Spec.Template.Spec, "valkey")
+		assert.NotNil(t, vc.LivenessProbe.TCPSocket)
+		assert.Nil(t, vc.LivenessProbe.Exec)
+	}
+}
+
+func TestCaseS24SentinelPDB(t *testing.T) {
+	for _, tc := range []struct {
+		vals           string
+		maxUnavailable int
+	}{
+		{"replicas: 3\n", 1},
+		{"replicas: 5\n", 1},
+		{"replicas: 5\npdb: {maxUnavailable: 2}\n", 2},
+	} {
+		objs := decode(t, mustRender(t, "valkey-sentinel", tc.vals))
+		pdb := objs.get(t, "PodDisruptionBudget", sentinelRel).(*policyv1.PodDisruptionBudget)
+		assert.Equal(t, tc.maxUnavailable, pdb.Spec.MaxUnavailable.IntValue(), tc.vals)
+		assert.Nil(t, pdb.Spec.MinAvailable)
+		assert.Equal(t, policyv1.AlwaysAllow, *pdb.Spec.UnhealthyPodEvictionPolicy, "an unready Sentinel never blocks a drain")
+		n := int(*sentinelSTS(t, objs).Spec.Replicas)
+		assert.GreaterOrEqual(t, n-tc.maxUnavailable, n/2+1, "a drain never costs the majority")
+		assert.Equal(t, sentinelSTS(t, objs).Spec.Selector.MatchLabels, pdb.Spec.Selector.MatchLabels)
+	}
+	_, err := renderChart(t, "valkey-sentinel", "replicas: 3\npdb: {maxUnavailable: 2}\n", renderOpts{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pdb.maxUnavailable")
+	_, err = renderChart(t, "valkey-sentinel", "replicas: 1\n", renderOpts{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/replicas")
+}
+
+// initScript extracts the start step of the Sentinel pod with its paths moved under dir.
+func initScript(t testing.TB, objs objects, dir string) string {
+	t.Helper()
+	c := container(t, &sentinelSTS(t, objs).Spec.Template.Spec, "config")
+	require.Equal(t, []string{"sh", "-c"}, c.Command[:2])
+	return strings.NewReplacer("/data/", dir+"/data/", "/etc/valkey-ha/", dir+"/etc/").Replace(c.Command[2])
+}
+
+// runInit runs the start step as the pod would, with the rendered ConfigMap as the template.
+func runInit(t testing.TB, objs objects, dir, podName string) (string, error) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir+"/data", 0o755))
+	require.NoError(t, os.MkdirAll(dir+"/etc/config", 0o755))
+	require.NoError(t, os.MkdirAll(dir+"/etc/auth", 0o755))
+	writeFile(t, dir+"/etc/config/sentinel.conf", objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"])
+	writeFile(t, dir+"/etc/auth/password", "sentinel-pw-0123456789")
+	cmd := exec.Command("sh", "-c", initScript(t, objs, dir))
+	cmd.Env = append(os.Environ(), "POD_NAME="+podName)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestCaseS13SentinelConfigIsWritable(t *testing.T) {
+	needBinary(t, "sha1sum")
+	objs := decode(t, mustRender(t, "valkey-sentinel", ""))
+	spec := &sentinelSTS(t, objs).Spec.Template.Spec
+	sc := container(t, spec, "sentinel")
+	assert.True(t, *sc.SecurityContext.ReadOnlyRootFilesystem)
+	assert.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}, sc.VolumeMounts, "Sentinel reads and rewrites /data/sentinel.conf on a writable volume")
+	assert.NotNil(t, volume(t, spec, "data").EmptyDir)
+	assert.Equal(t, sentinelRel+"-config", volume(t, spec, "config").ConfigMap.Name)
+	init := container(t, spec, "config")
+	for _, m := range init.VolumeMounts {
+		if m.Name == "config" {
+			assert.True(t, m.ReadOnly)
+			assert.Equal(t, "/etc/valkey-ha/config", m.MountPath)
+		}
+	}
+	// with persistence the same path is a PVC
+	p := decode(t, mustRender(t, "valkey-sentinel", "persistence: {enabled: true}\n"))
+	assert.Equal(t, "data", sentinelSTS(t, p).Spec.VolumeClaimTemplates[0].Name)
+
+	// a real valkey-sentinel starts from the copied file and rewrites it
+	bin := needBinary(t, "valkey-sentinel")
+	dir := t.TempDir()
+	out, err := runInit(t, objs, dir, sentinelRel+"-0")
+	require.NoError(t, err, out)
+	port := freePort(t)
+	conf := dir + "/data/sentinel.conf"
+	b, err := os.ReadFile(conf)
+	require.NoError(t, err)
+	local := strings.NewReplacer("port 26379", fmt.Sprintf("port %d", port), "dir /data", "dir "+dir+"/data", "bind * -::*", "bind 127.0.0.1").Replace(string(b))
+	writeFile(t, conf, local)
+	startServer(t, bin, conf, port)
+	c := dialRESP(t, port)
+	assert.Equal(t, "PONG", c.do(t, "PING"))
+	assert.Equal(t, "OK", c.do(t, "SENTINEL", "FLUSHCONFIG"), "Sentinel can rewrite its config")
+	assert.Equal(t, "OK", c.do(t, "SENTINEL", "MONITOR", "m1", "127.0.0.1", "1", "2"))
+	after, err := os.ReadFile(conf)
+	require.NoError(t, err)
+	assert.Contains(t, string(after), "sentinel monitor m1")
+	assert.Contains(t, string(after), "sentinel myid ")
+}
+
+func TestCaseS19SentinelAnnouncesItsOwnFQDN(t *testing.T) {
+	needBinary(t, "sha1sum")
+	for _, n := range []int{3, 5} {
+		objs := decode(t, mustRender(t, "valkey-sentinel", fmt.Sprintf("replicas: %d\n", n)))
+		ids := map[string]bool{}
+		for i := 0; i < n; i++ {
+			dir := t.TempDir()
+			pod := fmt.Sprintf("%s-%d", sentinelRel, i)
+			out, err := runInit(t, objs, dir, pod)
+			require.NoError(t, err, out)
+			b, err := os.ReadFile(dir + "/data/sentinel.conf")
+			require.NoError(t, err)
+			conf := string(b)
+			fqdn := fmt.Sprintf("%s.%s-headless.%s.svc.cluster.local", pod, sentinelRel, testNamespace)
+			lines := strings.Split(conf, "\n")
+			assert.Contains(t, lines, "sentinel announce-ip "+fqdn, "each Sentinel announces its own FQDN")
+			assert.Contains(t, lines, "sentinel announce-hostnames yes")
+			assert.Contains(t, lines, "sentinel resolve-hostnames yes")
+			for _, l := range lines {
+				if strings.HasPrefix(l, "sentinel announce-ip") {
+					v := strings.TrimSpace(strings.TrimPrefix(l, "sentinel announce-ip"))
+					assert.NotEmpty(t, v)
+					assert.NotEqual(t, "0.0.0.0", v)
+				}
+				if strings.HasPrefix(l, "sentinel myid ") {
+					id := strings.TrimPrefix(l, "sentinel myid ")
+					assert.Regexp(t, `^[0-9a-f]{40}$`, id)
+					assert.False(t, ids[id], "myid must be unique per pod")
+					ids[id] = true
+				}
+			}
+			// stable identity: the same pod gets the same myid again
+			dir2 := t.TempDir()
+			_, err = runInit(t, objs, dir2, pod)
+			require.NoError(t, err)
+			b2, _ := os.ReadFile(dir2 + "/data/sentinel.conf")
+			assert.Equal(t, conf, string(b2))
+		}
+	}
+	// an empty or odd pod name never becomes an announce value
+	objs := decode(t, mustRender(t, "valkey-sentinel", ""))
+	for _, bad := range []string{"", "0.0.0.0 x", "a b"} {
+		dir := t.TempDir()
+		_, err := runInit(t, objs, dir, bad)
+		require.Error(t, err, "POD_NAME %q", bad)
+		_, statErr := os.Stat(dir + "/data/sentinel.conf")
+		assert.True(t, os.IsNotExist(statErr), "nothing written for POD_NAME %q", bad)
+	}
+}
+
+func TestCaseS04NoIPLiteralsInHostnameTopology(t *testing.T) {
+	needBinary(t, "sha1sum")
+	objs := decode(t, mustRender(t, "valkey-sentinel", "config: {\"sentinel announce-ip\": 10.1.2.3}\n"))
+	conf := objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"]
+	assert.NotRegexp(t, ipLiteral, conf)
+	dir := t.TempDir()
+	out, err := runInit(t, objs, dir, sentinelRel+"-1")
+	require.NoError(t, err, out)
+	b, _ := os.ReadFile(dir + "/data/sentinel.conf")
+	assert.NotRegexp(t, ipLiteral, string(b), "the Sentinel config names no IP")
+	// data side: the descriptor hands out FQDNs only, and valkey.conf announces nothing by IP
+	d := decode(t, mustRender(t, "valkey", ""))
+	for _, n := range descriptor(t, d)["nodes"].([]any) {
+		host := n.(map[string]any)["host"].(string)
+		assert.NotRegexp(t, ipLiteral, host)
+		assert.True(t, strings.HasSuffix(host, ".svc.cluster.local"), host)
+	}
+	assert.NotRegexp(t, ipLiteral, d.configMap(t, valkeyF+"-config").Data["valkey.conf"])
+}
+
+func TestSentinelStartStepKeepsState(t *testing.T) {
+	needBinary(t, "sha1sum")
+	objs := decode(t, mustRender(t, "valkey-sentinel", ""))
+	dir := t.TempDir()
+	_, err := runInit(t, objs, dir, sentinelRel+"-0")
+	require.NoError(t, err)
+	conf := dir + "/data/sentinel.conf"
+	b, _ := os.ReadFile(conf)
+	state := string(b) + "sentinel monitor m1 h.example 6379 2\nsentinel known-replica m1 r.example 6379\nsentinel current-epoch 7\n"
+	writeFile(t, conf, state)
+	// container restart, same template: Sentinel's rewritten file is kept
+	out, err := runInit(t, objs, dir, sentinelRel+"-0")
+	require.NoError(t, err)
+	assert.Contains(t, out, "keeping")
+	b, _ = os.ReadFile(conf)
+	assert.Equal(t, state, string(b))
+	// new template (persisted volume): new settings, the Sentinel state survives
+	changed := decode(t, mustRender(t, "valkey-sentinel", "config: {loglevel: warning}\n"))
+	_, err = runInit(t, changed, dir, sentinelRel+"-0")
+	require.NoError(t, err)
+	b, _ = os.ReadFile(conf)
+	for _, l := range []string{"loglevel warning", "sentinel monitor m1 h.example 6379 2", "sentinel known-replica m1 r.example 6379", "sentinel current-epoch 7"} {
+		assert.Contains(t, strings.Split(string(b), "\n"), l)
+	}
+	assert.Len(t, regexp.MustCompile(`(?m)^sentinel announce-ip `).FindAllString(string(b), -1), 1, string(b))
+}
+
+func TestCaseS18TLSOnlySentinel(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: sentinel-tls}\n"))
+	conf := strings.Split(objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"], "\n")
+	for _, l := range []string{"port 0", "tls-port 26379", "tls-replication yes", "tls-auth-clients optional",
+		"tls-cert-file /etc/valkey-ha/tls/tls.crt", "tls-key-file /etc/valkey-ha/tls/tls.key", "tls-ca-cert-file /etc/valkey-ha/tls/ca.crt",
+		"sentinel announce-hostnames yes", "sentinel resolve-hostnames yes"} {
+		assert.Contains(t, conf, l)
+	}
+	assert.NotContains(t, conf, "port 26379")
+	spec := &sentinelSTS(t, objs).Spec.Template.Spec
+	assert.Equal(t, "sentinel-tls", volume(t, spec, "tls").Secret.SecretName)
+	assert.Contains(t, container(t, spec, "sentinel").ReadinessProbe.Exec.Command[2], "valkey-cli --tls --cacert /etc/valkey-ha/tls/ca.crt")
+	d := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment)
+	assert.Equal(t, "sentinel-tls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName, "the controller speaks TLS to the Sentinels too")
+}
+
+func TestSentinelAuth(t *testing.T) {
+	needBinary(t, "sha1sum")
+	objs := decode(t, mustRender(t, "valkey-sentinel", "auth: {enabled: true}\n"))
+	s := objs.secret(t, sentinelRel+"-auth")
+	assert.Len(t, s.Data["password"], 40)
+	spec := &sentinelSTS(t, objs).Spec.Template.Spec
+	c := container(t, spec, "sentinel")
+	assert.Equal(t, sentinelRel+"-auth", c.Env[0].ValueFrom.SecretKeyRef.Name)
+	conf := objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"]
+	assert.NotContains(t, conf, "requirepass", "the password is appended at start, never in the ConfigMap")
+	dir := t.TempDir()
+	_, err := runInit(t, objs, dir, sentinelRel+"-2")
+	require.NoError(t, err)
+	b, _ := os.ReadFile(dir + "/data/sentinel.conf")
+	assert.Contains(t, string(b), "requirepass \"sentinel-pw-0123456789\"\nsentinel sentinel-pass \"sentinel-pw-0123456789\"\n")
+}
