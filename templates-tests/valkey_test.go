@@ -891,3 +891,12 @@ func writeFile(t testing.TB, path, content string) {
 }
 
 var ipLiteral = regexp.MustCompile(`\b(\d{1,3}\.){3}\d{1,3}\b`)
+
+// TestCustomerPresetsMatchController: the chart renders each access preset exactly as internal/acl defines it,
+// so the ACL file and the controller's live sync agree.
+func TestCustomerPresetsMatchController(t *testing.T) {
+	lines := aclLines(t, decode(t, mustRender(t, "valkey", usersValues)))
+	for user, preset := range map[string]string{"app": "full", "analytics": "readonly", "writer": "readwrite"} {
+		assert.True(t, strings.HasSuffix(lines[user], " nocommands "+acl.Presets[preset]), "%s (%s): %s", user, preset, lines[user])
+	}
+}

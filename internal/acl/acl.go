@@ -163,3 +163,19 @@ func RenderLine(name string, rules []string) string {
 
 // DefaultOffRules are the rules that switch the default user off.
 var DefaultOffRules = []string{"off", "resetpass", "resetkeys", "resetchannels", "nocommands"}
+
+// Presets are the customer access levels (the chart's `users[].access`), rendered after nocommands. They
+// follow seed 003's customer rules, adapted to replication: ACL rules instead of rename-command, so the
+// system users keep REPLICAOF, CONFIG REWRITE and FAILOVER while customers cannot reach them.
+var Presets = map[string]string{
+	// read commands only; -@admin also drops CLIENT KILL/PAUSE that @connection would grant
+	"readonly": "-@all +@read +@connection -@admin +info",
+	// reads and writes, transactions and pub/sub; nothing administrative or dangerous (FLUSHALL, KEYS, ...)
+	"readwrite": "-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info",
+	// everything except what could harm the system users or replication (seed 003, "Why there's a separate
+	// internal user"): ACL writes and reads of other users, killing or pausing clients (the probe's
+	// connection), replication and failover commands, shutdown, debug, modules and config changes
+	"full": "+@all -acl|setuser -acl|deluser -acl|load -acl|save -acl|list -acl|getuser -acl|dryrun " +
+		"-client|kill -client|pause -client|unpause -replicaof -slaveof -failover -sync -psync -replconf " +
+		"-shutdown -debug -module -config|set -config|rewrite -monitor",
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func newEnv(t *testing.T, cfg valkeytest.TopologyConfig) *env {
 		in.Nodes = append(in.Nodes, spec.Node{Index: i, Pod: pod, StatefulSet: fmt.Sprintf("vk-%d", i), Host: valkeytest.Host, Port: n.Port})
 		_, err := e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, Labels: partOf(map[string]string{spec.LabelInstance: "vk"})},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
@@ -147,7 +148,9 @@ func (e *env) labelsMatch(primaryPort int) error {
 	return nil
 }
 
-func (e *env) opClient(p *valkeytest.Proc) *valkey.Client { return p.Client(e.top.Options(acl.Operator)) }
+func (e *env) opClient(p *valkeytest.Proc) *valkey.Client {
+	return p.Client(e.top.Options(acl.Operator))
+}
 
 // TestCaseS05OrphanPrimaryRepaired: a replica that comes back as its own primary (REPLICAOF NO ONE) is made a
 // replica of Sentinel's primary again within 15 s, and the labels never name two primaries.
@@ -452,3 +455,131 @@ func startInformers(ctx context.Context, t *testing.T, c *SentinelController) er
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+func (e *env) putUsers(users []acl.DesiredUser) {
+	all := []acl.DesiredUser{}
+	for _, u := range acl.SystemUsers {
+		all = append(all, acl.DesiredUser{Name: u.Name, System: true, Rules: "resetkeys resetchannels nocommands " + strings.Join(u.Rules(), " "),
+			Passwords: []acl.Password{{Hash: acl.HashPassword(e.top.Passwords[u.Name])}}})
+	}
+	all = append(all, users...)
+	b, _ := json.Marshal(all)
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vk-acl", Namespace: ns}, Data: map[string][]byte{"users.json": b}}
+	if _, err := e.cs.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		_, err = e.cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+		require.NoError(e.t, err)
+	}
+}
+
+func (e *env) statusDoc() map[string]any {
+	cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "vk-status", metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	var doc map[string]any
+	_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &doc)
+	return doc
+}
+
+func (e *env) condition(t string) string {
+	doc := e.statusDoc()
+	conds, _ := doc["conditions"].([]any)
+	for _, c := range conds {
+		m := c.(map[string]any)
+		if m["type"] == t {
+			return m["status"].(string)
+		}
+	}
+	return ""
+}
+
+func appUser(pws ...acl.Password) acl.DesiredUser {
+	return acl.DesiredUser{Name: "app", Rules: "resetkeys ~* resetchannels nocommands " + acl.Presets["readwrite"], Passwords: pws}
+}
+
+// TestCaseS17LiveAccessRotation: users and a password rotation are applied live on every node (no restart);
+// a replica that was down during the change converges when it returns, AccessConverged reports the gap
+// without touching Ready; the old password stops working after previousValidUntil; Sentinel still fails
+// over afterwards.
+func TestCaseS17LiveAccessRotation(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{})
+	e.publishSentinels()
+	e.putUsers([]acl.DesiredUser{appUser(acl.Password{Hash: acl.HashPassword("old")})})
+	e.startInstanceController(InstanceOptions{})
+	valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "user on every node", func() error {
+		for _, n := range e.top.Nodes {
+			if out, _ := n.CLI("app", "old", "PING"); out != "PONG" {
+				return fmt.Errorf("%s: %s", n.Addr(), out)
+			}
+		}
+		if c := e.condition("AccessConverged"); c != "True" {
+			return fmt.Errorf("AccessConverged=%s", c)
+		}
+		return nil
+	})
+
+	// a broken access change is reported without touching readiness (serving vs converged)
+	_, err := e.cs.CoreV1().Secrets(ns).Update(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vk-acl", Namespace: ns},
+		Data: map[string][]byte{"users.json": []byte("not json")}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "bad users.json reported", func() error {
+		if c := e.condition("AccessConverged"); c != "False" {
+			return fmt.Errorf("AccessConverged=%s", c)
+		}
+		return nil
+	})
+	assert.Equal(t, "True", e.condition("Ready"), "a failed access sync never makes the instance unready")
+
+	lagging := e.top.Nodes[2]
+	lagging.Kill()
+	until := time.Now().Add(12 * time.Second)
+	e.putUsers([]acl.DesiredUser{appUser(acl.Password{Hash: acl.HashPassword("new")}, acl.Password{Hash: acl.HashPassword("old"), ValidUntil: &until})})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "gap reported", func() error {
+		if c := e.condition("AccessConverged"); c != "False" {
+			return fmt.Errorf("AccessConverged=%s", c)
+		}
+		return nil
+	})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "new password live on the running nodes", func() error {
+		for _, n := range e.top.Nodes[:2] {
+			if out := cli(n, "app", "new"); out != "PONG" {
+				return fmt.Errorf("%s: %s", n.Addr(), out)
+			}
+		}
+		return nil
+	})
+	for _, n := range e.top.Nodes[:2] {
+		assert.Equal(t, "PONG", cli(n, "app", "old"), "old password valid in the grace period on %s", n.Addr())
+	}
+
+	lagging.Start() // its config still has no "app" with the new password: the next pass fixes it
+	valkeytest.Eventually(t, 15*time.Second, 200*time.Millisecond, "lagging replica converged", func() error {
+		if out := cli(lagging, "app", "new"); out != "PONG" {
+			return fmt.Errorf("%s", out)
+		}
+		return nil
+	})
+	valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "old password revoked everywhere", func() error {
+		for _, n := range e.top.Nodes {
+			if out := cli(n, "app", "old"); !strings.Contains(out, "WRONGPASS") {
+				return fmt.Errorf("%s: %s", n.Addr(), out)
+			}
+		}
+		return nil
+	})
+	e.top.WaitReplicationUp(30 * time.Second)
+	e.top.Nodes[0].Kill()
+	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "failover after rotation", func() error {
+		p, err := e.top.SentinelPrimary()
+		if err == nil && p == e.top.Nodes[0].Port {
+			err = errors.New("primary unchanged")
+		}
+		return err
+	})
+}
+
+func cli(n *valkeytest.Proc, user, pass string) string {
+	out, _ := n.CLI(user, pass, "PING")
+	return out
+}

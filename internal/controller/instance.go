@@ -79,6 +79,9 @@ type instanceMemory struct {
 	subCancel      context.CancelFunc
 	operatorPW     string
 	operatorPWAt   time.Time
+	aclUsers       []acl.DesiredUser
+	aclReadAt      time.Time
+	aclApplied     map[string]aclApplied
 	// statusPrint fingerprints the last written status without timestamps and offsets
 	statusPrint   string
 	statusWritten time.Time
@@ -278,7 +281,8 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	if !c.opts.NoSubscribe {
 		c.ensureSubscription(name, in, sentinelInfo, mem)
 	}
-	if err := c.writeStatus(ctx, descCM, in, obs, plan, sentinelInfo, lastAction, now); err != nil {
+	access := c.syncAccess(ctx, in, obs, mem)
+	if err := c.writeStatus(ctx, descCM, in, obs, plan, sentinelInfo, lastAction, access, now); err != nil {
 		return true, err
 	}
 	return true, applyErr
@@ -525,7 +529,7 @@ func (c *InstanceController) writeInvalid(ctx context.Context, descCM *corev1.Co
 // descriptor, so it goes away on uninstall). It also records time-to-ready exactly once per instance, with
 // the once-only state kept in an annotation on the status ConfigMap (seed 003, "Measuring time-to-ready").
 func (c *InstanceController) writeStatus(ctx context.Context, descCM *corev1.ConfigMap, in spec.Instance, obs topology.Observation,
-	plan topology.Plan, si *spec.SentinelInfo, lastAction string, now time.Time) error {
+	plan topology.Plan, si *spec.SentinelInfo, lastAction string, access accessResult, now time.Time) error {
 	prev, prevAnn := c.readStatus(in)
 	st := status.Instance{Name: in.Name, Conditions: prev.Conditions, EverReady: prev.EverReady, ObservedAt: now,
 		Held: plan.Held, LastAction: lastAction, ControllerBuild: c.opts.Version, Replicas: len(in.Nodes) - 1}
@@ -608,8 +612,12 @@ func (c *InstanceController) writeStatus(ctx context.Context, descCM *corev1.Con
 			set(status.SentinelQuorumHealthy, status.False, "NoQuorum", q.Message)
 		}
 	}
-	if _, ok := status.Get(st.Conditions, status.AccessConverged); !ok {
-		set(status.AccessConverged, status.Unknown, "NotSynced", "live ACL sync has not run")
+	// serving and converged are separate signals: AccessConverged never feeds Ready (seed 003)
+	st.DesiredAccess, st.AppliedAccess = access.desired, access.applied
+	if access.converged {
+		set(status.AccessConverged, status.True, "Applied", access.message)
+	} else {
+		set(status.AccessConverged, status.False, "Pending", access.message)
 	}
 	ready := primaryOK && replOK && monitoredOK
 	if ready {

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/topology"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// aclResync is how often a node is synced even when nothing changed: it heals a pod that restarted with an
+// older ACL file (Secret volumes update eventually; seed 003).
+const aclResync = 10 * time.Minute
+
+// aclBudget bounds one node's sync (seed 003: a 5-second budget).
+const aclBudget = 5 * time.Second
+
+type aclApplied struct {
+	revision string
+	identity string
+	at       time.Time
+}
+
+// accessResult is the outcome of one access pass, for the AccessConverged condition.
+type accessResult struct {
+	converged bool
+	desired   string
+	applied   string
+	message   string
+}
+
+// syncAccess applies the users of the <F>-acl Secret live on every reachable node (ACL SETUSER each desired
+// user, ACL DELUSER the extras) when the effective rules changed, the pod was replaced or restarted, or
+// aclResync passed. It never affects readiness: failures only make AccessConverged false.
+func (c *InstanceController) syncAccess(ctx context.Context, in spec.Instance, obs topology.Observation, mem *instanceMemory) accessResult {
+	now := time.Now()
+	if in.ACLSecret == "" {
+		return accessResult{converged: true, message: "no ACL Secret named"}
+	}
+	if mem.aclUsers == nil || now.Sub(mem.aclReadAt) > 5*time.Second {
+		s, err := c.cs.CoreV1().Secrets(in.Namespace).Get(ctx, in.ACLSecret, metav1.GetOptions{})
+		if err != nil {
+			return accessResult{message: fmt.Sprintf("read secret %s: %v", in.ACLSecret, err)}
+		}
+		users, err := acl.ParseUsers(s.Data["users.json"])
+		if err != nil {
+			return accessResult{message: err.Error()}
+		}
+		mem.aclUsers, mem.aclReadAt = users, now
+	}
+	base, err := acl.BuildSync(mem.aclUsers, nil, now)
+	if err != nil {
+		return accessResult{message: err.Error()}
+	}
+	res := accessResult{converged: true, desired: base.Revision, applied: base.Revision}
+	if mem.aclApplied == nil {
+		mem.aclApplied = map[string]aclApplied{}
+	}
+	opts := valkey.Options{Username: acl.Operator, Password: mem.operatorPW, DialTimeout: c.opts.DialTimeout, CommandTimeout: aclBudget}
+	var pending []string
+	for _, n := range obs.Nodes {
+		if !n.Reachable {
+			pending = append(pending, n.Node.Pod+" (unreachable)")
+			continue
+		}
+		id := c.podIdentity(in.Namespace, n.Node.Pod)
+		prev := mem.aclApplied[n.Node.Pod]
+		if prev.revision == base.Revision && prev.identity == id && now.Sub(prev.at) < aclResync {
+			continue
+		}
+		if err := c.syncNode(ctx, in.Addr(n.Node), opts, mem.aclUsers, now); err != nil {
+			pending = append(pending, fmt.Sprintf("%s (%v)", n.Node.Pod, err))
+			c.pool.drop(in.Addr(n.Node))
+			continue
+		}
+		mem.aclApplied[n.Node.Pod] = aclApplied{revision: base.Revision, identity: id, at: now}
+		c.log.Info("ACL synced", "instance", in.Name, "pod", n.Node.Pod, "revision", base.Revision, "users", len(mem.aclUsers))
+	}
+	if len(pending) > 0 {
+		res.converged = false
+		res.applied = ""
+		res.message = "not applied on: " + strings.Join(pending, ", ")
+	} else {
+		res.message = fmt.Sprintf("revision %s applied on %d node(s)", base.Revision, len(obs.Nodes))
+	}
+	return res
+}
+
+func (c *InstanceController) syncNode(ctx context.Context, addr string, opts valkey.Options, users []acl.DesiredUser, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, aclBudget)
+	defer cancel()
+	cl, err := c.pool.get(ctx, addr, opts)
+	if err != nil {
+		return err
+	}
+	current, err := cl.ACLUsers(ctx)
+	if err != nil {
+		return err
+	}
+	plan, err := acl.BuildSync(users, current, now)
+	if err != nil {
+		return err
+	}
+	return acl.ApplySync(ctx, cl, plan)
+}
+
+// podIdentity changes when the pod is replaced or its server container restarts (either may load an older
+// ACL file).
+func (c *InstanceController) podIdentity(namespace, pod string) string {
+	p, err := c.pods.Pods(namespace).Get(pod)
+	if err != nil {
+		return ""
+	}
+	restarts := int32(0)
+	for _, s := range p.Status.ContainerStatuses {
+		restarts += s.RestartCount
+	}
+	return fmt.Sprintf("%s/%d", p.UID, restarts)
+}
