@@ -77,9 +77,9 @@ type Decision struct {
 // PlanBoot decides the role of a starting node:
 //
 //  1. When Sentinels answer, the address most of them name is the primary. If it is another node, start as
-//     its replica. If it is this node and this node starts empty (no persistence, or no data file) while a
-//     peer holds data, request a failover instead of starting as an empty primary that would wipe the
-//     replicas on resync (case S08).
+//     its replica. If it is this node and it starts empty (no persistence, or no data file) while replicas
+//     are up, request a failover instead of starting as an empty primary that would wipe the replicas on
+//     resync (case S08) or briefly be a second writable primary.
 //  2. Otherwise, the peers decide: a peer reporting primary is followed (the highest offset wins when
 //     several claim it). With no primary anywhere, a node never promotes itself while a peer holds data (the
 //     controller or Sentinel promotes the best replica, case S07); on a cold start with no data anywhere,
@@ -97,12 +97,18 @@ func PlanBoot(o Observation) Decision {
 			return Decision{Kind: StartReplica, PrimaryHost: host, PrimaryPort: port,
 				Reason: fmt.Sprintf("%d Sentinel(s) name %s:%d as primary", votes, host, port)}
 		}
-		if o.LocalData || !peerHasData {
+		if o.LocalData || !replicaReachable(o.Peers) {
 			return Decision{Kind: StartPrimary,
 				Reason: fmt.Sprintf("%d Sentinel(s) name this node primary and it %s", votes, dataPhrase(o.LocalData))}
 		}
-		return Decision{Kind: RequestFailover,
-			Reason: "Sentinel names this node primary but it starts empty while a replica holds data (case S08)"}
+		// Restarted empty while Sentinel still names it and replicas are up: starting as primary would either
+		// wipe the replicas' data on resync (case S08) or, when they are empty too, leave a second writable
+		// primary until Sentinel's own failover demotes it. Hand over at once instead.
+		reason := "Sentinel names this node primary but it restarted empty while replicas are up"
+		if peerHasData {
+			reason += " and hold data (case S08)"
+		}
+		return Decision{Kind: RequestFailover, Reason: reason}
 	}
 	// no Sentinel knows the monitor: ask the peers
 	var best *Peer
@@ -133,7 +139,17 @@ func dataPhrase(local bool) string {
 	if local {
 		return "has persisted data"
 	}
-	return "no peer holds data"
+	return "no replica is up (cold start)"
+}
+
+// replicaReachable reports whether any peer answers as a replica.
+func replicaReachable(peers []Peer) bool {
+	for _, p := range peers {
+		if p.Reachable && p.Repl.Role == valkey.RoleReplica {
+			return true
+		}
+	}
+	return false
 }
 
 // sentinelPrimary returns the address named by the most Sentinels that know the monitor. Ties are broken by

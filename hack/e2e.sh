@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# e2e.sh - run the e2e suite (e2e/, build tag e2e) against a real cluster.
+#   1. cluster: the one KUBECONFIG reaches; if none, the local one (hack/cluster.sh up)
+#   2. images: hack/images.sh into the local cluster (the controller image is skipped, with a warning,
+#      while cmd/valkey-sentinel-ctl does not exist yet)
+#   3. go test -tags e2e -count=1 -timeout 40m ./e2e/... [extra go test args]
+#
+#   hack/e2e.sh                         # everything
+#   hack/e2e.sh -run TestClusterReachable -v
+# Knobs: E2E_KEEP=1 / E2E_KEEP_FAILED=1 (keep test namespaces), E2E_PSS, E2E_SKIP_IMAGES=1,
+# E2E_TIMEOUT (go test -timeout, default 40m).
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+T0=$(date +%s)
+
+use_cluster
+if [[ ${E2E_SKIP_IMAGES:-0} == 1 ]]; then
+  say "images: skipped (E2E_SKIP_IMAGES=1)"
+elif ((LOCAL_CLUSTER)); then
+  if [[ -d $ROOT/cmd/valkey-sentinel-ctl ]]; then
+    as_root "$HACK/images.sh" || fail "hack/images.sh failed"
+  else
+    say "WARNING: cmd/valkey-sentinel-ctl does not exist yet: loading only the server images"
+    as_root "$HACK/images.sh" valkey redis || fail "hack/images.sh failed"
+  fi
+else
+  say "not the local cluster: images are not built here"
+fi
+export KUBECONFIG=${KUBECONFIG:-$HOME/.kube/config}
+
+say "go test -tags e2e -count=1 -timeout ${E2E_TIMEOUT:-40m} ./e2e/... $*"
+cd "$ROOT"
+rc=0
+go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-40m}" ./e2e/... "$@" || rc=$?
+say "e2e finished in $(( $(date +%s) - T0 ))s (exit $rc)"
+exit "$rc"

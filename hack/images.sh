@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# images.sh - build the project's container images from local files (no registry) and load them into
+# the local cluster's containerd (hack/cluster.sh / hack/k8s-local). Idempotent: an image whose inputs
+# did not change and that containerd still holds is neither rebuilt nor re-imported.
+#
+#   hack/images.sh                      # all three: valkey, redis, controller
+#   hack/images.sh controller           # only some of: valkey redis controller
+#   hack/images.sh alias SRC DST...     # add tag DST to the loaded image SRC (e.g. a chart's default name)
+#   NO_LOAD=1 hack/images.sh            # build only
+#
+# Images:
+#   valkey/valkey:8.0 (+ :8.0.1, :8)  Debian bookworm-backports valkey 8.0.1; built by k8s-local/up.sh
+#                                     (rootfs_valkey): valkey-server/-sentinel/-cli in /usr/local/bin like the
+#                                     official image, busybox sh + tools, docker-entrypoint.sh, uid 999
+#   redis:7.0 (+ :7.0.15, :7)         Debian bookworm redis 7.0.15, same layout (rootfs_redis in up.sh);
+#                                     the redis-server/redis-sentinel/redis-tools packages are installed here
+#                                     if missing (services kept from starting with policy-rc.d)
+#   localhost/valkey-ha/valkey-sentinel-ctl:0.1.0
+#                                     CGO_ENABLED=0 go build -trimpath ./cmd/valkey-sentinel-ctl; only the
+#                                     binary at /valkey-sentinel-ctl, entrypoint it, user 65532
+# Knobs: CTL_IMAGE (ref), CTL_PKG (package, default ./cmd/valkey-sentinel-ctl), CTL_BUILD_DIR (module dir
+# to build in, default the repo root), CTL_EXTRA_TAGS (space-separated extra refs for the controller image).
+# Needs root (apt, containerd socket); re-runs itself with sudo otherwise.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+K8S=$ROOT/hack/k8s-local
+if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
+# shellcheck source=k8s-local/env.sh
+. "$K8S/env.sh"
+
+CTL_IMAGE=${CTL_IMAGE:-localhost/valkey-ha/valkey-sentinel-ctl:0.1.0}
+CTL_PKG=${CTL_PKG:-./cmd/valkey-sentinel-ctl}
+CTL_BUILD_DIR=${CTL_BUILD_DIR:-$ROOT}
+CTL_EXTRA_TAGS=${CTL_EXTRA_TAGS:-}
+NO_LOAD=${NO_LOAD:-0}
+LOADED=$RUN/loaded # load stamps; $RUN is removed by down.sh, as is containerd's image store
+REDIS_PKGS=(redis-server redis-sentinel redis-tools)
+TMPDIRS=()
+trap 'rm -rf "${TMPDIRS[@]}"' EXIT
+
+# digest of the image containerd holds under REF; Docker Hub names are stored in normalised form
+# (<hub>/valkey/valkey:8.0, <hub>/library/redis:7.0), so match the reference as a path suffix too
+ctr_digest() {
+  kctr images ls 2>/dev/null | awk -v r="$1" 'NR > 1 {
+      n = $1
+      if (n == r) { print $3; exit }
+      if (index(r, "/") == 0 && substr(n, length(n) - length(r) - 8) == "/library/" r) { print $3; exit }
+      if (substr(n, length(n) - length(r)) == "/" r && r !~ /^localhost\//) { print $3; exit } }'
+}
+ctr_name() { # full containerd name of REF (for ctr images tag)
+  kctr images ls -q 2>/dev/null | awk -v r="$1" '
+      $1 == r || (index(r, "/") == 0 && substr($1, length($1) - length(r) - 8) == "/library/" r) ||
+      (r !~ /^localhost\// && substr($1, length($1) - length(r)) == "/" r) { print $1; exit }'
+}
+
+need_containerd() {
+  ((NO_LOAD)) && return 0
+  daemon_pid containerd >/dev/null || die "the local cluster is not running: run hack/cluster.sh up first"
+}
+
+ensure_redis_packages() {
+  local missing=() p made_policy=0
+  for p in "${REDIS_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  log "apt: installing ${missing[*]} (for the redis image)"
+  # keep the maintainer scripts from starting redis services on this host
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made_policy=1
+  fi
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; } || rc=$?
+  ((made_policy)) && rm -f /usr/sbin/policy-rc.d
+  ((rc == 0)) || die "apt-get install ${missing[*]} failed"
+}
+
+# valkey + redis tarballs: built by up.sh's own build_images (stamped; a no-op when unchanged)
+build_engine_images() {
+  [[ -x $BIN/mkimage ]] || die "k8s-local tools not built yet: run hack/cluster.sh up first"
+  ( set --; . "$K8S/up.sh"; build_images )
+}
+
+load_tarball() { # name tarball ref
+  local name=$1 tar=$2 ref=$3 sum dig
+  [[ -f $tar ]] || die "$tar missing"
+  ((NO_LOAD)) && { log "image $ref: built ($tar)"; return 0; }
+  sum=$(sha256sum "$tar" | cut -c1-16)
+  dig=$(ctr_digest "$ref")
+  if [[ -n $dig && -f $LOADED/$name && $(<"$LOADED/$name") == "$sum $dig" ]]; then
+    log "image $ref: loaded, unchanged ($dig)"; return 0
+  fi
+  log "image $ref: loading $tar"
+  "$K8S/load-image.sh" import "$tar" >/dev/null
+  dig=$(ctr_digest "$ref"); [[ -n $dig ]] || die "$ref not found in containerd after import"
+  mkdir -p "$LOADED"; echo "$sum $dig" >"$LOADED/$name"
+  log "image $ref: loaded ($dig)"
+}
+
+build_controller() {
+  local tmp bin sum dig args=(-user 65532:65532) t
+  [[ -d $CTL_BUILD_DIR/$CTL_PKG ]] || die "controller package $CTL_PKG not found under $CTL_BUILD_DIR (not written yet?)"
+  tmp=$(mktemp -d); bin=$tmp/valkey-sentinel-ctl
+  TMPDIRS+=("$tmp")
+  t=$(date +%s)
+  (cd "$CTL_BUILD_DIR" && CGO_ENABLED=0 go build -trimpath -o "$bin" "$CTL_PKG") || die "go build $CTL_PKG failed"
+  log "controller: go build $CTL_PKG in $(( $(date +%s) - t ))s"
+  ((NO_LOAD)) && { log "image $CTL_IMAGE: binary built, not loaded (NO_LOAD=1)"; return 0; }
+  local r
+  for r in $CTL_EXTRA_TAGS; do args+=(-tag "$r"); done
+  sum=$({ sha256sum <"$bin"; echo "$CTL_IMAGE ${args[*]}"; sha256sum <"$K8S/load-image.sh"; } | sha256sum | cut -c1-16)
+  dig=$(ctr_digest "$CTL_IMAGE")
+  if [[ -n $dig && -f $LOADED/controller && $(<"$LOADED/controller") == "$sum $dig" ]]; then
+    log "image $CTL_IMAGE: loaded, unchanged ($dig)"; return 0
+  fi
+  "$K8S/load-image.sh" binary "$CTL_IMAGE" "$bin" "${args[@]}" >/dev/null
+  dig=$(ctr_digest "$CTL_IMAGE"); [[ -n $dig ]] || die "$CTL_IMAGE not found in containerd after import"
+  mkdir -p "$LOADED"; echo "$sum $dig" >"$LOADED/controller"
+  log "image $CTL_IMAGE: loaded ($dig)"
+}
+
+cmd_alias() { # SRC DST...
+  local src=$1 full d; shift
+  need_containerd
+  full=$(ctr_name "$src"); [[ -n $full ]] || die "alias: image $src is not loaded"
+  for d in "$@"; do
+    kctr images tag --force "$full" "$d" >/dev/null
+    log "image $d -> $src"
+  done
+}
+
+main() {
+  local want=("$@") w t0
+  [[ ${want[0]:-} == alias ]] && { [[ $# -ge 3 ]] || die "usage: images.sh alias SRC DST..."; cmd_alias "${want[@]:1}"; return; }
+  ((${#want[@]})) || want=(valkey redis controller)
+  for w in "${want[@]}"; do [[ $w =~ ^(valkey|redis|controller)$ ]] || die "unknown image $w (valkey|redis|controller|alias)"; done
+  need_containerd
+  t0=$(date +%s)
+  if [[ " ${want[*]} " == *" valkey "* || " ${want[*]} " == *" redis "* ]]; then
+    ensure_redis_packages
+    build_engine_images
+  fi
+  for w in "${want[@]}"; do
+    case $w in
+      valkey) load_tarball valkey "$IMAGES/valkey.tar" "$VALKEY_IMAGE" ;;
+      redis) load_tarball redis "$IMAGES/redis.tar" "$REDIS_IMAGE" ;;
+      controller) build_controller ;;
+    esac
+  done
+  log "images done in $(( $(date +%s) - t0 ))s"
+}
+main "$@"
