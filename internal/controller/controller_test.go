@@ -110,7 +110,12 @@ func (e *env) publishSentinels() {
 	require.NoError(e.t, err)
 }
 
-func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLog() *slog.Logger {
+	if os.Getenv("CTL_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func (e *env) startInstanceController(o InstanceOptions) {
 	o.Namespace, o.Instance = ns, "vk"

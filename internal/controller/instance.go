@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -60,6 +61,7 @@ type InstanceController struct {
 
 	pods   corelisters.PodLister
 	cms    corelisters.ConfigMapLister
+	stss   appslisters.StatefulSetLister
 	synced []cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
 	pool   *pool
@@ -79,9 +81,11 @@ type instanceMemory struct {
 	subCancel      context.CancelFunc
 	operatorPW     string
 	operatorPWAt   time.Time
-	aclUsers       []acl.DesiredUser
-	aclReadAt      time.Time
-	aclApplied     map[string]aclApplied
+	// handoffDeferredUntil backs off a primary handoff that timed out
+	handoffDeferredUntil time.Time
+	aclUsers             []acl.DesiredUser
+	aclReadAt            time.Time
+	aclApplied           map[string]aclApplied
 	// statusPrint fingerprints the last written status without timestamps and offsets
 	statusPrint   string
 	statusWritten time.Time
@@ -110,9 +114,10 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 	podFactory := kube.NewInformerFactory(cs, o.Namespace, extra, 0)
 	cmFactory := kube.NewInformerFactory(cs, o.Namespace, "", 0)
 	podInf := podFactory.Core().V1().Pods()
+	stsInf := podFactory.Apps().V1().StatefulSets()
 	cmInf := cmFactory.Core().V1().ConfigMaps()
-	c.pods, c.cms = podInf.Lister(), cmInf.Lister()
-	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced}
+	c.pods, c.cms, c.stss = podInf.Lister(), cmInf.Lister(), stsInf.Lister()
+	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced, stsInf.Informer().HasSynced}
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueObj,
 		UpdateFunc: func(_, obj any) { c.enqueueObj(obj) },
@@ -120,6 +125,7 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 	}
 	_, _ = podInf.Informer().AddEventHandler(h)
 	_, _ = cmInf.Informer().AddEventHandler(h)
+	_, _ = stsInf.Informer().AddEventHandler(h)
 	c.startFactories = func(stop <-chan struct{}) {
 		podFactory.Start(stop)
 		cmFactory.Start(stop)
@@ -281,8 +287,25 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	if !c.opts.NoSubscribe {
 		c.ensureSubscription(name, in, sentinelInfo, mem)
 	}
+	quorum := valkey.Quorum{Message: "not monitored"}
+	if sentinelInfo != nil {
+		quorum = c.ckquorum(ctx, in, *sentinelInfo)
+	}
+	// planned operations, only when the repair took no disruptive step this pass
+	rollWait := ""
+	if lastAction == "" && applyErr == nil {
+		step, why := c.planRoll(in, obs, plan, quorum.OK, mem)
+		rollWait = why
+		if step != nil {
+			lastAction, applyErr = c.applyRoll(ctx, in, descCM, step, sentinelInfo, mem)
+		} else if why == "" && sentinelInfo != nil && !obs.Sentinel.FailoverInProgress && !obs.Sentinel.PrimaryDown {
+			if target, _ := c.planResetAfterScaleIn(ctx, in, *sentinelInfo, plan); target != "" {
+				lastAction, applyErr = c.applyReset(ctx, in, descCM, target)
+			}
+		}
+	}
 	access := c.syncAccess(ctx, in, obs, mem)
-	if err := c.writeStatus(ctx, descCM, in, obs, plan, sentinelInfo, lastAction, access, now); err != nil {
+	if err := c.writeStatus(ctx, descCM, in, obs, plan, sentinelInfo, lastAction, access, quorum, rollWait, now); err != nil {
 		return true, err
 	}
 	return true, applyErr
@@ -529,10 +552,10 @@ func (c *InstanceController) writeInvalid(ctx context.Context, descCM *corev1.Co
 // descriptor, so it goes away on uninstall). It also records time-to-ready exactly once per instance, with
 // the once-only state kept in an annotation on the status ConfigMap (seed 003, "Measuring time-to-ready").
 func (c *InstanceController) writeStatus(ctx context.Context, descCM *corev1.ConfigMap, in spec.Instance, obs topology.Observation,
-	plan topology.Plan, si *spec.SentinelInfo, lastAction string, access accessResult, now time.Time) error {
+	plan topology.Plan, si *spec.SentinelInfo, lastAction string, access accessResult, q valkey.Quorum, rollWait string, now time.Time) error {
 	prev, prevAnn := c.readStatus(in)
 	st := status.Instance{Name: in.Name, Conditions: prev.Conditions, EverReady: prev.EverReady, ObservedAt: now,
-		Held: plan.Held, LastAction: lastAction, ControllerBuild: c.opts.Version, Replicas: len(in.Nodes) - 1}
+		Held: plan.Held, LastAction: lastAction, ControllerBuild: c.opts.Version, Replicas: len(in.Nodes) - 1, Roll: rollWait}
 	if lastAction == "" {
 		st.LastAction = prev.LastAction
 	}
@@ -605,7 +628,6 @@ func (c *InstanceController) writeStatus(ctx context.Context, descCM *corev1.Con
 		} else {
 			set(status.Monitored, status.False, "NotRegistered", "Sentinels do not know the monitor yet")
 		}
-		q := c.ckquorum(context.WithoutCancel(ctx), in, *si)
 		if q.OK {
 			set(status.SentinelQuorumHealthy, status.True, "QuorumOK", q.Message)
 		} else {

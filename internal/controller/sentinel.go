@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -26,6 +27,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
+	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -63,6 +65,7 @@ type SentinelController struct {
 
 	pods    corelisters.PodLister
 	cms     corelisters.ConfigMapLister
+	stss    appslisters.StatefulSetLister
 	synced  []cache.InformerSynced
 	start   func(<-chan struct{})
 	queue   workqueue.TypedRateLimitingInterface[string]
@@ -95,8 +98,9 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	podFactory := kube.NewInformerFactory(cs, o.Namespace, spec.LabelSentinel+"="+o.Release, 0)
 	cmFactory := kube.NewInformerFactory(cs, o.Namespace, "", 0)
 	podInf, cmInf := podFactory.Core().V1().Pods(), cmFactory.Core().V1().ConfigMaps()
-	c.pods, c.cms = podInf.Lister(), cmInf.Lister()
-	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced}
+	stsInf := podFactory.Apps().V1().StatefulSets()
+	c.pods, c.cms, c.stss = podInf.Lister(), cmInf.Lister(), stsInf.Lister()
+	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced, stsInf.Informer().HasSynced}
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.queue.Add(o.Release) },
 		UpdateFunc: func(_, _ any) { c.queue.Add(o.Release) },
@@ -104,6 +108,7 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	}
 	_, _ = podInf.Informer().AddEventHandler(h)
 	_, _ = cmInf.Informer().AddEventHandler(h)
+	_, _ = stsInf.Informer().AddEventHandler(h)
 	c.start = func(stop <-chan struct{}) { podFactory.Start(stop); cmFactory.Start(stop) }
 	return c
 }
@@ -170,10 +175,10 @@ func (c *SentinelController) observeSentinels(ctx context.Context) []registratio
 	for i, addr := range addrs {
 		pod := fmt.Sprintf("%s-%d", c.opts.StatefulSet, i)
 		out[i] = registration.SentinelState{Pod: pod, Addr: addr, Monitors: map[string]valkey.Monitor{}}
-		if len(c.opts.SentinelHosts) > 0 {
-			out[i].Ready = true
-		} else if p, err := c.pods.Pods(c.opts.Namespace).Get(pod); err == nil {
+		if p, err := c.pods.Pods(c.opts.Namespace).Get(pod); err == nil {
 			out[i].Ready = kube.PodReady(p)
+		} else {
+			out[i].Ready = len(c.opts.SentinelHosts) > 0 // tests on loopback may run Sentinels without pods
 		}
 		c.mu.Lock()
 		out[i].AppliedAuth = c.applied[pod]
@@ -307,6 +312,16 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 	}
 	if err := c.withdraw(ctx, byMonitor); err != nil {
 		errs = append(errs, err)
+	}
+	// quorum-gated Sentinel roll: only in a pass that changed no registration
+	if len(plan.Actions) == 0 && len(errs) == 0 {
+		if action, wait, err := c.rollSentinels(ctx, sentinels, wanted, st.Monitors); err != nil {
+			errs = append(errs, err)
+		} else if action != "" {
+			st.LastAction = action
+		} else {
+			st.Roll = wait
+		}
 	}
 	if err := c.putStatus(ctx, st); err != nil {
 		errs = append(errs, err)
@@ -505,4 +520,62 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 		return nil
 	}
 	return err
+}
+
+// rollSentinels deletes at most one stale Sentinel pod (updateStrategy OnDelete), only while every Sentinel
+// pod is ready and knows every wanted monitor, CKQUORUM passes for every monitor on every Sentinel and no
+// monitored primary is down or failing over (seed 000, Reconcile flow step 4; case S22).
+func (c *SentinelController) rollSentinels(ctx context.Context, sentinels []registration.SentinelState, wanted []registration.Wanted,
+	monitors []status.MonitorStatus) (action, wait string, err error) {
+	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
+	if err != nil {
+		return "", "", nil // no StatefulSet (yet): nothing to roll
+	}
+	in := roll.SentinelInput{QuorumOK: true, Healthy: true}
+	for _, s := range sentinels {
+		pod, err := c.pods.Pods(c.opts.Namespace).Get(s.Pod)
+		if err != nil {
+			in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod})
+			continue
+		}
+		knows := s.Reachable
+		for _, w := range wanted {
+			m, ok := s.Monitors[w.Instance.MonitorName]
+			if !ok {
+				knows = false
+				continue
+			}
+			if !m.Healthy() {
+				in.Healthy = false
+			}
+		}
+		in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod, Stale: stale(pod, sts), Ready: s.Ready && s.Reachable, KnowsAll: knows})
+	}
+	for _, m := range monitors {
+		if m.Refused == "" && !m.QuorumOK {
+			in.QuorumOK = false
+		}
+	}
+	target, why := roll.PlanSentinel(in)
+	if target == "" {
+		return "", why, nil
+	}
+	c.log.Info("sentinel roll: CKQUORUM OK on every monitor, no failover in flight, every pod ready; deleting", "pod", target)
+	if err := c.cs.CoreV1().Pods(c.opts.Namespace).Delete(ctx, target, metav1.DeleteOptions{}); err != nil {
+		return "", "", fmt.Errorf("delete sentinel pod %s: %w", target, err)
+	}
+	c.pool.drop(c.addrOf(target))
+	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
+		c.recorder.Eventf(cm, corev1.EventTypeNormal, "RollingSentinel", "replaced %s with quorum healthy on every monitor", target)
+	}
+	return "roll: replaced " + target, "", nil
+}
+
+func (c *SentinelController) addrOf(pod string) string {
+	for i, a := range c.sentinelAddrs() {
+		if fmt.Sprintf("%s-%d", c.opts.StatefulSet, i) == pod {
+			return a
+		}
+	}
+	return ""
 }

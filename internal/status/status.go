@@ -114,24 +114,26 @@ type Monitoring struct {
 
 // Instance is the document in <F>-status, key status.json.
 type Instance struct {
-	Name            string       `json:"name"`
-	State           string       `json:"state"`
-	Message         string       `json:"message,omitempty"`
-	Primary         string       `json:"primary,omitempty"`
-	PrimaryAddress  string       `json:"primaryAddress,omitempty"`
-	Replicas        int          `json:"replicas"`
-	ReadyReplicas   int          `json:"readyReplicas"`
-	SyncedReplicas  int          `json:"syncedReplicas"`
-	EverReady       bool         `json:"everReady"`
-	Monitoring      Monitoring   `json:"monitoring"`
-	Nodes           []NodeStatus `json:"nodes"`
-	Conditions      []Condition  `json:"conditions"`
-	Held            string       `json:"held,omitempty"`
-	LastAction      string       `json:"lastAction,omitempty"`
-	DesiredAccess   string       `json:"desiredAccessRevision,omitempty"`
-	AppliedAccess   string       `json:"appliedAccessRevision,omitempty"`
-	ObservedAt      time.Time    `json:"observedAt"`
-	ControllerBuild string       `json:"controllerVersion,omitempty"`
+	Name           string       `json:"name"`
+	State          string       `json:"state"`
+	Message        string       `json:"message,omitempty"`
+	Primary        string       `json:"primary,omitempty"`
+	PrimaryAddress string       `json:"primaryAddress,omitempty"`
+	Replicas       int          `json:"replicas"`
+	ReadyReplicas  int          `json:"readyReplicas"`
+	SyncedReplicas int          `json:"syncedReplicas"`
+	EverReady      bool         `json:"everReady"`
+	Monitoring     Monitoring   `json:"monitoring"`
+	Nodes          []NodeStatus `json:"nodes"`
+	Conditions     []Condition  `json:"conditions"`
+	Held           string       `json:"held,omitempty"`
+	LastAction     string       `json:"lastAction,omitempty"`
+	// Roll says why a pending planned roll waits ("" when nothing is stale or a step was taken).
+	Roll            string    `json:"roll,omitempty"`
+	DesiredAccess   string    `json:"desiredAccessRevision,omitempty"`
+	AppliedAccess   string    `json:"appliedAccessRevision,omitempty"`
+	ObservedAt      time.Time `json:"observedAt"`
+	ControllerBuild string    `json:"controllerVersion,omitempty"`
 }
 
 // MonitorStatus is one monitor in the quorum status.
@@ -165,6 +167,7 @@ type Quorum struct {
 	Monitors      []MonitorStatus   `json:"monitors"`
 	Warnings      []string          `json:"warnings,omitempty"`
 	Held          map[string]string `json:"held,omitempty"`
+	Roll          string            `json:"roll,omitempty"`
 	LastAction    string            `json:"lastAction,omitempty"`
 	ObservedAt    time.Time         `json:"observedAt"`
 }

@@ -301,7 +301,7 @@ System users: one table, user -> rules (valkey 8.0). internal/acl holds the same
 */}}
 {{- define "valkey.systemUserRules" -}}
 {{- toJson (list
-  (list "_operator" "~__valkey-ha:* +hello +client|setname +client|list +ping +info +role +replicaof +config|get +config|rewrite +acl|setuser +acl|deluser +acl|users +acl|whoami +acl|log +get +set +del +wait +dbsize")
+  (list "_operator" "~__valkey-ha:* +hello +client|setname +client|list +ping +info +role +replicaof +failover +client|pause +client|unpause +config|get +config|rewrite +acl|setuser +acl|deluser +acl|users +acl|whoami +acl|log +get +set +del +wait +dbsize")
   (list "_replication" "+psync +replconf +ping")
   (list "_sentinel" "&__sentinel__:hello +multi +exec +ping +info +role +replicaof +slaveof +config|rewrite +client|setname +client|kill +script|kill +publish +subscribe +failover")
   (list "_probe" "+ping +info")

@@ -1,0 +1,242 @@
+// Package roll plans planned operations one step at a time (seed 000, "Planned operations"): which data pod
+// to replace next and why not yet, when to hand the primary over first, which Sentinel pod to replace under
+// the CKQUORUM gate, and which Sentinel to SENTINEL RESET after a scale-in. Everything here is pure; the
+// controllers execute at most one step per pass and look again.
+package roll
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+)
+
+// DataNode is one data node as the roll planner needs it.
+type DataNode struct {
+	Node spec.Node
+	// Stale is true when the pod's revision differs from its StatefulSet's update revision.
+	Stale bool
+	// Ready is the pod's readiness; Reachable is true when INFO replication answered.
+	Ready     bool
+	Reachable bool
+	Primary   bool
+	// LinkUp and LagBytes describe a replica's link to the primary.
+	LinkUp   bool
+	LagBytes int64
+}
+
+// DataInput is the input of PlanData.
+type DataInput struct {
+	Nodes []DataNode
+	// Monitored is true when Sentinel owns failover for the instance.
+	Monitored bool
+	// Frozen is true while a failover is in flight or Sentinel sees the primary down.
+	Frozen bool
+	// QuorumOK is SENTINEL CKQUORUM for the monitor (only read when Monitored).
+	QuorumOK bool
+	// MaxLagBytes bounds a replica's lag for it to count as caught up (default 1 MiB).
+	MaxLagBytes int64
+	// HandoffDeferred is true while a failed primary handoff is backing off.
+	HandoffDeferred bool
+}
+
+// DataStepKind is a data-plane step.
+type DataStepKind string
+
+// The steps.
+const (
+	// DeletePod replaces a stale pod (its StatefulSet recreates it at the update revision).
+	DeletePod DataStepKind = "delete-pod"
+	// HandOff moves the primary away from a stale primary before it is replaced: SENTINEL FAILOVER when
+	// monitored, FAILOVER TO <best replica> otherwise.
+	HandOff DataStepKind = "hand-off"
+)
+
+// DataStep is the next step, with the node it acts on (and for HandOff the replica to promote when
+// unmonitored).
+type DataStep struct {
+	Kind   DataStepKind
+	Node   spec.Node
+	Target spec.Node
+	Reason string
+}
+
+// PlanData returns the next data-plane roll step, or nil and the reason it waits. Replicas go first, one at a
+// time, each only while every node is ready and every other replica is linked and caught up; then the primary
+// is handed over (never rolled while it is primary, unless it is alone) and, once it is a replica, replaced.
+func PlanData(in DataInput) (*DataStep, string) {
+	if in.MaxLagBytes <= 0 {
+		in.MaxLagBytes = 1 << 20
+	}
+	var stale []DataNode
+	var primary *DataNode
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		if n.Stale {
+			stale = append(stale, *n)
+		}
+		if n.Primary {
+			primary = n
+		}
+	}
+	if len(stale) == 0 {
+		return nil, ""
+	}
+	if in.Frozen {
+		return nil, "a failover is in flight or the primary is down"
+	}
+	for _, n := range in.Nodes {
+		if !n.Ready || !n.Reachable {
+			return nil, fmt.Sprintf("%s is not ready yet", n.Node.Pod)
+		}
+	}
+	if primary == nil {
+		return nil, "no primary"
+	}
+	caughtUp := func(except int) (bool, string) {
+		for _, n := range in.Nodes {
+			if n.Primary || n.Node.Index == except {
+				continue
+			}
+			if !n.LinkUp {
+				return false, fmt.Sprintf("%s's link to the primary is down", n.Node.Pod)
+			}
+			if n.LagBytes > in.MaxLagBytes {
+				return false, fmt.Sprintf("%s lags %d bytes", n.Node.Pod, n.LagBytes)
+			}
+		}
+		return true, ""
+	}
+	sort.Slice(stale, func(i, j int) bool { return stale[i].Node.Index < stale[j].Node.Index })
+	for _, n := range stale {
+		if n.Primary {
+			continue
+		}
+		if ok, why := caughtUp(n.Node.Index); !ok {
+			return nil, why
+		}
+		return &DataStep{Kind: DeletePod, Node: n.Node, Reason: "stale replica, every other replica in sync"}, ""
+	}
+	// only the primary is stale
+	if len(in.Nodes) == 1 {
+		return &DataStep{Kind: DeletePod, Node: primary.Node, Reason: "single node: nothing to hand over to"}, ""
+	}
+	if in.HandoffDeferred {
+		return nil, "the last primary handoff timed out; backing off"
+	}
+	if ok, why := caughtUp(-1); !ok {
+		return nil, why
+	}
+	if in.Monitored && !in.QuorumOK {
+		return nil, "SENTINEL CKQUORUM fails: no handoff without a quorum"
+	}
+	best := bestReplica(in.Nodes)
+	return &DataStep{Kind: HandOff, Node: primary.Node, Target: best.Node,
+		Reason: "stale primary: hand over before replacing it"}, ""
+}
+
+func bestReplica(nodes []DataNode) DataNode {
+	var best DataNode
+	found := false
+	for _, n := range nodes {
+		if n.Primary {
+			continue
+		}
+		if !found || n.LagBytes < best.LagBytes || (n.LagBytes == best.LagBytes && n.Node.Index < best.Node.Index) {
+			best, found = n, true
+		}
+	}
+	return best
+}
+
+// SentinelPod is one Sentinel pod as the Sentinel roll planner needs it.
+type SentinelPod struct {
+	Pod   string
+	Stale bool
+	Ready bool
+	// KnowsAll is true when it reports every wanted monitor.
+	KnowsAll bool
+}
+
+// SentinelInput is the input of PlanSentinel.
+type SentinelInput struct {
+	Pods []SentinelPod
+	// QuorumOK is CKQUORUM OK for every monitor on every Sentinel; Healthy is no monitor down or failing over.
+	QuorumOK bool
+	Healthy  bool
+}
+
+// PlanSentinel returns the Sentinel pod to delete next, or "" and why not (seed 000, Reconcile flow step 4):
+// one at a time, only while every pod is ready and knows its monitors again, CKQUORUM passes everywhere and
+// no failover is in flight.
+func PlanSentinel(in SentinelInput) (string, string) {
+	var stale []string
+	for _, p := range in.Pods {
+		if p.Stale {
+			stale = append(stale, p.Pod)
+		}
+	}
+	if len(stale) == 0 {
+		return "", ""
+	}
+	for _, p := range in.Pods {
+		if !p.Ready {
+			return "", p.Pod + " is not ready"
+		}
+		if !p.KnowsAll {
+			return "", p.Pod + " has not registered every monitor yet"
+		}
+	}
+	if !in.Healthy {
+		return "", "a monitored primary is down or failing over"
+	}
+	if !in.QuorumOK {
+		return "", "SENTINEL CKQUORUM fails for a monitor"
+	}
+	sort.Strings(stale)
+	return stale[0], ""
+}
+
+// SentinelView is one Sentinel's knowledge of a monitor, for scale-in resets.
+type SentinelView struct {
+	Addr string
+	// Known is false when the Sentinel does not know the monitor.
+	Known bool
+	// Healthy is the monitor's Healthy() (not down, no failover in flight).
+	Healthy bool
+	// Peers is num-other-sentinels; Replicas the replica entries it lists.
+	Peers    int
+	Replicas []string
+}
+
+// PlanReset returns the Sentinel to SENTINEL RESET after a scale-in: the first one that lists a replica
+// that is not a node of the instance, but only while every Sentinel knows the monitor, sees all its peers,
+// reports it healthy, and no Sentinel is still rediscovering after an earlier reset (cases S03, S10, S11).
+// live is the set of replica addresses (host:port) that should be listed.
+func PlanReset(views []SentinelView, live map[string]bool) (string, string) {
+	target := ""
+	for _, v := range views {
+		if !v.Known {
+			return "", v.Addr + " does not know the monitor"
+		}
+		if !v.Healthy {
+			return "", "the primary is down or failing over"
+		}
+		if v.Peers != len(views)-1 {
+			return "", fmt.Sprintf("%s sees %d of %d peers", v.Addr, v.Peers, len(views)-1)
+		}
+		extra := false
+		for _, r := range v.Replicas {
+			if !live[r] {
+				extra = true
+			}
+		}
+		if !extra && len(v.Replicas) < len(live) {
+			return "", fmt.Sprintf("%s lists %d of %d replicas (still rediscovering)", v.Addr, len(v.Replicas), len(live))
+		}
+		if extra && target == "" {
+			target = v.Addr
+		}
+	}
+	return target, ""
+}
