@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,19 +47,14 @@ func NewHelm(t testing.TB, ns string) *Helm {
 // ChartPath is the path of a chart of this repository, e.g. ChartPath("valkey").
 func ChartPath(name string) string { return filepath.Join(repoRoot, "charts", name) }
 
-var chartCache sync.Map // path -> *chart.Chart
-
-// LoadChart loads a chart directory (cached; charts are not changed during a run).
+// LoadChart loads a chart directory. Every call loads it afresh (a few milliseconds): parallel tests must
+// not share one *chart.Chart, which install and upgrade may modify.
 func LoadChart(t testing.TB, path string) *chart.Chart {
 	t.Helper()
-	if c, ok := chartCache.Load(path); ok {
-		return c.(*chart.Chart)
-	}
 	c, err := loader.Load(path)
 	if err != nil {
 		t.Fatalf("load chart %s: %v", path, err)
 	}
-	chartCache.Store(path, c)
 	return c
 }
 

@@ -231,6 +231,14 @@ func WaitPodsReady(t testing.TB, ns, selector string, n int, timeout time.Durati
 // server's exec subresource (SPDY, falling back to WebSocket) and returns stdout and stderr. A
 // non-zero exit status is returned as an error that includes stderr.
 func Exec(ctx context.Context, ns, pod, container string, stdin io.Reader, cmd ...string) (string, string, error) {
+	var stdout, stderr bytes.Buffer
+	err := ExecStream(ctx, ns, pod, container, stdin, &stdout, &stderr, cmd...)
+	return stdout.String(), stderr.String(), err
+}
+
+// ExecStream is Exec writing stdout and stderr to the given writers as the command produces them (for
+// long-running samplers inside a pod); it returns when the command ends or ctx is cancelled.
+func ExecStream(ctx context.Context, ns, pod, container string, stdin io.Reader, stdout, stderr io.Writer, cmd ...string) error {
 	req := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: container, Command: cmd,
@@ -238,7 +246,7 @@ func Exec(ctx context.Context, ns, pod, container string, stdin io.Reader, cmd .
 		}, scheme.ParameterCodec)
 	spdy, err := remotecommand.NewSPDYExecutor(restConfig, "POST", req.URL())
 	if err != nil {
-		return "", "", fmt.Errorf("exec %s/%s: %w", ns, pod, err)
+		return fmt.Errorf("exec %s/%s: %w", ns, pod, err)
 	}
 	exe := spdy
 	if ws, err := remotecommand.NewWebSocketExecutor(restConfig, "GET", req.URL().String()); err == nil {
@@ -246,13 +254,26 @@ func Exec(ctx context.Context, ns, pod, container string, stdin io.Reader, cmd .
 			exe = fb
 		}
 	}
-	var stdout, stderr bytes.Buffer
-	err = exe.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout, Stderr: &stderr})
+	var errTail tailBuffer
+	err = exe.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: io.MultiWriter(stderr, &errTail)})
 	if err != nil {
-		return stdout.String(), stderr.String(), fmt.Errorf("exec %v in %s/%s: %w (stderr: %s)", cmd, ns, pod, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("exec %v in %s/%s: %w (stderr: %s)", cmd, ns, pod, err, strings.TrimSpace(errTail.String()))
 	}
-	return stdout.String(), stderr.String(), nil
+	return nil
 }
+
+// tailBuffer keeps the last 2 KiB written to it (stderr of a failed exec, for the error message).
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 2048 {
+		t.b = t.b[len(t.b)-2048:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
 
 func isUpgradeFailure(err error) bool {
 	return strings.Contains(err.Error(), "upgrade") || strings.Contains(err.Error(), "Upgrade")

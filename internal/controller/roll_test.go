@@ -3,8 +3,8 @@ package controller
 import (
 	"context"
 	"crypto/sha1"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"

@@ -72,7 +72,9 @@ func nodeIsPrimary(in DataInput, idx int) bool {
 }
 
 func TestPlanSentinel(t *testing.T) {
-	ok := func(p string, stale bool) SentinelPod { return SentinelPod{Pod: p, Stale: stale, Ready: true, KnowsAll: true} }
+	ok := func(p string, stale bool) SentinelPod {
+		return SentinelPod{Pod: p, Stale: stale, Ready: true, KnowsAll: true}
+	}
 	pod, why := PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", true), ok("s-1", true), ok("s-2", false)}, QuorumOK: true, Healthy: true})
 	assert.Equal(t, "s-0", pod, why)
 	_, why = PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", true), {Pod: "s-1", Ready: false}}, QuorumOK: true, Healthy: true})
