@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -144,10 +143,11 @@ func newStatusCmd() *cobra.Command {
 				cmd.Println(string(b))
 				return nil
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+			out := cmd.OutOrStdout()
 			for _, st := range instances {
-				fmt.Fprintf(w, "INSTANCE %s\tstate=%s\tprimary=%s\treplicas=%d ready=%d synced=%d\tmonitored-by=%s\n", st.Name, st.State,
+				fmt.Fprintf(out, "INSTANCE %s  state=%s  primary=%s  replicas=%d ready=%d synced=%d  monitored-by=%s\n", st.Name, st.State,
 					st.Primary, st.Replicas, st.ReadyReplicas, st.SyncedReplicas, st.Monitoring.MonitoredBy)
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 				fmt.Fprintln(w, "  POD\tROLE\tLINK\tOFFSET\tLAG\tERROR")
 				for _, n := range st.Nodes {
 					link := "-"
@@ -156,17 +156,21 @@ func newStatusCmd() *cobra.Command {
 					}
 					fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\n", n.Pod, n.Role, link, n.Offset, n.LagBytes, n.Error)
 				}
+				_ = w.Flush()
 				var conds []string
 				for _, c := range st.Conditions {
 					conds = append(conds, c.Type+"="+c.Status)
 				}
-				fmt.Fprintf(w, "  conditions: %s\n", strings.Join(conds, " "))
-				if st.Held != "" {
-					fmt.Fprintf(w, "  held: %s\n", st.Held)
+				fmt.Fprintf(out, "  conditions: %s\n", strings.Join(conds, " "))
+				for _, kv := range [][2]string{{"held", st.Held}, {"roll", st.Roll}, {"last action", st.LastAction}} {
+					if kv[1] != "" {
+						fmt.Fprintf(out, "  %s: %s\n", kv[0], kv[1])
+					}
 				}
 			}
 			for _, q := range quorums {
-				fmt.Fprintf(w, "QUORUM %s\tsentinels ready=%s/%d\n", q.Release, strconv.Itoa(q.ReadySentinel), len(q.Sentinels))
+				fmt.Fprintf(out, "QUORUM %s  sentinels ready=%d/%d\n", q.Release, q.ReadySentinel, len(q.Sentinels))
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 				fmt.Fprintln(w, "  MONITOR\tINSTANCE\tPRIMARY\tQUORUM\tREGISTERED\tCKQUORUM\tREPLICAS")
 				for _, m := range q.Monitors {
 					ok := map[bool]string{true: "OK", false: "FAIL"}[m.QuorumOK]
@@ -175,11 +179,15 @@ func newStatusCmd() *cobra.Command {
 					}
 					fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\t%d\n", m.Name, m.Instance, m.PrimaryAddress, m.Quorum, m.Registered, ok, m.Replicas)
 				}
+				_ = w.Flush()
 				for _, warn := range q.Warnings {
-					fmt.Fprintf(w, "  warning: %s\n", warn)
+					fmt.Fprintf(out, "  warning: %s\n", warn)
+				}
+				if q.Roll != "" {
+					fmt.Fprintf(out, "  roll: %s\n", q.Roll)
 				}
 			}
-			return w.Flush()
+			return nil
 		},
 	}
 	f := cmd.Flags()
