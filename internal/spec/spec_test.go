@@ -1,0 +1,65 @@
+package spec
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func valid() Instance {
+	return Instance{Name: "vk", Namespace: "ns", Engine: "valkey", MonitorName: "vk", FailoverMode: FailoverSentinel, Port: 6379,
+		Nodes:          []Node{{Index: 0, Pod: "vk-0-0", StatefulSet: "vk-0", Host: "vk-0-0.vk-0.ns.svc.cluster.local"}},
+		SentinelConfig: map[string]string{"down-after-milliseconds": "5000", "auth-pass": "x"},
+		PodSelector:    map[string]string{LabelInstance: "vk"},
+		SentinelAuth:   SecretRef{User: "_sentinel", SecretName: "vk-sentinel-auth", SecretKey: "password"}}
+}
+
+func TestParseInstance(t *testing.T) {
+	b, _ := json.Marshal(valid())
+	in, err := ParseInstance(b)
+	require.NoError(t, err)
+	assert.True(t, in.Monitored())
+	n, ok := in.NodeByAddr("VK-0-0.vk-0.ns.svc.cluster.local.", 6379)
+	assert.True(t, ok, "host matching ignores case and a trailing dot")
+	assert.Equal(t, "vk-0-0.vk-0.ns.svc.cluster.local:6379", in.Addr(n))
+	pairs, skipped := in.SentinelSetPairs()
+	assert.Equal(t, [][2]string{{"down-after-milliseconds", "5000"}}, pairs)
+	assert.Equal(t, []string{"auth-pass"}, skipped, "operator-owned keys are skipped")
+
+	_, err = ParseInstance([]byte(`{"name":"vk","extra":1}`))
+	assert.ErrorContains(t, err, "unknown field", "version skew is loud")
+
+	for field, mutate := range map[string]func(*Instance){
+		"name":           func(i *Instance) { i.Name = "Bad_Name" },
+		"engine":         func(i *Instance) { i.Engine = "memcached" },
+		"monitorName":    func(i *Instance) { i.MonitorName = "has space" },
+		"failoverMode":   func(i *Instance) { i.FailoverMode = "Operator" },
+		"port":           func(i *Instance) { i.Port = 0 },
+		"nodes":          func(i *Instance) { i.Nodes = nil },
+		"nodes[0].host":  func(i *Instance) { i.Nodes[0].Host = "10.0.0.1" },
+		"nodes[0].index": func(i *Instance) { i.Nodes[0].Index = 3 },
+		"sentinelConfig": func(i *Instance) { i.SentinelConfig = map[string]string{"Bad Key": "1"} },
+		"podSelector":    func(i *Instance) { i.PodSelector = nil },
+		"sentinelAuth":   func(i *Instance) { i.SentinelAuth.SecretName = "" },
+		"quorum":         func(i *Instance) { i.Quorum = -1 },
+	} {
+		in := valid()
+		mutate(&in)
+		err := in.Validate()
+		require.Error(t, err, field)
+		assert.True(t, strings.Contains(err.Error(), field), "error %q names %s", err, field)
+	}
+}
+
+func TestParseSentinelInfo(t *testing.T) {
+	si, err := ParseSentinelInfo([]byte(`{"monitorName":"vk","sentinelRelease":"s","port":26379,"hosts":["s-0.s-headless","localhost:26380"]}`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s-0.s-headless:26379", "localhost:26380"}, si.Addrs())
+	for _, bad := range []string{`{`, `{"monitorName":"","port":1,"hosts":["a"]}`, `{"monitorName":"vk","port":0,"hosts":["a"]}`, `{"monitorName":"vk","port":1,"hosts":[]}`} {
+		_, err := ParseSentinelInfo([]byte(bad))
+		assert.Error(t, err, bad)
+	}
+}
