@@ -44,7 +44,7 @@ func TestSentinelContract(t *testing.T) {
 	assert.Equal(t, "valkey-sentinel-controller", d.Spec.Template.Spec.ServiceAccountName)
 	ctl := d.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "sentinel", "--namespace", testNamespace, "--release", sentinelRel,
-		"--statefulset", sentinelRel, "--service", sentinelRel + "-headless", "--port", "26379", "--cluster-domain", "cluster.local",
+		"--statefulset", sentinelRel, "--service", sentinelRel + "-headless", "--port", "26379", "--replicas", "3", "--cluster-domain", "cluster.local",
 		"--selector", "example.com/sentinel=main", "--metrics-addr", ":9090", "--health-addr", ":8081"}, append(ctl.Command, ctl.Args...))
 
 	pod := objs.get(t, "Pod", sentinelRel+"-test").(*corev1.Pod)

@@ -24,6 +24,8 @@ type SentinelAnswer struct {
 	Found bool
 	Host  string
 	Port  int
+	// TLS is true when the Sentinel speaks TLS.
+	TLS bool
 }
 
 // Peer is what one other data node reported.

@@ -33,6 +33,8 @@ type Config struct {
 	WaitLimit time.Duration
 	// DialTimeout bounds each connection to a peer or Sentinel (default 1 s).
 	DialTimeout time.Duration
+	// TLSCAFile verifies TLS-only peers and Sentinels (default valkey.DefaultCAFile).
+	TLSCAFile string
 }
 
 // Run observes, plans and acts until the node's role is decided, then writes ConfigOut. It returns the
@@ -46,6 +48,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = time.Second
+	}
+	if cfg.TLSCAFile == "" {
+		cfg.TLSCAFile = valkey.DefaultCAFile
 	}
 	if cfg.NodeIndex < 0 || cfg.NodeIndex >= len(cfg.Instance.Nodes) {
 		return Decision{}, fmt.Errorf("node index %d: the descriptor has %d nodes", cfg.NodeIndex, len(cfg.Instance.Nodes))
@@ -98,7 +103,8 @@ func Observe(ctx context.Context, cfg Config) Observation {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				a := askSentinel(ctx, addr, in.MonitorName, cfg.DialTimeout)
+				a := askSentinel(ctx, addr, in.MonitorName, valkey.Options{DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}.WithTLS(si.TLS, cfg.TLSCAFile))
+				a.TLS = si.TLS
 				mu.Lock()
 				o.Sentinels = append(o.Sentinels, a)
 				mu.Unlock()
@@ -112,7 +118,8 @@ func Observe(ctx context.Context, cfg Config) Observation {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := askPeer(ctx, in.Addr(n), probePW, cfg.DialTimeout)
+			p := askPeer(ctx, in.Addr(n), valkey.Options{Username: acl.Probe, Password: probePW, RESP2: true,
+				DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}.WithTLS(in.TLS.Enabled, cfg.TLSCAFile))
 			p.Node = n
 			mu.Lock()
 			o.Peers = append(o.Peers, p)
@@ -145,11 +152,11 @@ func readSecret(dir, name string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func askSentinel(ctx context.Context, addr, monitor string, timeout time.Duration) SentinelAnswer {
+func askSentinel(ctx context.Context, addr, monitor string, o valkey.Options) SentinelAnswer {
 	a := SentinelAnswer{Addr: addr}
-	ctx, cancel := context.WithTimeout(ctx, 2*timeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*o.DialTimeout)
 	defer cancel()
-	c, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: timeout, CommandTimeout: timeout})
+	c, err := valkey.Dial(ctx, addr, o)
 	if err != nil {
 		a.Err = err
 		return a
@@ -159,12 +166,11 @@ func askSentinel(ctx context.Context, addr, monitor string, timeout time.Duratio
 	return a
 }
 
-func askPeer(ctx context.Context, addr, password string, timeout time.Duration) Peer {
+func askPeer(ctx context.Context, addr string, o valkey.Options) Peer {
 	var p Peer
-	ctx, cancel := context.WithTimeout(ctx, 3*timeout)
+	ctx, cancel := context.WithTimeout(ctx, 3*o.DialTimeout)
 	defer cancel()
-	c, err := valkey.Dial(ctx, addr, valkey.Options{Username: acl.Probe, Password: password, RESP2: true,
-		DialTimeout: timeout, CommandTimeout: timeout})
+	c, err := valkey.Dial(ctx, addr, o)
 	if err != nil {
 		return p
 	}
@@ -209,7 +215,7 @@ func requestFailover(ctx context.Context, cfg Config, obs Observation) error {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(ctx, 3*cfg.DialTimeout)
-		c, err := valkey.Dial(ctx, a.Addr, valkey.Options{DialTimeout: cfg.DialTimeout})
+		c, err := valkey.Dial(ctx, a.Addr, valkey.Options{DialTimeout: cfg.DialTimeout}.WithTLS(a.TLS, cfg.TLSCAFile))
 		if err == nil {
 			err = c.SentinelFailover(ctx, cfg.Instance.MonitorName)
 			c.Close()

@@ -63,7 +63,7 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name stri
 		return nil, err
 	}
 	probePW, _ := kube.ReadSecretKey(ctx, cs, namespace, in.SystemSecret, acl.Probe)
-	op := valkey.Options{Username: acl.Operator, Password: opPW, DialTimeout: 2 * time.Second, CommandTimeout: timeout}
+	op := valkey.Options{Username: acl.Operator, Password: opPW, DialTimeout: 2 * time.Second, CommandTimeout: timeout}.WithTLS(in.TLS.Enabled, valkey.DefaultCAFile)
 	var rs []Result
 
 	clients := map[int]*valkey.Client{}
@@ -154,13 +154,13 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name stri
 	rs = append(rs, checkWriteReadBack(ctx, in, clients, primary, timeout))
 
 	// ACL negatives
-	if _, err := valkey.Dial(ctx, in.Addr(p), valkey.Options{DialTimeout: 2 * time.Second}); err == nil {
+	if _, err := valkey.Dial(ctx, in.Addr(p), valkey.Options{DialTimeout: 2 * time.Second}.WithTLS(in.TLS.Enabled, valkey.DefaultCAFile)); err == nil {
 		rs = append(rs, fail("default-user-off", "the default user can connect to %s", p.Pod))
 	} else {
 		rs = append(rs, pass("default-user-off", "the default user is refused"))
 	}
 	if probePW != "" {
-		pc, err := valkey.Dial(ctx, in.Addr(p), valkey.Options{Username: acl.Probe, Password: probePW, RESP2: true, DialTimeout: 2 * time.Second})
+		pc, err := valkey.Dial(ctx, in.Addr(p), valkey.Options{Username: acl.Probe, Password: probePW, RESP2: true, DialTimeout: 2 * time.Second}.WithTLS(in.TLS.Enabled, valkey.DefaultCAFile))
 		if err != nil {
 			rs = append(rs, fail("probe-least-privilege", "%s cannot log in: %v", acl.Probe, err))
 		} else {
@@ -197,7 +197,7 @@ func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.I
 	}
 	var bad []string
 	for _, addr := range si.Addrs() {
-		c, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: 2 * time.Second})
+		c, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: 2 * time.Second}.WithTLS(si.TLS, valkey.DefaultCAFile))
 		if err != nil {
 			bad = append(bad, err.Error())
 			continue
@@ -260,10 +260,10 @@ func checkWriteReadBack(ctx context.Context, in spec.Instance, clients map[int]*
 
 // Quorum checks one Sentinel quorum: every Sentinel answers, and for every monitor it knows CKQUORUM is OK
 // and it sees the other Sentinels.
-func Quorum(ctx context.Context, addrs []string) []Result {
+func Quorum(ctx context.Context, addrs []string, tls bool) []Result {
 	var rs []Result
 	for _, addr := range addrs {
-		c, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: 2 * time.Second})
+		c, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: 2 * time.Second}.WithTLS(tls, valkey.DefaultCAFile))
 		if err != nil {
 			rs = append(rs, fail("sentinel-reachable", "%v", err))
 			continue

@@ -16,6 +16,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
 // TestOptions are the flags of `test`.
@@ -28,6 +29,7 @@ type TestOptions struct {
 	ClusterDomain   string
 	Timeout         time.Duration
 	Retry           time.Duration
+	TLS             bool
 }
 
 func newTestCmd() *cobra.Command {
@@ -59,7 +61,7 @@ is given that long.`,
 					for i := range addrs {
 						addrs[i] = net.JoinHostPort(fmt.Sprintf("%s-%d.%s-headless.%s.svc.%s", o.SentinelRelease, i, o.SentinelRelease, o.Namespace, o.ClusterDomain), "26379")
 					}
-					rs = check.Quorum(cmd.Context(), addrs)
+					rs = check.Quorum(cmd.Context(), addrs, o.TLS)
 				}
 				failed := check.Failed(rs)
 				if err == nil && len(failed) == 0 {
@@ -94,6 +96,7 @@ is given that long.`,
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-check timeout (replication read-back)")
 	f.DurationVar(&o.Retry, "retry", 60*time.Second, "keep retrying failed checks this long")
+	f.BoolVar(&o.TLS, "tls", false, "the Sentinels speak TLS (with --sentinel-release; CA at "+valkey.DefaultCAFile+")")
 	return cmd
 }
 

@@ -62,7 +62,8 @@ func (c *InstanceController) syncAccess(ctx context.Context, in spec.Instance, o
 	if mem.aclApplied == nil {
 		mem.aclApplied = map[string]aclApplied{}
 	}
-	opts := valkey.Options{Username: acl.Operator, Password: mem.operatorPW, DialTimeout: c.opts.DialTimeout, CommandTimeout: aclBudget}
+	opts := c.opOptions(in, mem)
+	opts.CommandTimeout = aclBudget
 	var pending []string
 	for _, n := range obs.Nodes {
 		if !n.Reachable {

@@ -588,3 +588,61 @@ func cli(n *valkeytest.Proc, user, pass string) string {
 	out, _ := n.CLI(user, pass, "PING")
 	return out
 }
+
+// TestCaseS18TLSOnly: with TLS only (port 0, tls-port, tls-replication) on every node and Sentinel, the
+// sentinel controller registers the monitor over TLS, CKQUORUM is OK on every Sentinel, the instance
+// controller labels the primary, a failover reaches a single primary, and a plaintext connection is refused.
+func TestCaseS18TLSOnly(t *testing.T) {
+	files := valkeytest.NewTLS(t)
+	e := newEnv(t, valkeytest.TopologyConfig{TLS: files, SkipMonitor: true})
+	e.in.TLS.Enabled = true
+	b, _ := json.Marshal(e.in)
+	e.desc.Data[spec.InstanceKey] = string(b)
+	_, err := e.cs.CoreV1().ConfigMaps(ns).Update(context.Background(), e.desc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	sel, _ := labels.Parse("tier=cache")
+	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3, TLS: true, TLSCAFile: files.CA,
+		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = sc.Run(ctx, nil); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.top.WaitSentinelsConverged(30*time.Second, 2, 2)
+	e.startInstanceController(InstanceOptions{TLSCAFile: files.CA})
+	valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "labels over TLS", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
+
+	e.top.Nodes[0].Kill()
+	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "failover over TLS", func() error {
+		p, err := e.top.SentinelPrimary()
+		if err == nil && p == e.top.Nodes[0].Port {
+			err = errors.New("primary unchanged")
+		}
+		if err == nil {
+			err = e.labelsMatchExcept(p, e.in.Nodes[0].Pod)
+		}
+		return err
+	})
+	for _, p := range append(append([]*valkeytest.Proc{}, e.top.Nodes[1:]...), e.top.Sentinels...) {
+		_, err := valkey.Dial(context.Background(), p.Addr(), valkey.Options{DialTimeout: time.Second})
+		assert.Error(t, err, "plaintext to %s must be refused", p.Addr())
+	}
+}
+
+// labelsMatchExcept is labelsMatch ignoring one pod (a stopped node keeps or loses its label).
+func (e *env) labelsMatchExcept(primaryPort int, skip string) error {
+	got := e.roleLabels()
+	for _, n := range e.in.Nodes {
+		if n.Pod == skip {
+			continue
+		}
+		want := spec.RoleReplica
+		if n.Port == primaryPort {
+			want = spec.RolePrimary
+		}
+		if got[n.Pod] != want {
+			return fmt.Errorf("%s labelled %q, want %q", n.Pod, got[n.Pod], want)
+		}
+	}
+	return nil
+}

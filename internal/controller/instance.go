@@ -49,6 +49,8 @@ type InstanceOptions struct {
 	// NoSubscribe disables the +switch-master subscription (polling only; benchmarks compare the two).
 	NoSubscribe bool
 	Version     string
+	// TLSCAFile verifies TLS-only nodes and Sentinels (default valkey.DefaultCAFile).
+	TLSCAFile string
 }
 
 // InstanceController is the data-side controller.
@@ -101,6 +103,9 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 	}
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = 3 * time.Second
+	}
+	if o.TLSCAFile == "" {
+		o.TLSCAFile = valkey.DefaultCAFile
 	}
 	c := &InstanceController{opts: o, cs: cs, log: log, metrics: m, recorder: rec, pool: newPool(),
 		state: map[string]*instanceMemory{},
@@ -300,7 +305,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 			lastAction, applyErr = c.applyRoll(ctx, in, descCM, step, sentinelInfo, mem)
 		} else if why == "" && sentinelInfo != nil && !obs.Sentinel.FailoverInProgress && !obs.Sentinel.PrimaryDown {
 			if target, _ := c.planResetAfterScaleIn(ctx, in, *sentinelInfo, plan); target != "" {
-				lastAction, applyErr = c.applyReset(ctx, in, descCM, target)
+				lastAction, applyErr = c.applyReset(ctx, in, descCM, *sentinelInfo, target)
 			}
 		}
 	}
@@ -340,7 +345,8 @@ func (c *InstanceController) observe(ctx context.Context, in spec.Instance, mem 
 	if err != nil {
 		return obs, nil, err
 	}
-	opts := valkey.Options{Username: acl.Operator, Password: pw, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}
+	opts := valkey.Options{Username: acl.Operator, Password: pw, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
+		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
 	obs.Nodes = make([]topology.NodeState, len(in.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range in.Nodes {
@@ -412,7 +418,7 @@ func (c *InstanceController) observeSentinels(ctx context.Context, in spec.Insta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl, err := c.pool.get(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+			cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
 			if err != nil {
 				return
 			}
@@ -462,7 +468,7 @@ func (c *InstanceController) observeSentinels(ctx context.Context, in spec.Insta
 // apply executes the plan in order and returns a description of the disruptive step taken, if any.
 func (c *InstanceController) apply(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, plan topology.Plan, mem *instanceMemory) (string, error) {
 	var last string
-	opts := valkey.Options{Username: acl.Operator, Password: mem.operatorPW, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}
+	opts := c.opOptions(in, mem)
 	for _, a := range plan.Actions {
 		switch a.Kind {
 		case topology.Label:
@@ -521,7 +527,7 @@ func (c *InstanceController) ensureSubscription(name string, in spec.Instance, s
 	for _, addr := range si.Addrs() {
 		go func() {
 			for ctx.Err() == nil {
-				cl, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout})
+				cl, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout}.WithTLS(si.TLS, c.opts.TLSCAFile))
 				if err == nil {
 					err = cl.SubscribeSwitchPrimary(ctx, func(sp valkey.SwitchPrimary) {
 						if sp.Name == in.MonitorName {
@@ -710,7 +716,7 @@ func firstFalse(conds []status.Condition) string {
 
 func (c *InstanceController) ckquorum(ctx context.Context, in spec.Instance, si spec.SentinelInfo) valkey.Quorum {
 	for _, addr := range si.Addrs() {
-		cl, err := c.pool.get(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
 		if err != nil {
 			continue
 		}

@@ -95,15 +95,22 @@ func (c *InstanceController) applyRoll(ctx context.Context, in spec.Instance, de
 	return "", nil
 }
 
-func (c *InstanceController) opOptions(mem *instanceMemory) valkey.Options {
-	return valkey.Options{Username: acl.Operator, Password: mem.operatorPW, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}
+// opOptions are the options of the _operator user towards the instance's nodes.
+func (c *InstanceController) opOptions(in spec.Instance, mem *instanceMemory) valkey.Options {
+	return valkey.Options{Username: acl.Operator, Password: mem.operatorPW, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
+		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
+}
+
+// sentinelOpts are the options towards the Sentinels (no credentials).
+func (c *InstanceController) sentinelOpts(tls bool) valkey.Options {
+	return valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(tls, c.opts.TLSCAFile)
 }
 
 // handOffSentinel pauses writes on the primary, waits until every replica has its offset (so no acknowledged
 // write is lost), asks Sentinel to fail over, and polls GET-MASTER-ADDR-BY-NAME until the primary moved. The
 // pause is always lifted.
 func (c *InstanceController) handOffSentinel(ctx context.Context, in spec.Instance, step *roll.DataStep, si spec.SentinelInfo, mem *instanceMemory) error {
-	pc, err := c.pool.get(ctx, in.Addr(step.Node), c.opOptions(mem))
+	pc, err := c.pool.get(ctx, in.Addr(step.Node), c.opOptions(in, mem))
 	if err != nil {
 		return err
 	}
@@ -116,7 +123,7 @@ func (c *InstanceController) handOffSentinel(ctx context.Context, in spec.Instan
 	}
 	var sc *valkey.Client
 	for _, addr := range si.Addrs() {
-		if sc, err = c.pool.get(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}); err == nil {
+		if sc, err = c.pool.get(ctx, addr, c.sentinelOpts(si.TLS)); err == nil {
 			if err = sc.SentinelFailover(ctx, in.MonitorName); err == nil {
 				break
 			}
@@ -145,7 +152,7 @@ func (c *InstanceController) handOffSentinel(ctx context.Context, in spec.Instan
 // catch up and swaps roles itself (Valkey docs, "FAILOVER"). The remaining replicas are repointed by the repair
 // rule on the next passes.
 func (c *InstanceController) handOffDirect(ctx context.Context, in spec.Instance, step *roll.DataStep, mem *instanceMemory) error {
-	pc, err := c.pool.get(ctx, in.Addr(step.Node), c.opOptions(mem))
+	pc, err := c.pool.get(ctx, in.Addr(step.Node), c.opOptions(in, mem))
 	if err != nil {
 		return err
 	}
@@ -206,7 +213,7 @@ func (c *InstanceController) planResetAfterScaleIn(ctx context.Context, in spec.
 	var views []roll.SentinelView
 	for _, addr := range si.Addrs() {
 		v := roll.SentinelView{Addr: addr}
-		cl, err := c.pool.get(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
 		if err != nil {
 			return "", addr + " unreachable"
 		}
@@ -229,8 +236,8 @@ func (c *InstanceController) planResetAfterScaleIn(ctx context.Context, in spec.
 	return roll.PlanReset(views, live)
 }
 
-func (c *InstanceController) applyReset(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, addr string) (string, error) {
-	cl, err := c.pool.get(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+func (c *InstanceController) applyReset(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, si spec.SentinelInfo, addr string) (string, error) {
+	cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
 	if err != nil {
 		return "", err
 	}

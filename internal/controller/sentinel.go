@@ -51,6 +51,8 @@ type SentinelOptions struct {
 	// DialTimeout / CommandTimeout bound each connection and command (defaults 1 s / 3 s).
 	DialTimeout    time.Duration
 	CommandTimeout time.Duration
+	// TLSCAFile verifies TLS-only Sentinels and nodes (default valkey.DefaultCAFile).
+	TLSCAFile string
 	// SentinelHosts overrides the Sentinel addresses (host:port, index = pod ordinal); tests on loopback use it.
 	SentinelHosts []string
 }
@@ -87,6 +89,9 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	}
 	if o.Port == 0 {
 		o.Port = 26379
+	}
+	if o.TLSCAFile == "" {
+		o.TLSCAFile = valkey.DefaultCAFile
 	}
 	if o.Selector == nil {
 		o.Selector = labels.Nothing()
@@ -186,7 +191,7 @@ func (c *SentinelController) observeSentinels(ctx context.Context) []registratio
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl, err := c.pool.get(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+			cl, err := c.pool.get(ctx, addr, c.sentinelOpts())
 			if err != nil {
 				return
 			}
@@ -350,7 +355,8 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 		w.PrimaryHost, w.PrimaryPort = h, p
 		return w, nil
 	}
-	opts := valkey.Options{Username: in.SentinelAuth.User, Password: pw, RESP2: true, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}
+	opts := valkey.Options{Username: in.SentinelAuth.User, Password: pw, RESP2: true, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
+		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
 	bestReplicas := -1
 	for _, n := range in.Nodes {
 		if p, err := c.pods.Pods(in.Namespace).Get(n.Pod); err == nil && p.DeletionTimestamp != nil {
@@ -373,7 +379,7 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 }
 
 func (c *SentinelController) applyAction(ctx context.Context, a registration.Action, byMonitor map[string]selected) error {
-	cl, err := c.pool.get(ctx, a.Addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+	cl, err := c.pool.get(ctx, a.Addr, c.sentinelOpts())
 	if err != nil {
 		return err
 	}
@@ -490,7 +496,7 @@ func (c *SentinelController) monitorStatus(ctx context.Context, s selected, w re
 		ms.Registered++
 		ms.PrimaryAddress = net.JoinHostPort(m.Host, strconv.Itoa(m.Port))
 		ms.Replicas = int(m.NumReplicas)
-		cl, err := c.pool.get(ctx, st.Addr, valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout})
+		cl, err := c.pool.get(ctx, st.Addr, c.sentinelOpts())
 		if err != nil {
 			ms.QuorumOK = false
 			continue
@@ -578,4 +584,9 @@ func (c *SentinelController) addrOf(pod string) string {
 		}
 	}
 	return ""
+}
+
+// sentinelOpts are the options towards this quorum's Sentinels.
+func (c *SentinelController) sentinelOpts() valkey.Options {
+	return valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(c.opts.TLS, c.opts.TLSCAFile)
 }

@@ -32,6 +32,20 @@ type Options struct {
 	CommandTimeout time.Duration
 }
 
+// DefaultCAFile is where the charts mount the CA of the instance's TLS Secret.
+const DefaultCAFile = "/etc/valkey-ha/tls/ca.crt"
+
+// WithTLS returns o with TLS on and the CA file set when enabled; unchanged otherwise.
+func (o Options) WithTLS(enabled bool, caFile string) Options {
+	if enabled {
+		o.TLS = true
+		if caFile != "" {
+			o.CAFile = caFile
+		}
+	}
+	return o
+}
+
 // Client talks to one address. It is safe for concurrent use. Every method wraps errors with the command name
 // and the address.
 type Client struct {

@@ -35,6 +35,8 @@ type TopologyConfig struct {
 	ExtraServerLines []string
 	// SkipMonitor starts the Sentinels without registering the monitor.
 	SkipMonitor bool
+	// TLS runs every node and Sentinel with TLS only (case S18).
+	TLS *TLSFiles
 }
 
 // Topology is a running replicated instance: Nodes[0] starts as the primary.
@@ -117,7 +119,7 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 			lines = append(lines, "aclfile "+aclPath, "masteruser "+acl.Replication,
 				"masterauth "+top.Passwords[acl.Replication])
 		}
-		sc := ServerConfig{Lines: lines}
+		sc := ServerConfig{Lines: lines, TLS: cfg.TLS}
 		if i > 0 {
 			sc.ReplicaOf = primaryAddr
 		}
@@ -129,7 +131,7 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 	}
 	top.WaitReplicationUp(20 * time.Second)
 	for i := 0; i < cfg.Sentinels; i++ {
-		top.Sentinels = append(top.Sentinels, StartSentinel(t, cfg.Engine, SentinelConfig{}))
+		top.Sentinels = append(top.Sentinels, StartSentinel(t, cfg.Engine, SentinelConfig{TLS: cfg.TLS}))
 	}
 	if cfg.Sentinels > 0 && !cfg.SkipMonitor {
 		ctx := context.Background()
@@ -161,10 +163,19 @@ func (top *Topology) Register(ctx context.Context, s, node *Proc) {
 
 // Options returns client options for a system user (no credentials under NoACL).
 func (top *Topology) Options(user string) valkey.Options {
-	if top.Cfg.NoACL {
-		return valkey.Options{}
+	o := top.SentinelOptions()
+	if !top.Cfg.NoACL {
+		o.Username, o.Password = user, top.Passwords[user]
 	}
-	return valkey.Options{Username: user, Password: top.Passwords[user]}
+	return o
+}
+
+// SentinelOptions returns client options for a Sentinel (no credentials; TLS when the topology uses it).
+func (top *Topology) SentinelOptions() valkey.Options {
+	if top.Cfg.TLS != nil {
+		return valkey.Options{TLS: true, CAFile: top.Cfg.TLS.CA}
+	}
+	return valkey.Options{}
 }
 
 // NodeByPort returns the data node listening on port, or nil.
@@ -230,7 +241,7 @@ func (top *Topology) WaitSentinelsConverged(timeout time.Duration, replicas, pee
 			if !s.Running() {
 				continue
 			}
-			c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{})
+			c, err := valkey.Dial(ctx, s.Addr(), top.SentinelOptions())
 			if err != nil {
 				return err
 			}
@@ -266,7 +277,7 @@ func (top *Topology) SentinelPrimary() (int, error) {
 		if !s.Running() {
 			continue
 		}
-		c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{})
+		c, err := valkey.Dial(ctx, s.Addr(), top.SentinelOptions())
 		if err != nil {
 			return 0, err
 		}

@@ -75,6 +75,9 @@ type Proc struct {
 	Dir      string
 	ConfPath string
 
+	// TLS is set when the process listens with TLS only.
+	TLS *TLSFiles
+
 	mu  sync.Mutex
 	cmd *exec.Cmd
 	log *os.File
@@ -91,6 +94,8 @@ type ServerConfig struct {
 	Lines []string
 	// ReplicaOf makes the node start as a replica of that address ("host:port").
 	ReplicaOf string
+	// TLS makes the node listen with TLS only (port 0) and replicate over TLS.
+	TLS *TLSFiles
 }
 
 // StartServer starts a data node announcing "localhost" and waits until it answers. The process is killed
@@ -98,7 +103,7 @@ type ServerConfig struct {
 func StartServer(t testing.TB, e Engine, cfg ServerConfig) *Proc {
 	t.Helper()
 	Require(t, e)
-	p := &Proc{t: t, Engine: e, Port: FreePort(t), Dir: t.TempDir()}
+	p := &Proc{t: t, Engine: e, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS}
 	lines := []string{
 		"port " + strconv.Itoa(p.Port),
 		"bind 127.0.0.1 -::1",
@@ -115,6 +120,9 @@ func StartServer(t testing.TB, e Engine, cfg ServerConfig) *Proc {
 		h, port, _ := net.SplitHostPort(cfg.ReplicaOf)
 		lines = append(lines, "replicaof "+h+" "+port)
 	}
+	if cfg.TLS != nil {
+		lines = append(lines, cfg.TLS.serverLines(strconv.Itoa(p.Port))...)
+	}
 	lines = append(lines, cfg.Lines...)
 	p.ConfPath = filepath.Join(p.Dir, "valkey.conf")
 	writeFile(t, p.ConfPath, strings.Join(lines, "\n")+"\n")
@@ -126,6 +134,8 @@ func StartServer(t testing.TB, e Engine, cfg ServerConfig) *Proc {
 type SentinelConfig struct {
 	// Lines are appended to the generated config (e.g. "sentinel sentinel-user ...").
 	Lines []string
+	// TLS makes the Sentinel listen and connect out with TLS only.
+	TLS *TLSFiles
 }
 
 // StartSentinel starts a Sentinel with resolve-hostnames and announce-hostnames on, announcing "localhost", and
@@ -133,7 +143,7 @@ type SentinelConfig struct {
 func StartSentinel(t testing.TB, e Engine, cfg SentinelConfig) *Proc {
 	t.Helper()
 	Require(t, e)
-	p := &Proc{t: t, Engine: e, Sentinel: true, Port: FreePort(t), Dir: t.TempDir()}
+	p := &Proc{t: t, Engine: e, Sentinel: true, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS}
 	lines := []string{
 		"port " + strconv.Itoa(p.Port),
 		"bind 127.0.0.1 -::1",
@@ -143,6 +153,9 @@ func StartSentinel(t testing.TB, e Engine, cfg SentinelConfig) *Proc {
 		"sentinel announce-hostnames yes",
 		"sentinel announce-ip " + Host,
 		"logfile \"\"",
+	}
+	if cfg.TLS != nil {
+		lines = append(lines, cfg.TLS.serverLines(strconv.Itoa(p.Port))...)
 	}
 	lines = append(lines, cfg.Lines...)
 	p.ConfPath = filepath.Join(p.Dir, "sentinel.conf")
@@ -259,9 +272,13 @@ func (p *Proc) Config() string {
 	return string(b)
 }
 
-// Client dials the process with the given options and closes the client when the test ends.
+// Client dials the process with the given options (plus TLS when the process uses it) and closes the client
+// when the test ends.
 func (p *Proc) Client(o valkey.Options) *valkey.Client {
 	p.t.Helper()
+	if p.TLS != nil {
+		o.TLS, o.CAFile = true, p.TLS.CA
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := valkey.Dial(ctx, p.Addr(), o)
@@ -276,6 +293,9 @@ func (p *Proc) Client(o valkey.Options) *valkey.Client {
 // if any, travels in REDISCLI_AUTH, never on the command line.
 func (p *Proc) CLI(user, password string, args ...string) (string, error) {
 	full := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(p.Port)}, args...)
+	if p.TLS != nil {
+		full = append([]string{"--tls", "--cacert", p.TLS.CA}, full...)
+	}
 	if user != "" {
 		full = append([]string{"--user", user}, full...)
 	}
