@@ -308,19 +308,3 @@ func TestCaseS18TLSOnlySentinel(t *testing.T) {
 	assert.Equal(t, "sentinel-tls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName, "the controller speaks TLS to the Sentinels too")
 }
 
-func TestSentinelAuth(t *testing.T) {
-	needBinary(t, "sha1sum")
-	objs := decode(t, mustRender(t, "valkey-sentinel", "auth: {enabled: true}\n"))
-	s := objs.secret(t, sentinelRel+"-auth")
-	assert.Len(t, s.Data["password"], 40)
-	spec := &sentinelSTS(t, objs).Spec.Template.Spec
-	c := container(t, spec, "sentinel")
-	assert.Equal(t, sentinelRel+"-auth", c.Env[0].ValueFrom.SecretKeyRef.Name)
-	conf := objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"]
-	assert.NotContains(t, conf, "requirepass", "the password is appended at start, never in the ConfigMap")
-	dir := t.TempDir()
-	_, err := runInit(t, objs, dir, sentinelRel+"-2")
-	require.NoError(t, err)
-	b, _ := os.ReadFile(dir + "/data/sentinel.conf")
-	assert.Contains(t, string(b), "requirepass \"sentinel-pw-0123456789\"\nsentinel sentinel-pass \"sentinel-pw-0123456789\"\n")
-}

@@ -165,7 +165,7 @@ tls: {enabled: true, existingSecret: tls}
 plan: casual
 networkPolicy: {enabled: true}
 `)),
-		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "auth: {enabled: true}\ntls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\n")),
+		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\n")),
 	}
 	for chartName, objs := range renders {
 		specs := objs.podSpecs()
@@ -214,7 +214,7 @@ networkPolicy: {enabled: true}
 
 func TestNoPlaintextPasswordOutsideSecrets(t *testing.T) {
 	objs := decode(t, mustRender(t, "valkey", usersValues+"metrics: {enabled: true}\n"))
-	sobjs := decode(t, mustRender(t, "valkey-sentinel", "auth: {enabled: true}\n"))
+	sobjs := decode(t, mustRender(t, "valkey-sentinel", ""))
 	var secrets []string
 	for _, o := range append(objs.ofKind("Secret"), sobjs.ofKind("Secret")...) {
 		s := o.(*corev1.Secret)
@@ -228,7 +228,7 @@ func TestNoPlaintextPasswordOutsideSecrets(t *testing.T) {
 			}
 		}
 	}
-	require.GreaterOrEqual(t, len(secrets), 9, "system, sentinel, user and Sentinel auth passwords")
+	require.GreaterOrEqual(t, len(secrets), 8, "system, sentinel and user passwords")
 	var haystack []string
 	acl := objs.secret(t, valkeyF+"-acl")
 	haystack = append(haystack, string(acl.Data["users.acl"]), string(acl.Data["users.json"]))
@@ -510,7 +510,7 @@ func TestDataPodContract(t *testing.T) {
 func TestCommonLabelsOnEveryObject(t *testing.T) {
 	for chartName, objs := range map[string]objects{
 		"valkey":          decode(t, mustRender(t, "valkey", usersValues+"metrics: {enabled: true, podMonitor: {enabled: true}}\nnetworkPolicy: {enabled: true}\n")),
-		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "auth: {enabled: true}\n")),
+		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "")),
 	} {
 		for _, o := range objs.list {
 			l := objMeta(o).GetLabels()

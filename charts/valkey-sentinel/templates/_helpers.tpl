@@ -214,6 +214,9 @@ echo "wrote $conf announcing $fqdn"
 
 {{- define "vs.validate" -}}
 {{- $S := include "vs.fullname" . -}}
+{{- if .Values.auth.enabled -}}
+{{- fail "auth.enabled: Sentinel client authentication is not supported yet: data pods and the instance controllers could not ask the Sentinels for the primary (bootstrap would lose its split-brain guard). Leave auth.enabled false and restrict access to port 26379 with a NetworkPolicy" -}}
+{{- end -}}
 {{- if gt (len $S) 50 -}}
 {{- fail (printf "fullnameOverride: the full name %q is %d characters; at most 50 fit the StatefulSet and S-headless Service names. Set fullnameOverride to a shorter name" $S (len $S)) -}}
 {{- end -}}
