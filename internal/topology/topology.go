@@ -78,6 +78,7 @@ type Action struct {
 	Reason string
 }
 
+// String describes the action for logs and events.
 func (a Action) String() string {
 	switch a.Kind {
 	case Repoint:
