@@ -104,6 +104,7 @@ is given that long.`,
 type StatusOptions struct {
 	Kubeconfig string
 	Namespace  string
+	Instance   string
 	Output     string
 }
 
@@ -137,7 +138,7 @@ func newStatusCmd() *cobra.Command {
 					continue
 				}
 				var st status.Instance
-				if json.Unmarshal(raw, &st) == nil {
+				if json.Unmarshal(raw, &st) == nil && (o.Instance == "" || st.Name == o.Instance) {
 					instances = append(instances, st)
 				}
 			}
@@ -196,6 +197,7 @@ func newStatusCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, or $KUBECONFIG)")
 	f.StringVar(&o.Namespace, "namespace", "", "namespace")
+	f.StringVar(&o.Instance, "instance", "", "show only this instance (fullname F); quorums are always shown")
 	f.StringVarP(&o.Output, "output", "o", "table", "table or json")
 	return cmd
 }
