@@ -16,7 +16,7 @@ unit: deps ## unit, real-process and chart render tests
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
-test: unit ## everything CI runs
+test: unit e2e ## everything CI runs: unit, real-process and render tests, then the e2e suite on the local cluster
 
 e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 	hack/e2e.sh

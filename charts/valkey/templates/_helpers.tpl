@@ -454,6 +454,9 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 {{- define "valkey.validateUsers" -}}
 {{- $seen := dict -}}
 {{- range $i, $u := .Values.users -}}
+{{- if or (eq $u.name "default") (hasPrefix "_" $u.name) -}}
+{{- fail (printf "users[%d].name: %q is reserved: `default` is always off and names starting with _ belong to the system users (_operator, _replication, _sentinel, _probe, _exporter); choose another name" $i $u.name) -}}
+{{- end -}}
 {{- if hasKey $seen $u.name -}}
 {{- fail (printf "users[%d].name: user %q is listed twice; user names must be unique" $i $u.name) -}}
 {{- end -}}
