@@ -74,19 +74,6 @@ func (h *harness) config(i int) Config {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func waitPrimaryNot(t *testing.T, top *valkeytest.Topology, port int, within time.Duration) int {
-	var p int
-	valkeytest.Eventually(t, within, 100*time.Millisecond, "failover", func() error {
-		var err error
-		p, err = top.SentinelPrimary()
-		if err == nil && p == port {
-			err = fmt.Errorf("primary still %d", port)
-		}
-		return err
-	})
-	return p
-}
-
 // TestCaseS05BootstrapRejoinsAsReplicaWithControllerOff: the old primary, restarted after a failover with no
 // controller running, asks the Sentinels and starts as a replica of the new primary.
 func TestCaseS05BootstrapRejoinsAsReplicaWithControllerOff(t *testing.T) {
@@ -94,7 +81,7 @@ func TestCaseS05BootstrapRejoinsAsReplicaWithControllerOff(t *testing.T) {
 	h := newHarness(t, top, true)
 	old := top.Nodes[0]
 	old.Kill()
-	newPort := waitPrimaryNot(t, top, old.Port, 30*time.Second)
+	newPort := top.WaitPrimaryMoved(old.Port, 30*time.Second)
 	d, err := Run(context.Background(), h.config(0), quiet())
 	require.NoError(t, err)
 	assert.Equal(t, StartReplica, d.Kind, d.Reason)

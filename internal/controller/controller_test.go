@@ -575,13 +575,7 @@ func TestCaseS17LiveAccessRotation(t *testing.T) {
 	})
 	e.top.WaitReplicationUp(30 * time.Second)
 	e.top.Nodes[0].Kill()
-	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "failover after rotation", func() error {
-		p, err := e.top.SentinelPrimary()
-		if err == nil && p == e.top.Nodes[0].Port {
-			err = errors.New("primary unchanged")
-		}
-		return err
-	})
+	e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 30*time.Second)
 }
 
 func cli(n *valkeytest.Proc, user, pass string) string {

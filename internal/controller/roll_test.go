@@ -340,13 +340,7 @@ func TestCaseS22SentinelRollKeepsQuorum(t *testing.T) {
 	}
 	// failover still works after the roll
 	e.top.Nodes[0].Kill()
-	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "failover after the Sentinel roll", func() error {
-		p, err := e.top.SentinelPrimary()
-		if err == nil && p == e.top.Nodes[0].Port {
-			err = fmt.Errorf("primary unchanged")
-		}
-		return err
-	})
+	e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 30*time.Second)
 }
 
 // TestCaseS03ScaleInResetsOneSentinelAtATime: after a node is removed from the instance, every Sentinel stops

@@ -2,7 +2,6 @@ package valkey_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -77,16 +76,7 @@ func TestCaseS15SentinelLeastPrivilegeUser(t *testing.T) {
 		// manual failover through Sentinel
 		sc := top.Sentinels[0].Client(valkey.Options{})
 		require.NoError(t, sc.SentinelFailover(ctx, "vk"))
-		valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "SENTINEL FAILOVER moves the primary", func() error {
-			p, err := top.SentinelPrimary()
-			if err != nil {
-				return err
-			}
-			if p == top.Nodes[0].Port {
-				return errors.New("primary unchanged")
-			}
-			return nil
-		})
+		top.WaitPrimaryMoved(top.Nodes[0].Port, 20*time.Second)
 		top.WaitReplicationUp(30 * time.Second)
 
 		// unplanned failover: SIGKILL the current primary
@@ -94,16 +84,7 @@ func TestCaseS15SentinelLeastPrivilegeUser(t *testing.T) {
 		require.NoError(t, err)
 		old := top.NodeByPort(oldPort)
 		old.Kill()
-		valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "kill-primary failover", func() error {
-			p, err := top.SentinelPrimary()
-			if err != nil {
-				return err
-			}
-			if p == oldPort {
-				return errors.New("primary unchanged")
-			}
-			return nil
-		})
+		top.WaitPrimaryMoved(oldPort, 30*time.Second)
 		old.Start()
 		top.WaitReplicationUp(30 * time.Second)
 
@@ -130,13 +111,7 @@ func TestCaseS16MasterauthOnEveryNode(t *testing.T) {
 	}
 	old := top.Nodes[0]
 	old.Kill()
-	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "failover", func() error {
-		p, err := top.SentinelPrimary()
-		if err == nil && p == old.Port {
-			err = errors.New("primary unchanged")
-		}
-		return err
-	})
+	top.WaitPrimaryMoved(old.Port, 30*time.Second)
 	old.Start()
 	top.WaitReplicationUp(30 * time.Second)
 	r, err := top.Replication(old)
@@ -156,13 +131,7 @@ func TestFailoverOnPrimaryKill(t *testing.T) {
 	start := time.Now()
 	top.Nodes[0].Kill()
 	budget := time.Duration(top.Cfg.DownAfterMs+top.Cfg.FailoverTimeoutMs)*time.Millisecond + 5*time.Second
-	valkeytest.Eventually(t, budget, 100*time.Millisecond, "new primary", func() error {
-		p, err := top.SentinelPrimary()
-		if err == nil && p == top.Nodes[0].Port {
-			err = errors.New("primary unchanged")
-		}
-		return err
-	})
+	top.WaitPrimaryMoved(top.Nodes[0].Port, budget)
 	t.Logf("failover observed after %s", time.Since(start).Round(time.Millisecond))
 }
 

@@ -299,3 +299,19 @@ func (top *Topology) SentinelPrimary() (int, error) {
 	}
 	return port, nil
 }
+
+// WaitPrimaryMoved waits until every running Sentinel names a primary other than the node on port, and
+// returns the new primary's port; it fails the test after timeout.
+func (top *Topology) WaitPrimaryMoved(from int, timeout time.Duration) int {
+	top.t.Helper()
+	var p int
+	Eventually(top.t, timeout, 100*time.Millisecond, "Sentinel names a new primary", func() error {
+		var err error
+		p, err = top.SentinelPrimary()
+		if err == nil && p == from {
+			err = fmt.Errorf("primary still on port %d", from)
+		}
+		return err
+	})
+	return p
+}
