@@ -12,6 +12,7 @@
 //	E2E_KEEP=1          keep every test namespace (for debugging); E2E_KEEP_FAILED=1 keeps only failed ones
 //	E2E_HELM_DEBUG=1    log the Helm SDK's debug lines
 //	E2E_PSS=restricted  Pod Security level enforced on test namespaces ("none" disables; default restricted)
+//	E2E_PARALLEL=1      run the deployment tests in parallel (default: one at a time, see maybeParallel)
 //	E2E_VALKEY_IMAGE, E2E_REDIS_IMAGE, E2E_CTL_IMAGE   image references the tests use (defaults: the local
 //	                    images of hack/images.sh)
 package e2e

@@ -1,0 +1,123 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCaseS17RotatePasswordNoRestart: a customer user with a generated password; `helm upgrade` raising
+// rotation.generation with previousValidUntil ~90 s ahead restarts no pod (UIDs and restart counts of every
+// pod unchanged), the new password works on every node within a deadline, the old one keeps working until
+// previousValidUntil and is refused on every node after it.
+func TestCaseS17RotatePasswordNoRestart(t *testing.T) {
+	maybeParallel(t)
+	const grace = 90 * time.Second
+	user := `{name: app, access: readwrite, keys: ["*"]}`
+	d := Deploy(t, "s17", DeployOpts{DataExtra: "users: [" + user + "]"})
+	in := d.I()
+	ctx := context.Background()
+	secret := in.F + "-user-app"
+	p1 := waitSecretKey(t, d, secret, "password")
+	Eventually(t, time.Minute, time.Second, "the generated password works on every node", func(ctx context.Context) (bool, error) {
+		return in.passwordWorksEverywhere(ctx, "app", p1, true)
+	})
+	before, err := Snapshot(ctx, d.NS, "app.kubernetes.io/part-of=valkey-ha")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	validUntil := time.Now().Add(grace).UTC().Truncate(time.Second)
+	in.Extra = fmt.Sprintf(`users: [{name: app, access: readwrite, keys: ["*"], rotation: {generation: 1, previousValidUntil: %q}}]`, validUntil.Format(time.RFC3339))
+	d.Helm.Upgrade(in.Release, ChartPath("valkey"), in.Values())
+	t0 := time.Now()
+	p2, err := d.SecretKey(ctx, secret, "password")
+	if err != nil || p2 == "" || p2 == p1 {
+		t.Fatalf("after the rotation %s holds password %q (old %q): %v", secret, p2, p1, err)
+	}
+	if prev, err := d.SecretKey(ctx, secret, "previous"); err != nil || prev != p1 {
+		t.Errorf("%s previous: %v (want the old password)", secret, err)
+	}
+	Eventually(t, 30*time.Second, time.Second, "the new password works on every node", func(ctx context.Context) (bool, error) {
+		return in.passwordWorksEverywhere(ctx, "app", p2, true)
+	})
+	t.Logf("new password live on every node %s after the upgrade", time.Since(t0).Round(time.Millisecond))
+
+	// the old password keeps working until previousValidUntil (checked every 5 s up to 3 s before it)
+	checks := 0
+	for time.Until(validUntil) > 3*time.Second {
+		if ok, err := in.passwordWorksEverywhere(ctx, "app", p1, true); !ok {
+			t.Fatalf("the old password stopped working %s before previousValidUntil: %v", time.Until(validUntil).Round(time.Second), err)
+		}
+		checks++
+		wait := 5 * time.Second
+		if left := time.Until(validUntil) - 3*time.Second; left < wait {
+			wait = left
+		}
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	t.Logf("old password accepted on every node in %d checks up to %s before previousValidUntil", checks, time.Until(validUntil).Round(time.Second))
+
+	Eventually(t, time.Until(validUntil)+30*time.Second, time.Second, "the old password refused on every node after previousValidUntil", func(ctx context.Context) (bool, error) {
+		return in.passwordWorksEverywhere(ctx, "app", p1, false)
+	})
+	if late := time.Since(validUntil); late > 0 {
+		t.Logf("old password refused everywhere %s after previousValidUntil", late.Round(time.Millisecond))
+	}
+	if ok, err := in.passwordWorksEverywhere(ctx, "app", p2, true); !ok {
+		t.Fatalf("the new password after the grace period: %v", err)
+	}
+
+	after, err := Snapshot(ctx, d.NS, "app.kubernetes.io/part-of=valkey-ha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := SnapshotDiff(before, after); diff != "" {
+		t.Errorf("S17: the rotation restarted pods: %s", diff)
+	}
+	Eventually(t, 30*time.Second, time.Second, "status AccessConverged", func(ctx context.Context) (bool, error) {
+		st, err := in.Status(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range st.Conditions {
+			if c.Type == "AccessConverged" {
+				if c.Status == "True" {
+					return true, nil
+				}
+				return false, fmt.Errorf("AccessConverged %s: %s", c.Status, c.Message)
+			}
+		}
+		return false, fmt.Errorf("no AccessConverged condition")
+	})
+	d.WaitConverged(t, time.Minute, true)
+}
+
+// passwordWorksEverywhere checks PING as user/password on every data node: with want true, every node must
+// answer PONG; with want false, every node must refuse. The error names the nodes that disagree.
+func (in *Instance) passwordWorksEverywhere(ctx context.Context, user, password string, want bool) (bool, error) {
+	var bad []string
+	for i := 0; i < in.Nodes(); i++ {
+		out, err := in.As(ctx, in.Pod(i), user, password, "ping")
+		if err != nil {
+			return false, err
+		}
+		if works := out == "PONG"; works != want {
+			bad = append(bad, fmt.Sprintf("%s: %q", in.Pod(i), out))
+		}
+	}
+	if len(bad) > 0 {
+		verb := "refused"
+		if !want {
+			verb = "still accepted"
+		}
+		return false, fmt.Errorf("password %s on %s", verb, strings.Join(bad, ", "))
+	}
+	return true, nil
+}
