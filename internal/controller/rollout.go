@@ -137,6 +137,12 @@ func (c *InstanceController) handOffSentinel(ctx context.Context, in spec.Instan
 	for time.Now().Before(deadline) {
 		host, port, found, err := sc.SentinelPrimaryAddr(ctx, in.MonitorName)
 		if err == nil && found && !in.SameAddr(step.Node, host, port) {
+			// Demote the old primary before the pause is lifted: clients that have not heard +switch-master
+			// yet would otherwise write to it and have those acknowledged writes dropped when Sentinel
+			// demotes it. REPLICAOF towards Sentinel's new primary agrees with Sentinel, so it never fights it.
+			if err := pc.ReplicaOf(ctx, host, port); err != nil {
+				return fmt.Errorf("demote %s after the handoff: %w", step.Node.Pod, err)
+			}
 			return nil
 		}
 		select {

@@ -362,13 +362,15 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 		if p, err := c.pods.Pods(in.Namespace).Get(n.Pod); err == nil && p.DeletionTimestamp != nil {
 			continue
 		}
-		cl, err := c.pool.get(ctx, in.Addr(n), opts)
+		// a one-off connection: data nodes are only asked before the first registration, so keeping
+		// them pooled would cost memory per instance for nothing
+		cl, err := valkey.Dial(ctx, in.Addr(n), opts)
 		if err != nil {
 			continue
 		}
 		r, err := cl.InfoReplication(ctx)
+		cl.Close()
 		if err != nil {
-			c.pool.drop(in.Addr(n))
 			continue
 		}
 		if r.Role == valkey.RolePrimary && len(r.Replicas) > bestReplicas {

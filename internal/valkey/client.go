@@ -74,6 +74,10 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		Dialer:            net.Dialer{Timeout: o.DialTimeout},
 		ConnWriteTimeout:  o.CommandTimeout,
 		AlwaysRESP2:       o.RESP2,
+		// small buffers: the controllers hold one connection per node of every instance they watch, and
+		// valkey-go's 0.5 MiB defaults per direction would make memory grow by ~1 MiB per node
+		ReadBufferEachConn:  1 << 15,
+		WriteBufferEachConn: 1 << 15,
 	}
 	if o.TLS {
 		tc, err := buildTLS(addr, o)
