@@ -32,8 +32,8 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
 
-bench:
-	@echo "not yet: benchmarks land with issue 8"
+bench: deps ## the benchmark suite (issue 8, about 6 minutes): prints a table and rewrites BENCHMARKS.md
+	$(GO) test -tags bench -count=1 -timeout 15m -run '^TestBenchmarks$$' -v ./bench/
 
 clean:
 	rm -rf bin

@@ -1,0 +1,14 @@
+// Package bench is the benchmark suite behind `make bench` (issue 8): failover outage against the bare-Sentinel
+// floor, planned-roll outage against a naive roll, role-label convergence with and without the +switch-master
+// subscription, scale of one Sentinel quorum, and time to ready on the local cluster. Everything lives in
+// _test.go files behind the build tag "bench" and drives real valkey-server / valkey-sentinel processes on
+// loopback (internal/valkeytest) and the real controllers (internal/controller):
+//
+//	go test -tags bench -count=1 -timeout 15m -run '^TestBenchmarks$' -v ./bench/
+//
+// The run prints a table and rewrites BENCHMARKS.md at the repository root. Knobs (development only; the
+// published numbers come from a run without them): BENCH_FIGURES=1,3 runs a subset and leaves BENCHMARKS.md
+// alone, BENCH_ROUNDS (BENCH_ROUNDS_5000) overrides the rounds of figure 1 (at down-after 5000 ms),
+// BENCH_ROLLS the rolls of figure 2, BENCH_FAILOVERS the failovers of figure 3, BENCH_K the instance counts of
+// figure 4 (e.g. "1,10"); BENCH_DEBUG=1 logs progress, BENCH_LOG=1 the controllers' logs.
+package bench
