@@ -307,4 +307,3 @@ func TestCaseS18TLSOnlySentinel(t *testing.T) {
 	d := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment)
 	assert.Equal(t, "sentinel-tls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName, "the controller speaks TLS to the Sentinels too")
 }
-
