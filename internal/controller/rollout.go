@@ -118,8 +118,11 @@ func (c *InstanceController) handOffSentinel(ctx context.Context, in spec.Instan
 		return err
 	}
 	defer func() { _, _ = pc.Do(context.WithoutCancel(ctx), "CLIENT", "UNPAUSE") }()
-	if err := waitReplicasCaughtUp(ctx, pc, len(in.Nodes)-1); err != nil {
-		return err
+	// WAIT makes the replicas acknowledge now (REPLCONF GETACK) instead of at their next 1 s ACK
+	if n, err := pc.Do(ctx, "WAIT", strconv.Itoa(len(in.Nodes)-1), "2000"); err != nil || n != int64(len(in.Nodes)-1) {
+		if err := waitReplicasCaughtUp(ctx, pc, len(in.Nodes)-1); err != nil {
+			return err
+		}
 	}
 	var sc *valkey.Client
 	for _, addr := range si.Addrs() {
