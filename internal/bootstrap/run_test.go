@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,24 +113,14 @@ func TestCaseS08EmptyPrimaryNeverWipesReplicas(t *testing.T) {
 	// sample the survivors' DBSIZE while the scenario runs
 	var minSeen atomic.Int64
 	minSeen.Store(keys)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	var stops []func()
 	for _, n := range top.Nodes[1:] {
 		c := n.Client(top.Options(acl.Operator))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-				if k, err := c.DBSize(ctx); err == nil && k < minSeen.Load() {
-					minSeen.Store(k)
-				}
+		stops = append(stops, valkeytest.Sample(50*time.Millisecond, func() {
+			if k, err := c.DBSize(ctx); err == nil && k < minSeen.Load() {
+				minSeen.Store(k)
 			}
-		}()
+		}))
 	}
 
 	top.Nodes[0].Kill()
@@ -143,8 +132,9 @@ func TestCaseS08EmptyPrimaryNeverWipesReplicas(t *testing.T) {
 	t.Logf("reborn node decided %s of %d after %s", d.Kind, d.PrimaryPort, time.Since(start).Round(time.Millisecond))
 	top.Nodes[0].Start()
 	top.WaitReplicationUp(30 * time.Second)
-	close(stop)
-	wg.Wait()
+	for _, stop := range stops {
+		stop()
+	}
 	assert.EqualValues(t, keys, minSeen.Load(), "the survivors never dropped below the full dataset")
 	k, err := top.Nodes[0].Client(top.Options(acl.Operator)).DBSize(ctx)
 	require.NoError(t, err)

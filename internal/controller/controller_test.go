@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -189,30 +188,19 @@ func TestCaseS05OrphanPrimaryRepaired(t *testing.T) {
 // sampleLabels samples the role labels every 50 ms and returns a stop function that reports how many samples
 // had more than one primary.
 func sampleLabels(t *testing.T, e *env) func() int {
-	stop := make(chan struct{})
 	var bad int
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			n := 0
-			for _, r := range e.roleLabels() {
-				if r == spec.RolePrimary {
-					n++
-				}
-			}
-			if n > 1 {
-				bad++
+	stop := valkeytest.Sample(50*time.Millisecond, func() {
+		n := 0
+		for _, r := range e.roleLabels() {
+			if r == spec.RolePrimary {
+				n++
 			}
 		}
-	}()
-	return func() int { close(stop); wg.Wait(); return bad }
+		if n > 1 {
+			bad++
+		}
+	})
+	return func() int { stop(); return bad }
 }
 
 func drainEvents(rec *record.FakeRecorder, reason string) []string {

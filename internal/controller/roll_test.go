@@ -299,42 +299,31 @@ func TestCaseS22SentinelRollKeepsQuorum(t *testing.T) {
 
 	var mu sync.Mutex
 	var noQuorum []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
+	stopSampling := valkeytest.Sample(200*time.Millisecond, func() {
+		ok := 0
+		var msgs []string
+		for _, s := range e.top.Sentinels {
+			c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{DialTimeout: 200 * time.Millisecond})
+			if err != nil {
+				msgs = append(msgs, s.Addr()+": down")
+				continue // the Sentinel being replaced
 			}
-			ok := 0
-			var msgs []string
-			for _, s := range e.top.Sentinels {
-				c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{DialTimeout: 200 * time.Millisecond})
-				if err != nil {
-					msgs = append(msgs, s.Addr()+": down")
-					continue // the Sentinel being replaced
-				}
-				q, err := c.SentinelCKQuorum(ctx, e.in.MonitorName)
-				c.Close()
-				if err == nil && q.OK {
-					ok++
-				} else if err != nil {
-					msgs = append(msgs, s.Addr()+": "+err.Error())
-				} else {
-					msgs = append(msgs, s.Addr()+": "+q.Message)
-				}
-			}
-			if ok < 2 {
-				mu.Lock()
-				noQuorum = append(noQuorum, fmt.Sprint(msgs))
-				mu.Unlock()
+			q, err := c.SentinelCKQuorum(ctx, e.in.MonitorName)
+			c.Close()
+			if err == nil && q.OK {
+				ok++
+			} else if err != nil {
+				msgs = append(msgs, s.Addr()+": "+err.Error())
+			} else {
+				msgs = append(msgs, s.Addr()+": "+q.Message)
 			}
 		}
-	}()
+		if ok < 2 {
+			mu.Lock()
+			noQuorum = append(noQuorum, fmt.Sprint(msgs))
+			mu.Unlock()
+		}
+	})
 
 	sel, _ := labels.Parse("tier=cache")
 	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
@@ -346,8 +335,7 @@ func TestCaseS22SentinelRollKeepsQuorum(t *testing.T) {
 
 	valkeytest.Eventually(t, 120*time.Second, 200*time.Millisecond, "every Sentinel rolled", func() error { return e.allAtRevision(sentinelPods, "r2") })
 	e.top.WaitSentinelsConverged(30*time.Second, 2, 2)
-	close(stop)
-	wg.Wait()
+	stopSampling()
 	assert.Equal(t, []string{"q-0", "q-1", "q-2"}, k.order(), "one at a time, in order")
 	assert.Empty(t, noQuorum, "a majority of Sentinels reported CKQUORUM OK at every sample")
 	for _, n := range e.in.Nodes {

@@ -323,3 +323,22 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, fn f
 		time.Sleep(interval)
 	}
 }
+
+// Sample calls fn every interval in its own goroutine until the returned stop function is called; stop
+// returns once fn has finished its last call. Tests use it to sample invariants while a scenario runs.
+func Sample(interval time.Duration, fn func()) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(interval):
+			}
+			fn()
+		}
+	}()
+	return func() { close(done); <-finished }
+}
