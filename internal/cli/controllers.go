@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,8 @@ type CommonOptions struct {
 	HealthAddr  string
 	LeaderElect bool
 	LeaseName   string
+	// Identity is this replica's name in the Lease; empty means the host name (the pod name in a pod).
+	Identity string
 }
 
 func (o *CommonOptions) bind(cmd *cobra.Command) {
@@ -48,8 +51,10 @@ func (o *CommonOptions) validate() error {
 	return nil
 }
 
-// runController serves metrics and runs fn, under a Lease when leader election is on. The Lease is released
-// on shutdown so a successor takes over at once.
+// runController serves metrics and runs fn, under a Lease when leader election is on. fn runs only while
+// this replica holds the Lease; on shutdown the Lease is released after fn has returned, so a successor takes
+// over at once and never acts while this replica still does. A lost Lease stops fn and returns an error, so
+// the process exits and restarts as a follower.
 func runController(ctx context.Context, o CommonOptions, cs kubernetes.Interface, m *metrics.Metrics, h *metrics.Health, lease string,
 	fn func(context.Context) error) error {
 	g, ctx := errgroup.WithContext(ctx)
@@ -58,20 +63,73 @@ func runController(ctx context.Context, o CommonOptions, cs kubernetes.Interface
 		if !o.LeaderElect {
 			return fn(ctx)
 		}
-		id, _ := os.Hostname()
-		lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: lease, Namespace: o.Namespace},
-			Client: cs.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
-		var runErr error
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock: lock, ReleaseOnCancel: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) { runErr = fn(ctx) },
-				OnStoppedLeading: func() { slog.Info("leader lease lost or released", "lease", lease) },
-			},
-		})
-		return runErr
+		return runLeading(ctx, o, cs, lease, fn)
 	})
 	return g.Wait()
+}
+
+// runLeading runs fn while holding the Lease lease (client-go leaderelection: 15 s lease, 10 s renew
+// deadline, 2 s retry). The election runs on its own context, cancelled (which releases the Lease) only once
+// fn has returned, or at once when ctx ends before this replica led.
+func runLeading(ctx context.Context, o CommonOptions, cs kubernetes.Interface, lease string, fn func(context.Context) error) error {
+	id := o.Identity
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: lease, Namespace: o.Namespace},
+		Client: cs.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
+	leCtx, leCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer leCancel()
+	var (
+		mu      sync.Mutex
+		leading bool
+		stopped bool
+	)
+	result := make(chan error, 1)
+	stopFollower := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		stopped = true
+		l := leading
+		mu.Unlock()
+		if !l {
+			leCancel()
+		}
+	})
+	defer stopFollower()
+	leaderelection.RunOrDie(leCtx, leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				mu.Lock()
+				if stopped {
+					mu.Unlock()
+					leCancel()
+					return
+				}
+				leading = true
+				mu.Unlock()
+				runCtx, cancel := context.WithCancel(lctx)
+				stop := context.AfterFunc(ctx, cancel)
+				err := fn(runCtx)
+				stop()
+				cancel()
+				result <- err
+				leCancel() // release the Lease only now that fn has stopped
+			},
+			OnStoppedLeading: func() { slog.Info("leader lease lost or released", "lease", lease, "identity", id) },
+		},
+	})
+	mu.Lock()
+	l := leading
+	mu.Unlock()
+	if !l {
+		return nil
+	}
+	err := <-result // fn's context is cancelled: with the Lease lost or released it returns
+	if err == nil && ctx.Err() == nil {
+		err = fmt.Errorf("lease %s lost", lease)
+	}
+	return err
 }
 
 // InstanceCmdOptions are the flags of `instance`.
