@@ -16,8 +16,10 @@ var figureMethod = map[int]string{
 		"`min-replicas-to-write 1` on every node (1000 ms only). failover-timeout 5000 ms. After each kill the old primary restarts as a " +
 		"replica of the new one (as the chart's bootstrap makes it) and the next round waits until replication and every Sentinel are healthy.",
 	2: "Method: *ours*: the real instance controller (defaults) sees every StatefulSet at update revision r2 and every pod at r1 " +
-		"(as internal/controller/roll_test.go) and rolls: replicas first, then CLIENT PAUSE WRITE on the primary until the replicas " +
-		"caught up, SENTINEL FAILOVER, and the old primary replaced last. A fake kubelet replaces each deleted pod by SIGTERM + start " +
+		"(as internal/controller/roll_test.go) and rolls: replicas first, then CLIENT PAUSE WRITE on the primary, WAIT until the " +
+		"replicas acknowledged its offset, SENTINEL FAILOVER asked of the last Sentinel, demotion of the old primary and CLIENT " +
+		"UNPAUSE once that Sentinel names the new primary, and the old primary replaced last. The writer lists the Sentinels in " +
+		"ordinal order, as clients usually do. A fake kubelet replaces each deleted pod by SIGTERM + start " +
 		"of its process. *naive*: no controller; SIGTERM + start of node 0, 1, 2 in ordinal order, each after the previous one is back " +
 		"in sync (what a RollingUpdate StatefulSet does, without a handoff). Chart defaults: down-after 5000 ms, failover-timeout " +
 		"15000 ms, no persistence. Same writer; the two rolls alternate.",
@@ -54,12 +56,16 @@ var missExplained = []struct {
 		"replica reported its reconfiguration (about 1 s later, Sentinel's INFO period during a failover). A client listening to the " +
 		"leader (one time in three) therefore waits about 1.1 s more: the per-round samples are bimodal. Subscribing to every " +
 		"Sentinel, or asking GET-MASTER-ADDR-BY-NAME when writes fail, would remove it; it is the client's doing, not the controller's."},
-	{2, "planned-roll outage", "Writes are blocked for the whole handoff (internal/controller/rollout.go, handOffSentinel): " +
-		"CLIENT PAUSE WRITE, then waiting until every replica reports the primary's offset, then SENTINEL FAILOVER until a Sentinel " +
-		"names the new primary. The primary learns replica offsets from REPLCONF ACK, which replicas send once a second, so the " +
-		"first wait alone takes up to 1 s even when the replicas are already in sync (asking for an immediate acknowledgement, e.g. " +
-		"WAIT or REPLCONF GETACK, would remove most of it). The Sentinel failover itself takes about 1.1 s (promotion, then Sentinel's " +
-		"1 s INFO refresh during a failover). The sum, about 2 s, is the outage."},
+	{2, "planned-roll outage", "Writes are blocked from CLIENT PAUSE WRITE, just before SENTINEL FAILOVER, until the client " +
+		"hears +switch-master (internal/controller/rollout.go, handOffSentinel). The failover leader sees the promotion only in its " +
+		"next INFO of the promoted replica: Sentinel sends that INFO once a second during a failover and the first one goes out as " +
+		"the failover starts, about 0.2 s before its REPLICAOF NO ONE, so the promotion is seen 1.0-1.1 s after SENTINEL FAILOVER. " +
+		"The other Sentinels publish +switch-master within about 60 ms of that (the leader forces a hello); the leader itself only " +
+		"after the remaining replica reported its reconfiguration at the following INFO, about 1 s later, which is why the " +
+		"controller asks the last Sentinel to lead (clients subscribe to the first). About 1.1-1.2 s is therefore the floor of a " +
+		"Sentinel-led handoff for a client that follows +switch-master. Going below it would mean timing SENTINEL FAILOVER against " +
+		"Sentinel's INFO schedule and steering its replica choice (replica-priority): not done, it depends on Sentinel internals. " +
+		"Before the last Sentinel led and WAIT replaced the 1 s REPLCONF ACK wait, the outage was 3.2 s."},
 	{2, "0 lost", "An acknowledged write is lost when the old primary accepts it after the write pause is lifted and is then " +
 		"demoted. The controller demotes the old primary itself (REPLICAOF Sentinel's new primary) before CLIENT UNPAUSE " +
 		"(internal/controller/rollout.go, handOffSentinel); before that fix about 100 acknowledged writes per roll were lost. A " +
@@ -67,8 +73,8 @@ var missExplained = []struct {
 	{2, "outage ours / naive", "The naive roll's outage here is only SIGTERM of the primary (valkey-server waits up to a second for " +
 		"its replicas' acknowledgement before exiting) plus a restart of about 0.1 s, because the fake kubelet restarts a process at " +
 		"once; a real pod replacement takes seconds, and longer than down-after-milliseconds triggers an unplanned failover. The ratio " +
-		"is therefore pessimistic for us, but our own outage (see above) has to shrink well below a second to meet it. Note that the " +
-		"naive roll loses the whole dataset."},
+		"is therefore pessimistic for us, and our own outage (see above) cannot shrink below Sentinel's 1 s INFO period to meet it. " +
+		"The naive roll loses the whole dataset."},
 	{3, "label convergence", "The subscription enqueues the instance on +switch-master; a p95 above 1 s means passes queued behind " +
 		"slow ones (see the samples)."},
 	{4, "controller RSS", "The sentinel controller dials data nodes only to find where to register (one-off connections) " +
