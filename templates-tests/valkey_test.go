@@ -156,6 +156,18 @@ func TestCaseS22SentinelOnlyChangeLeavesDataTemplatesIdentical(t *testing.T) {
 	assert.Equal(t, sha256hex(sbase.configMap(t, sentinelRel+"-config").Data["sentinel.conf"]), s.Spec.Template.Annotations["valkey.io/config-hash"])
 }
 
+// Every data StatefulSet carries the Helm revision that applied it in its metadata (the controller waits
+// while they differ), never in the pod template, where it would restart every pod on every upgrade.
+func TestDataStatefulSetsCarryTheReleaseRevision(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey", ""))
+	stss := objs.statefulSets()
+	require.Len(t, stss, 3)
+	for _, s := range stss {
+		assert.Equal(t, "1", s.Annotations["valkey.io/release-revision"], s.Name)
+		assert.NotContains(t, s.Spec.Template.Annotations, "valkey.io/release-revision", s.Name)
+	}
+}
+
 // restricted posture on every container of both charts, in the richest configuration
 func TestEveryContainerRestricted(t *testing.T) {
 	renders := map[string]objects{
@@ -308,8 +320,8 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 		}
 	}
 	// every customer line starts from a clean slate, with the preset rules
-	assert.Regexp(t, `^user analytics on resetpass #[0-9a-f]{64} resetkeys ~events:\* resetchannels nocommands -@all \+@read \+@connection -@admin \+info$`, lines["analytics"])
-	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info$`, lines["writer"])
+	assert.Regexp(t, `^user analytics on resetpass #[0-9a-f]{64} resetkeys ~events:\* resetchannels nocommands -@all \+@read \+@connection -@admin \+info \+role$`, lines["analytics"])
+	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role$`, lines["writer"])
 	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -acl\|setuser -acl\|deluser -acl\|load -acl\|save -acl\|list -acl\|getuser -acl\|dryrun -client\|kill -client\|pause -client\|unpause -replicaof -slaveof -failover -sync -psync -replconf -shutdown -debug -module -config\|set -config\|rewrite -monitor$`, lines["app"])
 
 	// users.json re-renders users.acl exactly
@@ -712,7 +724,7 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	assert.Equal(t, "2", string(s.Data["generation"]))
 	assert.Equal(t, until, string(s.Data["previousValidUntil"]))
 	line := aclLines(t, objs)["app"]
-	assert.Equal(t, fmt.Sprintf("user app on resetpass #%s #%s resetkeys ~* resetchannels nocommands -@all +@read +@connection -@admin +info", sha256hex(newPw), sha256hex(oldPw)), line)
+	assert.Equal(t, fmt.Sprintf("user app on resetpass #%s #%s resetkeys ~* resetchannels nocommands -@all +@read +@connection -@admin +info +role", sha256hex(newPw), sha256hex(oldPw)), line)
 	var app aclUser
 	for _, u := range aclJSON(t, objs) {
 		if u.Name == "app" {
@@ -733,7 +745,7 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	// after previousValidUntil the old hash is gone from the desired state
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	expired := decode(t, mustRender(t, "valkey", strings.Replace(vals, until, past, 1), renderOpts{existing: []runtime.Object{asExisting(s)}, upgrade: true}))
-	assert.Equal(t, fmt.Sprintf("user app on resetpass #%s resetkeys ~* resetchannels nocommands -@all +@read +@connection -@admin +info", sha256hex(newPw)), aclLines(t, expired)["app"])
+	assert.Equal(t, fmt.Sprintf("user app on resetpass #%s resetkeys ~* resetchannels nocommands -@all +@read +@connection -@admin +info +role", sha256hex(newPw)), aclLines(t, expired)["app"])
 
 	// the grace period is capped at 7 days
 	far := time.Now().Add(8 * 24 * time.Hour).UTC().Format(time.RFC3339)

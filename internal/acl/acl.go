@@ -171,10 +171,13 @@ var DefaultOffRules = []string{"off", "resetpass", "resetkeys", "resetchannels",
 // follow seed 003's customer rules, adapted to replication: ACL rules instead of rename-command, so the
 // system users keep REPLICAOF, CONFIG REWRITE and FAILOVER while customers cannot reach them.
 var Presets = map[string]string{
-	// read commands only; -@admin also drops CLIENT KILL/PAUSE that @connection would grant
-	"readonly": "-@all +@read +@connection -@admin +info",
-	// reads and writes, transactions and pub/sub; nothing administrative or dangerous (FLUSHALL, KEYS, ...)
-	"readwrite": "-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info",
+	// read commands only; -@admin also drops CLIENT KILL/PAUSE that @connection would grant. ROLE (an @admin
+	// command that reveals only the replication topology) stays: Sentinel-aware clients such as valkey-go
+	// ask every node they are sent to for its ROLE before using it.
+	"readonly": "-@all +@read +@connection -@admin +info +role",
+	// reads and writes, transactions and pub/sub; nothing administrative or dangerous (FLUSHALL, KEYS, ...);
+	// ROLE as for readonly
+	"readwrite": "-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role",
 	// everything except what could harm the system users or replication (seed 003, "Why there's a separate
 	// internal user"): ACL writes and reads of other users, killing or pausing clients (the probe's
 	// connection), replication and failover commands, shutdown, debug, modules and config changes

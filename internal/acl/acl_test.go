@@ -101,6 +101,10 @@ func TestPresetsAgainstRealServer(t *testing.T) {
 	assert.Equal(t, "OK", cli(n, "writer", "w", "SET", "w:1", "x"))
 	assert.Contains(t, cli(n, "writer", "w", "SET", "x:1", "x"), "NOPERM")
 	assert.Contains(t, cli(n, "writer", "w", "FLUSHALL"), "NOPERM", "readwrite cannot flush")
+	for _, u := range [][2]string{{"reader", "r"}, {"writer", "w"}} {
+		assert.Contains(t, cli(n, u[0], u[1], "ROLE"), "master", "%s may ask ROLE, as Sentinel-aware clients do", u[0])
+		assert.Contains(t, cli(n, u[0], u[1], "CLIENT", "KILL", "USER", "_probe"), "NOPERM", "%s cannot kill clients", u[0])
+	}
 	assert.Equal(t, "OK", cli(n, "app", "a", "SET", "k", "v"))
 	for _, cmd := range [][]string{{"ACL", "SETUSER", "evil", "on", ">x", "+@all"}, {"CLIENT", "KILL", "USER", "_probe"},
 		{"REPLICAOF", "localhost", "1"}, {"CONFIG", "SET", "maxmemory", "1"}, {"ACL", "GETUSER", "_operator"}, {"SHUTDOWN"}, {"FAILOVER"}} {

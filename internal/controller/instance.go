@@ -28,6 +28,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 	"github.com/valkey-ha/valkey-ha/internal/topology"
@@ -300,6 +301,11 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	rollWait := ""
 	if lastAction == "" && applyErr == nil {
 		step, why := c.planRoll(in, obs, plan, quorum.OK, mem)
+		if step != nil && step.Kind == roll.HandOff && sentinelInfo != nil && in.Monitored() {
+			if wait := c.checkHandoffReplicas(ctx, in, *sentinelInfo, plan); wait != "" {
+				step, why = nil, wait
+			}
+		}
 		rollWait = why
 		if step != nil {
 			lastAction, applyErr = c.applyRoll(ctx, in, descCM, step, sentinelInfo, mem)

@@ -229,6 +229,74 @@ func TestPlannedDataRollLosesNoAckedWrite(t *testing.T) {
 	t.Logf("planned roll of 3 nodes: %s; writes acked %d, failed %d, longest error window %s", rollTime.Round(time.Millisecond), len(acked), failures, longest.Round(time.Millisecond))
 }
 
+// TestPlannedRollWaitsForAHalfAppliedUpgrade: Helm updates the per-node StatefulSets one by one; while only
+// the primary's carries the new release revision (its pod is the only stale one) the controller neither
+// hands the primary off nor replaces anything. Once every StatefulSet carries the new revision the roll runs
+// replicas first and hands the primary off exactly once.
+func TestPlannedRollWaitsForAHalfAppliedUpgrade(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	e.publishSentinels()
+	pods := []string{"vk-0-0", "vk-1-0", "vk-2-0"}
+	stss := []string{"vk-0", "vk-1", "vk-2"}
+	markStale(t, e, stss, pods, map[string]string{spec.LabelInstance: "vk"})
+	ctx := context.Background()
+	setSTS := func(name, releaseRev, updateRev string) {
+		s, err := e.cs.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		s.Annotations = map[string]string{spec.AnnotationReleaseRevision: releaseRev}
+		s.Status.UpdateRevision = updateRev
+		_, err = e.cs.AppsV1().StatefulSets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	// Helm got as far as the primary's StatefulSet: only vk-0 is at revision 3 with a new update revision.
+	setSTS("vk-0", "3", "r2")
+	setSTS("vk-1", "2", "r1")
+	setSTS("vk-2", "2", "r1")
+	procs := map[string]*valkeytest.Proc{}
+	for i, p := range pods {
+		procs[p] = e.top.Nodes[i]
+	}
+	k := runKubelet(t, e, procs, "r2", nil)
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "the roll waits for the upgrade to be applied", func() error {
+		doc := e.statusDoc()
+		if doc == nil || doc["roll"] != "the StatefulSets carry release revisions 2, 3: an upgrade is being applied" {
+			return fmt.Errorf("roll: %v (last %v)", doc["roll"], doc["lastAction"])
+		}
+		return nil
+	})
+	// several more passes: still nothing (the status is rewritten every pass)
+	time.Sleep(2 * time.Second)
+	assert.Empty(t, k.order(), "no pod replaced while the upgrade is half applied")
+	p, err := e.top.SentinelPrimary()
+	require.NoError(t, err)
+	require.Equal(t, e.top.Nodes[0].Port, p, "no handoff while the upgrade is half applied")
+
+	setSTS("vk-1", "3", "r2")
+	setSTS("vk-2", "3", "r2")
+	valkeytest.Eventually(t, 90*time.Second, 200*time.Millisecond, "every pod rolled", func() error { return e.allAtRevision(pods, "r2") })
+	order := k.order()
+	require.Len(t, order, 3)
+	assert.Equal(t, "vk-0-0", order[2], "the primary is replaced last (order %v)", order)
+	newPrimary, err := e.top.SentinelPrimary()
+	require.NoError(t, err)
+	assert.NotEqual(t, e.top.Nodes[0].Port, newPrimary, "the primary was handed over once, before its replacement")
+	assert.Equal(t, 1, e.failovers(t), "exactly one failover for the whole roll")
+}
+
+// failovers returns the monitor's config-epoch as the first Sentinel reports it (SENTINEL MASTER): it starts
+// at 0 and each failover increments it once.
+func (e *env) failovers(t *testing.T) int {
+	t.Helper()
+	v, err := e.top.Sentinels[0].Client(valkey.Options{}).Do(context.Background(), "SENTINEL", "MASTER", e.in.MonitorName)
+	require.NoError(t, err)
+	m, err := valkey.PairsToMap(v)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(m["config-epoch"])
+	require.NoError(t, err, "config-epoch %q", m["config-epoch"])
+	return n
+}
+
 // TestPlannedRollDeferredWithoutQuorum: the primary is the only stale node, but only one of three Sentinels
 // is up, so CKQUORUM fails: the handoff is never attempted and the primary stays in place.
 func TestPlannedRollDeferredWithoutQuorum(t *testing.T) {

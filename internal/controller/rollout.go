@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,6 +49,13 @@ func stale(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
 func (c *InstanceController) planRoll(in spec.Instance, obs topology.Observation, plan topology.Plan, quorumOK bool, mem *instanceMemory) (*roll.DataStep, string) {
 	ri := roll.DataInput{Monitored: obs.Sentinel.Monitored, Frozen: obs.Sentinel.FailoverInProgress || obs.Sentinel.PrimaryDown,
 		QuorumOK: quorumOK, HandoffDeferred: time.Now().Before(mem.handoffDeferredUntil)}
+	var stss []*appsv1.StatefulSet
+	for _, n := range obs.Nodes {
+		if sts, err := c.stss.StatefulSets(in.Namespace).Get(n.Node.StatefulSet); err == nil {
+			stss = append(stss, sts)
+		}
+	}
+	ri.Settling = checkSettled(stss)
 	var primaryOffset int64
 	for _, n := range obs.Nodes {
 		if plan.Primary != nil && n.Node.Index == plan.Primary.Index && n.Reachable {
@@ -65,6 +74,63 @@ func (c *InstanceController) planRoll(in spec.Instance, obs topology.Observation
 		ri.Nodes = append(ri.Nodes, dn)
 	}
 	return roll.PlanData(ri)
+}
+
+// checkSettled returns why the instance's StatefulSets are not a stable roll target yet, or "": the
+// StatefulSet controller must have observed every spec (status.observedGeneration, without which
+// status.updateRevision is stale), and every StatefulSet must carry the same valkey.io/release-revision
+// (Helm applies them one by one, so during an upgrade some are new and some old).
+func checkSettled(stss []*appsv1.StatefulSet) string {
+	revs := map[string]bool{}
+	for _, s := range stss {
+		if s.Status.ObservedGeneration < s.Generation {
+			return fmt.Sprintf("StatefulSet %s: generation %d not observed yet", s.Name, s.Generation)
+		}
+		if r, ok := s.Annotations[spec.AnnotationReleaseRevision]; ok {
+			revs[r] = true
+		}
+	}
+	if len(revs) > 1 {
+		var l []string
+		for r := range revs {
+			l = append(l, r)
+		}
+		sort.Strings(l)
+		return fmt.Sprintf("the StatefulSets carry release revisions %s: an upgrade is being applied", strings.Join(l, ", "))
+	}
+	return ""
+}
+
+// checkHandoffReplicas asks every Sentinel for SENTINEL REPLICAS and returns why a planned SENTINEL
+// FAILOVER must wait (roll.CheckHandoffReplicas), or "".
+func (c *InstanceController) checkHandoffReplicas(ctx context.Context, in spec.Instance, si spec.SentinelInfo, plan topology.Plan) string {
+	if plan.Primary == nil {
+		return "no primary"
+	}
+	var want []string
+	for _, n := range in.Nodes {
+		if n.Index != plan.Primary.Index {
+			want = append(want, net.JoinHostPort(spec.NormalizeHost(n.Host), strconv.Itoa(in.PortOf(n))))
+		}
+	}
+	views := map[string][]roll.SentinelReplica{}
+	for _, addr := range si.Addrs() {
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+		if err != nil {
+			continue
+		}
+		reps, err := cl.SentinelReplicas(ctx, in.MonitorName)
+		if err != nil {
+			c.pool.drop(addr)
+			continue
+		}
+		l := make([]roll.SentinelReplica, 0, len(reps))
+		for _, r := range reps {
+			l = append(l, roll.SentinelReplica{Addr: net.JoinHostPort(spec.NormalizeHost(r.Host), strconv.Itoa(r.Port)), Flags: r.Flags, LinkOK: r.PrimaryLinkUp})
+		}
+		views[addr] = l
+	}
+	return roll.CheckHandoffReplicas(views, want)
 }
 
 // applyRoll executes one roll step.

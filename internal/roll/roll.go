@@ -38,6 +38,12 @@ type DataInput struct {
 	MaxLagBytes int64
 	// HandoffDeferred is true while a failed primary handoff is backing off.
 	HandoffDeferred bool
+	// Settling, when not empty, says why the StatefulSets are not a stable target yet (an upgrade is still
+	// being applied to them one by one, or the StatefulSet controller has not observed a new spec): no step
+	// is taken, since a node that looks current now may turn stale a moment later. Rolling the primary's
+	// StatefulSet first, while the replicas' are still unchanged, would otherwise hand the primary to a
+	// replica that is about to be rolled and hand it over a second time.
+	Settling string
 }
 
 // DataStepKind is a data-plane step.
@@ -78,6 +84,9 @@ func PlanData(in DataInput) (*DataStep, string) {
 		if n.Primary {
 			primary = n
 		}
+	}
+	if in.Settling != "" {
+		return nil, in.Settling
 	}
 	if len(stale) == 0 {
 		return nil, ""
@@ -239,4 +248,48 @@ func PlanReset(views []SentinelView, live map[string]bool) (string, string) {
 		}
 	}
 	return target, ""
+}
+
+// SentinelReplica is one replica entry of SENTINEL REPLICAS as one Sentinel lists it.
+type SentinelReplica struct {
+	Addr  string // host:port as Sentinel names it (normalized)
+	Flags []string
+	// LinkOK is master-link-status ok.
+	LinkOK bool
+}
+
+// CheckHandoffReplicas returns why a planned SENTINEL FAILOVER must wait ("" = go): every Sentinel that
+// answered (views maps its address to its list) must list every replica in want with the flags exactly
+// "slave" and its link to the primary ok. After a failover Sentinel reconfigures only the replicas it does
+// not consider down and ends the failover without them, so a replica it still flags s_down (a pod replaced
+// a moment ago: Sentinel reconnects to it only every few seconds) would stay behind on the demoted primary
+// until Sentinel's own +fix-slave-config, tens of seconds later (Sentinel docs, "Replicas reconfiguration").
+// With no view at all it waits too.
+func CheckHandoffReplicas(views map[string][]SentinelReplica, want []string) string {
+	if len(views) == 0 {
+		return "no Sentinel answered SENTINEL REPLICAS"
+	}
+	addrs := make([]string, 0, len(views))
+	for a := range views {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	for _, a := range addrs {
+		listed := map[string]SentinelReplica{}
+		for _, r := range views[a] {
+			listed[r.Addr] = r
+		}
+		for _, w := range want {
+			r, ok := listed[w]
+			switch {
+			case !ok:
+				return fmt.Sprintf("Sentinel %s does not list replica %s yet", a, w)
+			case len(r.Flags) != 1 || r.Flags[0] != "slave":
+				return fmt.Sprintf("Sentinel %s flags replica %s %v", a, w, r.Flags)
+			case !r.LinkOK:
+				return fmt.Sprintf("Sentinel %s sees replica %s's link to the primary down", a, w)
+			}
+		}
+	}
+	return ""
 }

@@ -38,6 +38,8 @@ func TestPlanData(t *testing.T) {
 		{"handoff deferred after a timeout", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false)}, Monitored: true, QuorumOK: true, HandoffDeferred: true},
 			"", "", "", "the last primary handoff timed out; backing off"},
 		{"single node is simply replaced", DataInput{Nodes: []DataNode{dn(0, true, true)}}, DeletePod, "vk-0-0", "", ""},
+		{"nothing while an upgrade is half applied, not even a stale replica", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false), dn(2, false, true)}, Monitored: true, QuorumOK: true,
+			Settling: "StatefulSets carry release revisions 2 and 3"}, "", "", "", "StatefulSets carry release revisions 2 and 3"},
 		{"unmonitored handoff needs no quorum", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false)}}, HandOff, "vk-0-0", "vk-1-0", ""},
 		{"lagging replica blocks the handoff", DataInput{Nodes: []DataNode{dn(0, true, true), func() DataNode { n := dn(1, false, false); n.LagBytes = 5 << 20; return n }()}},
 			"", "", "", "vk-1-0 lags 5242880 bytes"},
@@ -112,4 +114,22 @@ func TestPlanReset(t *testing.T) {
 	target, why = PlanReset([]SentinelView{v("s0", "a:1"), v("s1", "a:1"), v("s2", "a:1")}, live)
 	assert.Empty(t, target, "steady state: zero RESETs")
 	assert.Empty(t, why)
+}
+
+func TestCheckHandoffReplicas(t *testing.T) {
+	ok := func(addr string) SentinelReplica {
+		return SentinelReplica{Addr: addr, Flags: []string{"slave"}, LinkOK: true}
+	}
+	want := []string{"vk-1:6379", "vk-2:6379"}
+	assert.Empty(t, CheckHandoffReplicas(map[string][]SentinelReplica{"s0": {ok("vk-1:6379"), ok("vk-2:6379")}, "s1": {ok("vk-2:6379"), ok("vk-1:6379")}}, want))
+	down := ok("vk-2:6379")
+	down.Flags = []string{"s_down", "slave"}
+	assert.Equal(t, "Sentinel s1 flags replica vk-2:6379 [s_down slave]",
+		CheckHandoffReplicas(map[string][]SentinelReplica{"s0": {ok("vk-1:6379"), ok("vk-2:6379")}, "s1": {ok("vk-1:6379"), down}}, want))
+	link := ok("vk-1:6379")
+	link.LinkOK = false
+	assert.Equal(t, "Sentinel s0 sees replica vk-1:6379's link to the primary down",
+		CheckHandoffReplicas(map[string][]SentinelReplica{"s0": {link, ok("vk-2:6379")}}, want))
+	assert.Equal(t, "Sentinel s0 does not list replica vk-2:6379 yet", CheckHandoffReplicas(map[string][]SentinelReplica{"s0": {ok("vk-1:6379")}}, want))
+	assert.Equal(t, "no Sentinel answered SENTINEL REPLICAS", CheckHandoffReplicas(nil, want))
 }

@@ -14,6 +14,11 @@ import (
 	"strings"
 )
 
+// AnnotationReleaseRevision is set by charts/valkey on every data StatefulSet (metadata, not the pod
+// template) to the Helm release revision that applied it; differing values mean an upgrade is half applied
+// and the controller rolls nothing until they agree.
+const AnnotationReleaseRevision = "valkey.io/release-revision"
+
 // Well-known names, labels and keys (docs/contract.md).
 const (
 	LabelPartOf      = "app.kubernetes.io/part-of"

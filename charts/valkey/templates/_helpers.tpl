@@ -312,9 +312,9 @@ System users: one table, user -> rules (valkey 8.0). internal/acl holds the same
 {{/* Customer access presets: rules after `nocommands`. */}}
 {{- define "valkey.accessPreset" -}}
 {{- if eq . "readonly" -}}
--@all +@read +@connection -@admin +info
+-@all +@read +@connection -@admin +info +role
 {{- else if eq . "readwrite" -}}
--@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info
+-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role
 {{- else -}}
 +@all -acl|setuser -acl|deluser -acl|load -acl|save -acl|list -acl|getuser -acl|dryrun -client|kill -client|pause -client|unpause -replicaof -slaveof -failover -sync -psync -replconf -shutdown -debug -module -config|set -config|rewrite -monitor
 {{- end -}}
