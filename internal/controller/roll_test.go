@@ -217,12 +217,7 @@ func TestPlannedDataRollLosesNoAckedWrite(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	acked, failures, longest := w.finish()
 
-	order := k.order()
-	require.Len(t, order, 3)
-	assert.Equal(t, "vk-0-0", order[2], "the primary is replaced last (order %v)", order)
-	newPrimary, err := e.top.SentinelPrimary()
-	require.NoError(t, err)
-	assert.NotEqual(t, e.top.Nodes[0].Port, newPrimary, "the primary was handed over before its replacement")
+	newPrimary := e.checkPrimaryRolledLast(t, k)
 	require.NotEmpty(t, acked)
 	missing := lost(t, e.top.NodeByPort(newPrimary).Client(e.top.Options(acl.Operator)), acked)
 	assert.Empty(t, missing, "every acknowledged write survives the roll (%d of %d lost)", len(missing), len(acked))
@@ -275,13 +270,22 @@ func TestPlannedRollWaitsForAHalfAppliedUpgrade(t *testing.T) {
 	setSTS("vk-1", "3", "r2")
 	setSTS("vk-2", "3", "r2")
 	valkeytest.Eventually(t, 90*time.Second, 200*time.Millisecond, "every pod rolled", func() error { return e.allAtRevision(pods, "r2") })
+	e.checkPrimaryRolledLast(t, k)
+}
+
+// checkPrimaryRolledLast asserts the end of a full roll of vk-0-0 (the primary), vk-1-0 and vk-2-0: the
+// primary's pod was replaced last, after exactly one failover moved the primary elsewhere. It returns the
+// new primary's port.
+func (e *env) checkPrimaryRolledLast(t *testing.T, k *kubelet) int {
+	t.Helper()
 	order := k.order()
 	require.Len(t, order, 3)
 	assert.Equal(t, "vk-0-0", order[2], "the primary is replaced last (order %v)", order)
 	newPrimary, err := e.top.SentinelPrimary()
 	require.NoError(t, err)
-	assert.NotEqual(t, e.top.Nodes[0].Port, newPrimary, "the primary was handed over once, before its replacement")
+	assert.NotEqual(t, e.top.Nodes[0].Port, newPrimary, "the primary was handed over before its replacement")
 	assert.Equal(t, 1, e.failovers(t), "exactly one failover for the whole roll")
+	return newPrimary
 }
 
 // failovers returns the monitor's config-epoch as the first Sentinel reports it (SENTINEL MASTER): it starts
