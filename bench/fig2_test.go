@@ -4,6 +4,7 @@ package bench
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,31 +56,41 @@ func measureRoll(t *testing.T, w *writer, from, to time.Time) rollResult {
 	return r
 }
 
-func rollOurs(t *testing.T) rollResult {
+// measureRolls measures every writer over [from, to] (one result per writer) and sets took.
+func measureRolls(t *testing.T, ws []*writer, from, to time.Time, took time.Duration) []rollResult {
+	var out []rollResult
+	for _, w := range ws {
+		w.finish()
+		r := measureRoll(t, w, from, to)
+		r.took = took
+		out = append(out, r)
+	}
+	return out
+}
+
+func rollOurs(t *testing.T) []rollResult {
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	defer stopTopology(top)
 	e := newKEnv(t, top)
 	e.markStale()
 	e.runKubelet("r2")
-	w := startWriter(t, top)
-	time.Sleep(500 * time.Millisecond) // the writer has found the primary
+	ws := startWriters(t, top)
+	time.Sleep(500 * time.Millisecond) // the writers have found the primary
 	from := time.Now()
 	stop := e.startInstanceController(controller.InstanceOptions{}) // defaults: Resync 2 s
 	valkeytest.Eventually(t, 120*time.Second, 50*time.Millisecond, "every pod rolled", func() error { return e.allAtRevision("r2") })
 	top.WaitReplicationUp(30 * time.Second)
 	to := time.Now()
 	time.Sleep(300 * time.Millisecond)
-	w.finish()
+	rs := measureRolls(t, ws, from, to.Add(300*time.Millisecond), to.Sub(from))
 	stop()
-	r := measureRoll(t, w, from, to.Add(300*time.Millisecond))
-	r.took = to.Sub(from)
-	return r
+	return rs
 }
 
-func rollNaive(t *testing.T) rollResult {
+func rollNaive(t *testing.T) []rollResult {
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	defer stopTopology(top)
-	w := startWriter(t, top)
+	ws := startWriters(t, top)
 	time.Sleep(500 * time.Millisecond)
 	from := time.Now()
 	for _, n := range top.Nodes {
@@ -89,21 +100,27 @@ func rollNaive(t *testing.T) rollResult {
 	}
 	to := time.Now()
 	time.Sleep(300 * time.Millisecond)
-	w.finish()
-	r := measureRoll(t, w, from, to.Add(300*time.Millisecond))
-	r.took = to.Sub(from)
-	return r
+	return measureRolls(t, ws, from, to.Add(300*time.Millisecond), to.Sub(from))
 }
 
 func fig2(t *testing.T) *figure {
 	n := envInt("BENCH_ROLLS", 3)
-	var ours, naive []rollResult
+	var ours, naive []rollResult // one per roll and writer
+	var raw []string
 	for i := 0; i < n; i++ { // alternated, so both see the same conditions
-		ours = append(ours, rollOurs(t))
-		naive = append(naive, rollNaive(t))
+		o, nv := rollOurs(t), rollNaive(t)
+		ours, naive = append(ours, o...), append(naive, nv...)
+		var os, ns []string
+		for j := range o {
+			os = append(os, fmt.Sprintf("%.2f s (lost %d, failed %d)", o[j].stalled.Seconds(), o[j].lost, o[j].failed))
+		}
+		for j := range nv {
+			ns = append(ns, fmt.Sprintf("%.2f s (lost %d, failed %d)", nv[j].stalled.Seconds(), nv[j].lost, nv[j].failed))
+		}
+		raw = append(raw, fmt.Sprintf("roll %d: ours, writers 0-2: %s; naive: %s", i+1, strings.Join(os, ", "), strings.Join(ns, ", ")))
 	}
-	f := &figure{N: 2, Title: fmt.Sprintf("Planned roll of 1 primary + 2 replicas, %d rolls each: ours (replicas first, SENTINEL FAILOVER handoff) vs naive (ordinal order, no handoff)", n),
-		Header: []string{"roll", "write outage per roll (no ack > 100 ms, total): median (max)", "longest gap (max)", "failed-write time median",
+	f := &figure{N: 2, Title: fmt.Sprintf("Planned roll of 1 primary + 2 replicas, %d rolls each, 3 writers (one per Sentinel): ours (replicas first, SENTINEL FAILOVER handoff) vs naive (ordinal order, no handoff)", n),
+		Header: []string{"roll", "write outage per roll and writer (no ack > 100 ms, total): median (max)", "longest gap (max)", "failed-write time median",
 			"failed writes", "lost acked writes", "acked writes", "roll duration median"}}
 	type agg struct {
 		stalled, longest, failedTime, took []time.Duration
@@ -134,10 +151,7 @@ func fig2(t *testing.T) *figure {
 		{Name: "0 lost acknowledged writes (ours, all rolls)", Measured: fmt.Sprintf("%d of %d", o.lost, o.ok), Pass: o.lost == 0},
 		{Name: "outage ours / naive <= 0.1 (medians)", Measured: fmt.Sprintf("%.2f", rt), Pass: rt <= 0.1},
 	}
-	for i := range ours {
-		f.Raw = append(f.Raw, fmt.Sprintf("roll %d: ours outage %.2f s, lost %d, failed %d; naive outage %.2f s, lost %d, failed %d", i+1,
-			ours[i].stalled.Seconds(), ours[i].lost, ours[i].failed, naive[i].stalled.Seconds(), naive[i].lost, naive[i].failed))
-	}
+	f.Raw = append(f.Raw, raw...)
 	f.Notes = append(f.Notes, "Both rolls replace a pod by SIGTERM and an immediate restart of its process (about 0.1 s here); "+
 		"a real pod replacement takes seconds, which lengthens the naive roll's outage and leaves ours unchanged (it never restarts the primary while it is primary).",
 		"The naive roll restarts the primary with an empty dataset (no persistence, the chart's default starter plan) and its replicas resync from it: "+

@@ -65,12 +65,30 @@ type writer struct {
 
 const writerKey = "__valkey-ha:bench"
 
-func startWriter(t testing.TB, top *valkeytest.Topology) *writer {
+// startWriters starts one writer per Sentinel, writer j listing the Sentinels from j on (valkey-go
+// subscribes to the first one that answers), each on its own key: a population of clients spread over the
+// Sentinels, as clients that reach them through the Sentinel Service are.
+func startWriters(t testing.TB, top *valkeytest.Topology) []*writer {
+	t.Helper()
+	var ws []*writer
+	for j := range top.Sentinels {
+		ws = append(ws, startWriterVia(t, top, j))
+	}
+	return ws
+}
+
+// startWriter starts a writer that lists the Sentinels in order, so it subscribes to Sentinel 0.
+func startWriter(t testing.TB, top *valkeytest.Topology) *writer { return startWriterVia(t, top, 0) }
+
+// startWriterVia starts a writer that lists the Sentinels from first on (wrapping around) and writes key
+// writerKey:<first>.
+func startWriterVia(t testing.TB, top *valkeytest.Topology, first int) *writer {
 	t.Helper()
 	var addrs []string
-	for _, s := range top.Sentinels {
-		addrs = append(addrs, s.Addr())
+	for j := range top.Sentinels {
+		addrs = append(addrs, top.Sentinels[(first+j)%len(top.Sentinels)].Addr())
 	}
+	key := fmt.Sprintf("%s:%d", writerKey, first)
 	c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, Sentinel: vk.SentinelOption{MasterSet: top.Cfg.MonitorName},
 		Username: acl.Operator, Password: top.Passwords[acl.Operator], DisableCache: true, ClientSetInfo: vk.DisableClientSetInfo,
 		ConnWriteTimeout: 2 * time.Second})
@@ -91,7 +109,7 @@ func startWriter(t testing.TB, top *valkeytest.Topology) *writer {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			start := time.Now()
-			res := c.Do(ctx, c.B().Set().Key(writerKey).Value(strconv.FormatInt(n, 10)).Get().Build())
+			res := c.Do(ctx, c.B().Set().Key(key).Value(strconv.FormatInt(n, 10)).Get().Build())
 			end := time.Now()
 			cancel()
 			ev := writeEvent{start: start, end: end, n: n}

@@ -219,6 +219,14 @@ func (c *InstanceController) handOffSentinel(ctx context.Context, in spec.Instan
 			if err := pc.ReplicaOf(ctx, host, port); err != nil {
 				return fmt.Errorf("demote %s after the handoff: %w", step.Node.Pod, err)
 			}
+			// The leader publishes +switch-master only at +failover-end, about 1 s after the other
+			// Sentinels (it waits for the remaining replicas' next INFO). Closing its Pub/Sub clients makes
+			// clients subscribed to it reconnect and ask GET-MASTER-ADDR-BY-NAME, which it already answers
+			// with the new primary: the same nudge Sentinel gives clients of a reconfigured server (CLIENT
+			// KILL TYPE pubsub). Best effort: a client that misses it still hears +switch-master.
+			if _, err := sc.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+				c.log.Info("roll: could not close the failover leader's Pub/Sub clients", "instance", in.Name, "err", err)
+			}
 			return nil
 		}
 		select {
