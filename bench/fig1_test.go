@@ -51,10 +51,10 @@ type fig1Topo struct {
 	failovers int
 	// ledBy counts the failovers each Sentinel led: the writer subscribed to the leader hears
 	// +switch-master about 1 s after the others.
-	ledBy []int
-	marks     []int // failovers completed before each round
-	failed    int
-	acked     int
+	ledBy  []int
+	marks  []int // failovers completed before each round
+	failed int
+	acked  int
 }
 
 // roundFailovers returns the failovers completed in each round.
