@@ -1,6 +1,7 @@
 package templatestests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func sentinelSTS(t testing.TB, objs objects) *appsv1.StatefulSet {
@@ -306,4 +310,82 @@ func TestCaseS18TLSOnlySentinel(t *testing.T) {
 	assert.Contains(t, container(t, spec, "sentinel").ReadinessProbe.Exec.Command[2], "valkey-cli --tls --cacert /etc/valkey-ha/tls/ca.crt")
 	d := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment)
 	assert.Equal(t, "sentinel-tls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName, "the controller speaks TLS to the Sentinels too")
+}
+
+// The two charts' NetworkPolicies must admit each other's pods: the Sentinel policy lets in the data pods,
+// controllers and test pods of a valkey release and reaches its data pods; the valkey policy lets in and
+// reaches the Sentinel pods. Checked by matching the rendered selectors against the rendered pod labels.
+func TestNetworkPoliciesAdmitEachOther(t *testing.T) {
+	sobjs := decode(t, mustRender(t, "valkey-sentinel", "networkPolicy: {enabled: true, clientPodSelector: {matchLabels: {app: web}}}\nallowedSources: [10.0.0.0/8]\n"))
+	vobjs := decode(t, mustRender(t, "valkey", "networkPolicy: {enabled: true}\n"))
+	snp := sobjs.get(t, "NetworkPolicy", sentinelRel).(*networkingv1.NetworkPolicy)
+	vnp := vobjs.get(t, "NetworkPolicy", valkeyF).(*networkingv1.NetworkPolicy)
+
+	podLabels := func(objs objects, kind, name string) labels.Set {
+		switch o := objs.get(t, kind, name).(type) {
+		case *appsv1.StatefulSet:
+			return o.Spec.Template.Labels
+		case *appsv1.Deployment:
+			return o.Spec.Template.Labels
+		case *corev1.Pod:
+			return o.Labels
+		}
+		t.Fatalf("%s %s: unexpected kind", kind, name)
+		return nil
+	}
+	sentinelPod := podLabels(sobjs, "StatefulSet", sentinelRel)
+	dataPod := podLabels(vobjs, "StatefulSet", valkeyF+"-0")
+	matches := func(sel metav1.LabelSelector, l labels.Set) bool {
+		s, err := metav1.LabelSelectorAsSelector(&sel)
+		require.NoError(t, err)
+		return s.Matches(l)
+	}
+	admits := func(peers []networkingv1.NetworkPolicyPeer, l labels.Set) bool {
+		for _, p := range peers {
+			if p.PodSelector != nil && p.NamespaceSelector == nil && p.IPBlock == nil && matches(*p.PodSelector, l) {
+				return true
+			}
+		}
+		return false
+	}
+	ingressFrom := func(np *networkingv1.NetworkPolicy, l labels.Set) bool {
+		for _, r := range np.Spec.Ingress {
+			if admits(r.From, l) {
+				return true
+			}
+		}
+		return false
+	}
+	egressTo := func(np *networkingv1.NetworkPolicy, l labels.Set) bool {
+		for _, r := range np.Spec.Egress {
+			if admits(r.To, l) {
+				return true
+			}
+		}
+		return false
+	}
+
+	assert.True(t, matches(snp.Spec.PodSelector, sentinelPod), "the Sentinel policy applies to the Sentinel pods")
+	assert.True(t, matches(vnp.Spec.PodSelector, dataPod), "the valkey policy applies to the data pods")
+	for name, l := range map[string]labels.Set{
+		"a data pod":                 dataPod,
+		"a peer Sentinel":            sentinelPod,
+		"the valkey controller":      podLabels(vobjs, "Deployment", valkeyF+"-controller"),
+		"the sentinel controller":    podLabels(sobjs, "Deployment", sentinelRel+"-controller"),
+		"a client with app=web":      {"app": "web"},
+		"the valkey helm test pod":   podLabels(vobjs, "Pod", valkeyF+"-test"),
+		"the sentinel helm test pod": podLabels(sobjs, "Pod", sentinelRel+"-test"),
+	} {
+		assert.True(t, ingressFrom(snp, l), "the Sentinels admit %s", name)
+	}
+	assert.False(t, ingressFrom(snp, labels.Set{"app": "other"}), "the Sentinels refuse other pods")
+	assert.True(t, egressTo(snp, dataPod), "the Sentinels reach the data pods")
+	assert.True(t, egressTo(snp, sentinelPod), "the Sentinels reach their peers")
+	assert.True(t, ingressFrom(vnp, sentinelPod), "the data pods admit the Sentinels")
+	assert.True(t, egressTo(vnp, sentinelPod), "the data pods reach the Sentinels")
+	b, _ := json.Marshal(snp)
+	for _, want := range []string{`"cidr":"10.0.0.0/8"`, `"port":53`, `"port":26379`} {
+		assert.Contains(t, string(b), want)
+	}
+	assert.Empty(t, decode(t, mustRender(t, "valkey-sentinel", "")).ofKind("NetworkPolicy"), "off by default")
 }
