@@ -912,3 +912,14 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 		assert.True(t, strings.HasSuffix(lines[user], " nocommands "+acl.Presets[preset]), "%s (%s): %s", user, preset, lines[user])
 	}
 }
+
+// NOTES warn about a down-after-milliseconds below 2000: Sentinel then sometimes fails over a second time
+// right after a failover (measured in BENCHMARKS.md, figure 1, at 1000 ms).
+func TestNotesWarnAboutAShortDownAfter(t *testing.T) {
+	notes := func(values string) string {
+		return mustRender(t, "valkey", values, renderOpts{withNotes: true})["valkey/templates/NOTES.txt"]
+	}
+	assert.Contains(t, notes("sentinel: {config: {down-after-milliseconds: \"1000\"}}\n"), "WARNING: sentinel.config.down-after-milliseconds is 1000")
+	assert.NotContains(t, notes(""), "WARNING: sentinel.config.down-after-milliseconds")
+	assert.NotContains(t, notes("sentinel: {config: {down-after-milliseconds: \"2000\"}}\n"), "WARNING: sentinel.config.down-after-milliseconds")
+}
