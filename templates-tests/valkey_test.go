@@ -923,3 +923,16 @@ func TestNotesWarnAboutAShortDownAfter(t *testing.T) {
 	assert.NotContains(t, notes(""), "WARNING: sentinel.config.down-after-milliseconds")
 	assert.NotContains(t, notes("sentinel: {config: {down-after-milliseconds: \"2000\"}}\n"), "WARNING: sentinel.config.down-after-milliseconds")
 }
+
+// A release named like a YAML 1.1 boolean ("y", "on", ...) still renders string labels in the valkey chart;
+// the Sentinel chart, whose object names are the release name, refuses it with a way out (bad values file
+// sentinel-fullname-yaml-boolean.yaml).
+func TestReleaseNamedLikeABoolean(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey", "", renderOpts{release: "y"}))
+	for _, s := range objs.statefulSets() {
+		assert.Equal(t, "y", s.Spec.Template.Labels["app.kubernetes.io/instance"], s.Name)
+	}
+	_, err := renderChart(t, "valkey-sentinel", "", renderOpts{release: "y"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "fullnameOverride")
+}

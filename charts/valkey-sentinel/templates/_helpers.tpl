@@ -18,7 +18,7 @@ Numbers from values arrive as float64: always pass them through `int` before pri
 
 {{- define "vs.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "vs.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}
 {{- end -}}
 
 {{/* Common labels; call with (dict "ctx" $ "component" "sentinel"). */}}
@@ -214,8 +214,11 @@ echo "wrote $conf announcing $fqdn"
 
 {{- define "vs.validate" -}}
 {{- $S := include "vs.fullname" . -}}
+{{- if has (lower $S) (list "y" "n" "yes" "no" "on" "off" "true" "false") -}}
+{{- fail (printf "fullnameOverride: the full name %q (the release name by default) reads as a YAML boolean in object names; set fullnameOverride to another name, e.g. %s-sentinel" $S $S) -}}
+{{- end -}}
 {{- if .Values.auth.enabled -}}
-{{- fail "auth.enabled: Sentinel client authentication is not supported yet: data pods and the instance controllers could not ask the Sentinels for the primary (bootstrap would lose its split-brain guard). Leave auth.enabled false and restrict access to port 26379 with a NetworkPolicy" -}}
+{{- fail "auth.enabled: Sentinel client authentication is not supported yet: data pods and the instance controllers could not ask the Sentinels for the primary (bootstrap would lose its split-brain guard). Leave auth.enabled false and restrict access to port 26379 with networkPolicy.enabled (plus allowedSources / networkPolicy.clientPodSelector for your clients)" -}}
 {{- end -}}
 {{- if gt (len $S) 50 -}}
 {{- fail (printf "fullnameOverride: the full name %q is %d characters; at most 50 fit the StatefulSet and S-headless Service names. Set fullnameOverride to a shorter name" $S (len $S)) -}}

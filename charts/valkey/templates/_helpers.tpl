@@ -32,7 +32,7 @@ valid StatefulSet name (revision hash label) and F-replicas a valid Service name
 {{/* Immutable selector subset. */}}
 {{- define "valkey.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "valkey.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}
 {{- end -}}
 
 {{/* Common labels; call with (dict "ctx" $ "component" "data"). */}}
