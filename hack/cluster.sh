@@ -59,7 +59,9 @@ with_lock() { # cmd... : serialise up/down between concurrent callers
     ((waited)) || log "an up.sh/down.sh started outside cluster.sh is running; waiting for it to finish"
     waited=1; sleep 5
   done
-  "$@"
+  # fd 9 (the lock) must not leak into the daemons up.sh starts: they would hold the lock for the cluster's
+  # lifetime and every later up/down would wait forever
+  "$@" 9>&-
 }
 
 cluster_ready() { # quiet: node Ready and CoreDNS available

@@ -154,8 +154,14 @@ wait_pods "$NS" "role labels: 1 primary + $REPLICAS replicas (valkey.io/role)" "
 
 # 6 --------------------------------------------------------------------------------------------------
 step "helm test"
-helm test "$DATA_REL" -n "$NS" --logs --timeout 5m || die_diag "helm test $DATA_REL failed"
-helm test "$SENT_REL" -n "$NS" --logs --timeout 5m || die_diag "helm test $SENT_REL failed"
+# no --logs: the test pods are deleted once they pass (hook-delete-policy hook-succeeded), so helm could not
+# fetch their logs; a failed test pod stays, and die_diag shows its log
+for rel in "$DATA_REL" "$SENT_REL"; do
+  if ! helm test "$rel" -n "$NS" --timeout 5m; then
+    kubectl -n "$NS" logs -l "app.kubernetes.io/instance=$rel,app.kubernetes.io/component=test" --tail=50 || true
+    die_diag "helm test $rel failed"
+  fi
+done
 
 # 7 --------------------------------------------------------------------------------------------------
 step "valkey-sentinel-ctl status"

@@ -520,10 +520,21 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 		Data: map[string]string{spec.StatusKey: string(b)},
 	}
 	// owned by the Sentinel StatefulSet, so helm uninstall leaves nothing behind
-	if sts, err := c.cs.AppsV1().StatefulSets(c.opts.Namespace).Get(ctx, c.opts.StatefulSet, metav1.GetOptions{}); err == nil {
+	sts, err := c.cs.AppsV1().StatefulSets(c.opts.Namespace).Get(ctx, c.opts.StatefulSet, metav1.GetOptions{})
+	switch {
+	case err == nil:
 		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID}}
+	case apierrors.IsNotFound(err):
+		// No StatefulSet: the release is being uninstalled (this controller outlives it by a moment) or not
+		// applied yet. A ConfigMap created now would have no owner and outlive the release, so only an
+		// existing one (which keeps its owner) is updated.
+		if _, gerr := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, cm.Name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			return nil
+		}
+	default:
+		return fmt.Errorf("get StatefulSet %s: %w", c.opts.StatefulSet, err)
 	}
-	_, err := kube.ApplyConfigMap(ctx, c.cs, cm)
+	_, err = kube.ApplyConfigMap(ctx, c.cs, cm)
 	if apierrors.IsForbidden(err) {
 		return nil
 	}
