@@ -67,9 +67,8 @@ type DataStep struct {
 	Reason string
 }
 
-// PlanData returns the next data-plane roll step, or nil and the reason it waits. A stale replica that is not
-// ready is replaced at once (it serves nothing). Replicas go first, one at a time, each only while every node
-// is ready and every other replica is linked and caught up; then the primary
+// PlanData returns the next data-plane roll step, or nil and the reason it waits. Replicas go first, one at a
+// time, each only while every node is ready and every other replica is linked and caught up; then the primary
 // is handed over (never rolled while it is primary, unless it is alone) and, once it is a replica, replaced.
 func PlanData(in DataInput) (*DataStep, string) {
 	if in.MaxLagBytes <= 0 {
@@ -95,17 +94,6 @@ func PlanData(in DataInput) (*DataStep, string) {
 	if in.Frozen {
 		return nil, "a failover is in flight or the primary is down"
 	}
-	sort.Slice(stale, func(i, j int) bool { return stale[i].Node.Index < stale[j].Node.Index })
-	// A stale replica that is not ready may never become ready at its old revision (an image that cannot be
-	// pulled, a config since reverted): it serves nothing, so replacing it costs no availability and is the
-	// only way out; waiting for it would stall the roll for good.
-	if primary != nil {
-		for _, n := range stale {
-			if !n.Primary && (!n.Ready || !n.Reachable) {
-				return &DataStep{Kind: DeletePod, Node: n.Node, Reason: "stale replica that is not ready: replacing it costs nothing"}, ""
-			}
-		}
-	}
 	for _, n := range in.Nodes {
 		if !n.Ready || !n.Reachable {
 			return nil, fmt.Sprintf("%s is not ready yet", n.Node.Pod)
@@ -128,6 +116,7 @@ func PlanData(in DataInput) (*DataStep, string) {
 		}
 		return true, ""
 	}
+	sort.Slice(stale, func(i, j int) bool { return stale[i].Node.Index < stale[j].Node.Index })
 	for _, n := range stale {
 		if n.Primary {
 			continue
