@@ -37,6 +37,11 @@ type TopologyConfig struct {
 	SkipMonitor bool
 	// TLS runs every node and Sentinel with TLS only (case S18).
 	TLS *TLSFiles
+	// FaultLinks runs every node and Sentinel under its own uid and sends every connection from a node to
+	// another node (replication) and from a Sentinel to a node through a Link (see fault.go), set up before
+	// the first such connection opens: Topology.Link and DelayReplication switch faults on. Needs root and
+	// iptables (RequireFaults); not with TLS.
+	FaultLinks bool
 }
 
 // Topology is a running replicated instance: Nodes[0] starts as the primary.
@@ -47,6 +52,8 @@ type Topology struct {
 	Sentinels []*Proc
 	// Passwords of the system users, by name.
 	Passwords map[string]string
+
+	links map[[2]*Proc]*Link
 }
 
 // RandomPassword returns 32 random hex characters.
@@ -105,7 +112,10 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 		cfg.FailoverTimeoutMs = 5000
 	}
 	Require(t, cfg.Engine)
-	top := &Topology{t: t, Cfg: cfg, Passwords: map[string]string{}}
+	if cfg.FaultLinks {
+		RequireFaults(t)
+	}
+	top := &Topology{t: t, Cfg: cfg, Passwords: map[string]string{}, links: map[[2]*Proc]*Link{}}
 	for _, u := range acl.SystemUsers {
 		top.Passwords[u.Name] = RandomPassword(t)
 	}
@@ -113,25 +123,58 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 	var primaryAddr string
 	for i := 0; i <= cfg.Replicas; i++ {
 		lines := append([]string{}, cfg.ExtraServerLines...)
+		uid := 0
+		if cfg.FaultLinks {
+			uid = AllocUID(t)
+		}
 		if !cfg.NoACL {
 			aclPath := filepath.Join(t.TempDir(), "users.acl")
 			writeFile(t, aclPath, aclText)
+			if uid != 0 {
+				GrantTo(t, uid, aclPath)
+			}
 			lines = append(lines, "aclfile "+aclPath, "masteruser "+acl.Replication,
 				"masterauth "+top.Passwords[acl.Replication])
 		}
-		sc := ServerConfig{Lines: lines, TLS: cfg.TLS}
+		sc := ServerConfig{Lines: lines, TLS: cfg.TLS, UID: uid}
+		var toPrimary *Link
 		if i > 0 {
 			sc.ReplicaOf = primaryAddr
+			if uid != 0 { // the replica's first connection to the primary already goes through its link
+				toPrimary = Redirect(t, uid, top.Nodes[0].Port)
+			}
 		}
 		n := StartServer(t, cfg.Engine, sc)
 		if i == 0 {
 			primaryAddr = n.Addr()
 		}
+		if toPrimary != nil {
+			top.links[[2]*Proc{n, top.Nodes[0]}] = toPrimary
+		}
 		top.Nodes = append(top.Nodes, n)
+	}
+	if cfg.FaultLinks {
+		for _, from := range top.Nodes {
+			for _, to := range top.Nodes {
+				if from != to && top.links[[2]*Proc{from, to}] == nil {
+					top.links[[2]*Proc{from, to}] = Redirect(t, from.UID, to.Port)
+				}
+			}
+		}
 	}
 	top.WaitReplicationUp(20 * time.Second)
 	for i := 0; i < cfg.Sentinels; i++ {
-		top.Sentinels = append(top.Sentinels, StartSentinel(t, cfg.Engine, SentinelConfig{TLS: cfg.TLS}))
+		sc := SentinelConfig{TLS: cfg.TLS}
+		if cfg.FaultLinks {
+			sc.UID = AllocUID(t)
+		}
+		s := StartSentinel(t, cfg.Engine, sc)
+		if cfg.FaultLinks {
+			for _, to := range top.Nodes {
+				top.links[[2]*Proc{s, to}] = Redirect(t, s.UID, to.Port)
+			}
+		}
+		top.Sentinels = append(top.Sentinels, s)
 	}
 	if cfg.Sentinels > 0 && !cfg.SkipMonitor {
 		ctx := context.Background()
@@ -141,6 +184,24 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 		top.WaitSentinelsConverged(30*time.Second, cfg.Replicas, cfg.Sentinels-1)
 	}
 	return top
+}
+
+// Link returns the Link that carries from's connections to to (a node or Sentinel to a node), or nil when
+// the topology was started without FaultLinks.
+func (top *Topology) Link(from, to *Proc) *Link { return top.links[[2]*Proc{from, to}] }
+
+// DelayReplication sets the delay of every node-to-node link (see Link.Delay; 0 removes it), so whichever
+// node is primary, its replicas trail it by d. It needs FaultLinks.
+func (top *Topology) DelayReplication(d time.Duration) {
+	top.t.Helper()
+	if !top.Cfg.FaultLinks {
+		top.t.Fatal("DelayReplication needs TopologyConfig.FaultLinks")
+	}
+	for k, l := range top.links {
+		if !k[0].Sentinel {
+			l.Delay(d)
+		}
+	}
 }
 
 // Register runs SENTINEL MONITOR on s for node (by hostname) and SENTINEL SET for the credentials and timings.

@@ -77,12 +77,18 @@ type Proc struct {
 
 	// TLS is set when the process listens with TLS only.
 	TLS *TLSFiles
+	// UID, when not 0, is the uid (and gid) the process runs under, its own (see AllocUID), so iptables can
+	// tell its connections apart (Redirect).
+	UID int
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
 	log *os.File
 	// exited is closed when the current process has been reaped.
 	exited chan struct{}
+	// paused is true between Pause and Resume; resumeRegistered once the cleanup that resumes is registered.
+	paused           bool
+	resumeRegistered bool
 }
 
 // Addr returns "localhost:<port>".
@@ -96,6 +102,9 @@ type ServerConfig struct {
 	ReplicaOf string
 	// TLS makes the node listen with TLS only (port 0) and replicate over TLS.
 	TLS *TLSFiles
+	// UID runs the node under that uid and gid (from AllocUID); its directory and config are given to it.
+	// Files it must read elsewhere (an aclfile) must be given to it too (GrantTo).
+	UID int
 }
 
 // StartServer starts a data node announcing "localhost" and waits until it answers. The process is killed
@@ -103,7 +112,7 @@ type ServerConfig struct {
 func StartServer(t testing.TB, e Engine, cfg ServerConfig) *Proc {
 	t.Helper()
 	Require(t, e)
-	p := &Proc{t: t, Engine: e, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS}
+	p := &Proc{t: t, Engine: e, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS, UID: cfg.UID}
 	lines := []string{
 		"port " + strconv.Itoa(p.Port),
 		"bind 127.0.0.1 -::1",
@@ -126,6 +135,7 @@ func StartServer(t testing.TB, e Engine, cfg ServerConfig) *Proc {
 	lines = append(lines, cfg.Lines...)
 	p.ConfPath = filepath.Join(p.Dir, "valkey.conf")
 	writeFile(t, p.ConfPath, strings.Join(lines, "\n")+"\n")
+	p.grantOwn()
 	p.Start()
 	return p
 }
@@ -136,6 +146,8 @@ type SentinelConfig struct {
 	Lines []string
 	// TLS makes the Sentinel listen and connect out with TLS only.
 	TLS *TLSFiles
+	// UID runs the Sentinel under that uid and gid (from AllocUID).
+	UID int
 }
 
 // StartSentinel starts a Sentinel with resolve-hostnames and announce-hostnames on, announcing "localhost", and
@@ -143,7 +155,7 @@ type SentinelConfig struct {
 func StartSentinel(t testing.TB, e Engine, cfg SentinelConfig) *Proc {
 	t.Helper()
 	Require(t, e)
-	p := &Proc{t: t, Engine: e, Sentinel: true, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS}
+	p := &Proc{t: t, Engine: e, Sentinel: true, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS, UID: cfg.UID}
 	lines := []string{
 		"port " + strconv.Itoa(p.Port),
 		"bind 127.0.0.1 -::1",
@@ -160,6 +172,7 @@ func StartSentinel(t testing.TB, e Engine, cfg SentinelConfig) *Proc {
 	lines = append(lines, cfg.Lines...)
 	p.ConfPath = filepath.Join(p.Dir, "sentinel.conf")
 	writeFile(t, p.ConfPath, strings.Join(lines, "\n")+"\n")
+	p.grantOwn()
 	p.Start()
 	return p
 }
@@ -190,13 +203,16 @@ func (p *Proc) Start() {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.UID != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.UID), Gid: uint32(p.UID), NoSetGroups: true}
+	}
 	if err := cmd.Start(); err != nil {
 		p.mu.Unlock()
 		p.t.Fatalf("start %s: %v", bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	p.cmd, p.log, p.exited = cmd, logf, exited
+	p.cmd, p.log, p.exited, p.paused = cmd, logf, exited, false
 	p.mu.Unlock()
 	p.t.Cleanup(p.Kill)
 	deadline := time.Now().Add(10 * time.Second)
@@ -227,21 +243,38 @@ func (p *Proc) Stop() { p.signal(syscall.SIGTERM) }
 func (p *Proc) signal(sig syscall.Signal) {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
 	if cmd == nil {
+		p.mu.Unlock()
 		return
 	}
 	select {
 	case <-exited:
+		p.mu.Unlock()
 		return
 	default:
 	}
 	_ = cmd.Process.Signal(sig)
+	// a stopped process acts on SIGTERM only once continued
+	p.resumeLocked()
+	p.mu.Unlock()
 	select {
 	case <-exited:
 	case <-time.After(15 * time.Second):
 		_ = cmd.Process.Kill()
 		<-exited
+	}
+}
+
+// exitedLocked reports whether the current process has been reaped; p.mu is held.
+func (p *Proc) exitedLocked() bool {
+	if p.exited == nil {
+		return true
+	}
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
 	}
 }
 
