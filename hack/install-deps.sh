@@ -2,7 +2,8 @@
 # install-deps.sh - install what the tests and the demo need on a Debian 12 machine, idempotently, from the
 # Debian repositories and the Go module proxy only:
 #   valkey-server / valkey-sentinel / valkey-tools 8.0 (bookworm-backports), redis-server / redis-sentinel /
-#   redis-tools 7.0 (bookworm, the second engine), and the helm CLI v3.22.0 (go install).
+#   redis-tools 7.0 (bookworm, the second engine), iptables (the fault-injection redirects of
+#   internal/valkeytest), and the helm CLI v3.22.0 (go install).
 # Package maintainer scripts are kept from starting services: tests start their own processes.
 #
 #   sudo hack/install-deps.sh            # packages + helm
@@ -20,7 +21,7 @@ die() { log "ERROR: $*"; exit 1; }
 declare -A SUITE=(
   [valkey-server]=bookworm-backports [valkey-sentinel]=bookworm-backports [valkey-tools]=bookworm-backports
   [redis-server]="" [redis-sentinel]="" [redis-tools]=""
-  [busybox-static]="" [iproute2]="" [procps]="" [openssl]="" [ca-certificates]="" [curl]=""
+  [busybox-static]="" [iproute2]="" [iptables]="" [procps]="" [openssl]="" [ca-certificates]="" [curl]=""
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }

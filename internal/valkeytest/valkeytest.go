@@ -3,6 +3,9 @@
 // CONFIG REWRITE and Sentinel's own config rewrites work as in a pod. Nodes are addressed by the hostname
 // "localhost" and Sentinels run with resolve-hostnames and announce-hostnames, as in the charts.
 //
+// Faults for tests of safety claims (fault.go): links with delay, blackhole or cut between processes, and
+// pausing a process; see the comment at the top of fault.go for what each models.
+//
 // When the binaries are missing, tests fail under CI=true and are skipped elsewhere with a clear message.
 package valkeytest
 
