@@ -26,6 +26,10 @@ type SentinelAnswer struct {
 	Port  int
 	// TLS is true when the Sentinel speaks TLS.
 	TLS bool
+	// Replicas is the monitor's replica list (SENTINEL REPLICAS), asked only when Found. ReplicasErr is set
+	// when that list could not be read: the replicas are then unknown, not absent.
+	Replicas    []valkey.SentinelReplica
+	ReplicasErr error
 }
 
 // Peer is what one other data node reported.
@@ -50,6 +54,9 @@ type Observation struct {
 	Peers     []Peer
 	// LocalData is true when persistence is on and the data directory holds an RDB or AOF file with content.
 	LocalData bool
+	// FailoverRequested is true once this boot asked Sentinel to fail over away from this node: from then on
+	// the node never starts as primary on its own (issue 12, F4).
+	FailoverRequested bool
 }
 
 // Kind is what the node does next.
@@ -79,9 +86,13 @@ type Decision struct {
 // PlanBoot decides the role of a starting node:
 //
 //  1. When Sentinels answer, the address most of them name is the primary. If it is another node, start as
-//     its replica. If it is this node and it starts empty (no persistence, or no data file) while replicas
-//     are up, request a failover instead of starting as an empty primary that would wipe the replicas on
-//     resync (case S08) or briefly be a second writable primary.
+//     its replica. If it is this node and it has persisted data, start as primary. If it starts empty (no
+//     persistence, or no data file), it starts as primary only when Sentinel itself lists no replica and no
+//     peer answers as a replica or a primary: a replica that does not answer (paused, partitioned, slow) is
+//     unknown, not absent (issue 12, F4). Otherwise it requests a failover instead of starting as an empty
+//     primary that would wipe the replicas on resync (case S08) or be a second writable primary. Once a
+//     failover was requested, it never starts as primary on its own; while a peer already reports primary
+//     (the failover runs) or the replica list cannot be read, it waits.
 //  2. Otherwise, the peers decide: a peer reporting primary is followed (the highest offset wins when
 //     several claim it). With no primary anywhere, a node never promotes itself while a peer holds data (the
 //     controller or Sentinel promotes the best replica, case S07); on a cold start with no data anywhere,
@@ -99,18 +110,11 @@ func PlanBoot(o Observation) Decision {
 			return Decision{Kind: StartReplica, PrimaryHost: host, PrimaryPort: port,
 				Reason: fmt.Sprintf("%d Sentinel(s) name %s:%d as primary", votes, host, port)}
 		}
-		if o.LocalData || !replicaReachable(o.Peers) {
+		if o.LocalData {
 			return Decision{Kind: StartPrimary,
-				Reason: fmt.Sprintf("%d Sentinel(s) name this node primary and it %s", votes, dataPhrase(o.LocalData))}
+				Reason: fmt.Sprintf("%d Sentinel(s) name this node primary and it has persisted data", votes)}
 		}
-		// Restarted empty while Sentinel still names it and replicas are up: starting as primary would either
-		// wipe the replicas' data on resync (case S08) or, when they are empty too, leave a second writable
-		// primary until Sentinel's own failover demotes it. Hand over at once instead.
-		reason := "Sentinel names this node primary but it restarted empty while replicas are up"
-		if peerHasData {
-			reason += " and hold data (case S08)"
-		}
-		return Decision{Kind: RequestFailover, Reason: reason}
+		return planNamedEmpty(o, host, port, votes, peerHasData)
 	}
 	// no Sentinel knows the monitor: ask the peers
 	var best *Peer
@@ -137,11 +141,51 @@ func PlanBoot(o Observation) Decision {
 	return Decision{Kind: Wait, Reason: "cold start: waiting for node 0 to become primary"}
 }
 
-func dataPhrase(local bool) string {
-	if local {
-		return "has persisted data"
+// planNamedEmpty decides for a node that the Sentinels name primary and that starts without data.
+func planNamedEmpty(o Observation, host string, port, votes int, peerHasData bool) Decision {
+	named := fmt.Sprintf("%d Sentinel(s) name this node primary but it starts empty", votes)
+	for _, p := range o.Peers {
+		if p.Reachable && p.Repl.Role == valkey.RolePrimary && p.Node.Index != o.Self.Index {
+			return Decision{Kind: Wait, Reason: fmt.Sprintf("%s while peer %s already reports primary: a failover is "+
+				"running; waiting for Sentinel to name the new primary", named, p.Node.Host)}
+		}
 	}
-	return "no replica is up (cold start)"
+	if o.FailoverRequested {
+		return Decision{Kind: RequestFailover, Reason: named + "; a failover was requested: waiting for Sentinel " +
+			"to promote a replica (never starting as primary after asking)"}
+	}
+	listed, known := sentinelReplicas(o.Sentinels, host, port)
+	switch {
+	case peerHasData:
+		return Decision{Kind: RequestFailover, Reason: named + " while replicas are up and hold data (case S08)"}
+	case replicaReachable(o.Peers):
+		// starting as primary would leave a second writable primary until Sentinel demotes it
+		return Decision{Kind: RequestFailover, Reason: named + " while replicas are up"}
+	case listed > 0:
+		return Decision{Kind: RequestFailover, Reason: fmt.Sprintf("%s; no replica answers but Sentinel lists %d: "+
+			"they may hold data (unreachable is not absent, issue 12, F4)", named, listed)}
+	case !known:
+		return Decision{Kind: Wait, Reason: named + "; no replica answers and SENTINEL REPLICAS could not be read " +
+			"on every Sentinel that names it: the replicas are unknown, not absent (issue 12, F4)"}
+	}
+	return Decision{Kind: StartPrimary, Reason: named + " and Sentinel lists no replica: nothing to protect (cold start)"}
+}
+
+// sentinelReplicas returns the most replicas any Sentinel naming host:port lists for the monitor; known is
+// false when one of those Sentinels could not list them.
+func sentinelReplicas(answers []SentinelAnswer, host string, port int) (listed int, known bool) {
+	known = true
+	for _, a := range answers {
+		if a.Err != nil || !a.Found || spec.NormalizeHost(a.Host) != host || a.Port != port {
+			continue
+		}
+		if a.ReplicasErr != nil {
+			known = false
+			continue
+		}
+		listed = max(listed, len(a.Replicas))
+	}
+	return listed, known
 }
 
 // replicaReachable reports whether any peer answers as a replica.

@@ -30,6 +30,14 @@ func names(host string, n int) []SentinelAnswer {
 	return out
 }
 
+// listing makes every answer list n replicas.
+func listing(answers []SentinelAnswer, n int) []SentinelAnswer {
+	for i := range answers {
+		answers[i].Replicas = make([]valkey.SentinelReplica, n)
+	}
+	return answers
+}
+
 func TestPlanBoot(t *testing.T) {
 	down := Peer{Node: node(2)}
 	tests := []struct {
@@ -50,8 +58,18 @@ func TestPlanBoot(t *testing.T) {
 			Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, StartPrimary, ""},
 		{"named primary restarted empty, empty replicas up: hand over, never two primaries", Observation{Self: node(0), Sentinels: names("vk-0-0.vk-0", 3),
 			Peers: []Peer{replicaPeer(1, 0, "vk-0-0.vk-0")}}, RequestFailover, ""},
-		{"named primary, cold start (replicas still booting)", Observation{Self: node(0), Sentinels: names("vk-0-0.vk-0", 3),
+		{"named primary, cold start (replicas still booting, Sentinel lists none)", Observation{Self: node(0), Sentinels: names("vk-0-0.vk-0", 3),
 			Peers: []Peer{{Node: node(1)}, {Node: node(2)}}}, StartPrimary, ""},
+		// issue 12, F4: unreachable replicas are unknown, not absent
+		{"TestF4 named empty primary, replicas unreachable but listed by Sentinel: hand over", Observation{Self: node(0),
+			Sentinels: listing(names("vk-0-0.vk-0", 3), 2), Peers: []Peer{{Node: node(1)}, {Node: node(2)}}}, RequestFailover, ""},
+		{"TestF4 named empty primary, replica list unreadable: wait", Observation{Self: node(0),
+			Sentinels: []SentinelAnswer{{Found: true, Host: "vk-0-0.vk-0", Port: 6379, ReplicasErr: errors.New("timeout")}},
+			Peers:     []Peer{{Node: node(1)}, {Node: node(2)}}}, Wait, ""},
+		{"TestF4 after a failover request a promoted peer means wait, never start primary", Observation{Self: node(0),
+			FailoverRequested: true, Sentinels: names("vk-0-0.vk-0", 3), Peers: []Peer{primaryPeer(1, 0)}}, Wait, ""},
+		{"TestF4 after a failover request with nothing visible: keep asking, never start primary", Observation{Self: node(0),
+			FailoverRequested: true, Sentinels: names("vk-0-0.vk-0", 3), Peers: []Peer{{Node: node(1)}}}, RequestFailover, ""},
 		{"sentinels unreachable fall back to peers", Observation{Self: node(0),
 			Sentinels: []SentinelAnswer{{Err: errors.New("refused")}, {Found: false}},
 			Peers:     []Peer{primaryPeer(1, 5), replicaPeer(2, 5, "vk-1-0.vk-1")}}, StartReplica, "vk-1-0.vk-1"},

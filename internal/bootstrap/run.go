@@ -59,6 +59,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 	failoverRequested := time.Time{}
 	for attempt := 1; ; attempt++ {
 		obs := Observe(ctx, cfg)
+		obs.FailoverRequested = !failoverRequested.IsZero()
 		d := PlanBoot(obs)
 		log.Info("bootstrap decision", "attempt", attempt, "decision", d.Kind, "primary", d.PrimaryHost, "reason", d.Reason)
 		switch d.Kind {
@@ -163,6 +164,9 @@ func askSentinel(ctx context.Context, addr, monitor string, o valkey.Options) Se
 	}
 	defer c.Close()
 	a.Host, a.Port, a.Found, a.Err = c.SentinelPrimaryAddr(ctx, monitor)
+	if a.Err == nil && a.Found {
+		a.Replicas, a.ReplicasErr = c.SentinelReplicas(ctx, monitor)
+	}
 	return a
 }
 

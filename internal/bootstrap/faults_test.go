@@ -1,0 +1,178 @@
+package bootstrap
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// roleWatch samples ROLE on every data node and counts the windows in which two or more nodes answered role
+// primary at the same time (two writable primaries a client could reach), and the lowest DBSIZE any node
+// that answered reported.
+type roleWatch struct {
+	mu       sync.Mutex
+	windows  int
+	samples  int
+	inWindow bool
+	longest  time.Duration
+	since    time.Time
+	stop     func()
+}
+
+func watchRoles(t *testing.T, top *valkeytest.Topology) *roleWatch {
+	w := &roleWatch{}
+	w.stop = valkeytest.Sample(25*time.Millisecond, func() {
+		primaries := 0
+		for _, n := range top.Nodes {
+			if !n.Running() {
+				continue
+			}
+			if r, err := roleOf(top, n); err == nil && r == valkey.RolePrimary {
+				primaries++
+			}
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		now := time.Now()
+		switch {
+		case primaries >= 2 && !w.inWindow:
+			w.windows++
+			w.inWindow, w.since = true, now
+		case primaries < 2 && w.inWindow:
+			w.inWindow = false
+			w.longest = max(w.longest, now.Sub(w.since))
+		}
+		if primaries >= 2 {
+			w.samples++
+		}
+	})
+	return w
+}
+
+// finish stops sampling and returns the number of two-primary windows and the longest one.
+func (w *roleWatch) finish() (windows int, longest time.Duration) {
+	w.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inWindow {
+		w.longest = max(w.longest, time.Since(w.since))
+	}
+	return w.windows, w.longest
+}
+
+func roleOf(top *valkeytest.Topology, n *valkeytest.Proc) (valkey.Role, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	o := top.Options(acl.Operator)
+	o.DialTimeout, o.CommandTimeout = 200*time.Millisecond, 200*time.Millisecond
+	c, err := valkey.Dial(ctx, n.Addr(), o)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	r, err := c.Role(ctx)
+	return r.Role, err
+}
+
+// load writes n keys on the primary and waits until every replica acknowledged them.
+func load(t *testing.T, top *valkeytest.Topology, n int) {
+	ctx := context.Background()
+	p := top.Nodes[0].Client(top.Options(acl.Operator))
+	for i := 0; i < n; i++ {
+		_, err := p.Do(ctx, "SET", "__valkey-ha:"+strconv.Itoa(i), "v")
+		require.NoError(t, err)
+	}
+	_, err := p.Do(ctx, "WAIT", strconv.Itoa(len(top.Nodes)-1), "5000")
+	require.NoError(t, err)
+}
+
+// primaryKeys waits until one running node is primary with its replicas' links up, and returns its DBSIZE.
+func primaryKeys(t *testing.T, top *valkeytest.Topology) int64 {
+	top.WaitReplicationUp(40 * time.Second)
+	ctx := context.Background()
+	for _, n := range top.Nodes {
+		if r, err := top.Replication(n); err == nil && r.Role == valkey.RolePrimary {
+			k, err := n.Client(top.Options(acl.Operator)).DBSize(ctx)
+			require.NoError(t, err)
+			return k
+		}
+	}
+	t.Fatal("no primary")
+	return 0
+}
+
+// TestF4EmptyPrimaryWithPausedReplicas (issue 12, F4; case S08 under a fault): the primary restarts diskless
+// while both replicas are paused for about a second, so no replica answers the bootstrap. Sentinel still
+// names the restarted node and still lists its replicas: "unreachable" must read as unknown, never as "no
+// replica", so the node must not start as an empty primary (the replicas would full-resync from it and every
+// node would end with DBSIZE 0).
+func TestF4EmptyPrimaryWithPausedReplicas(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 10000})
+	h := newHarness(t, top, true)
+	const keys = 2000
+	load(t, top, keys)
+	w := watchRoles(t, top)
+
+	for _, n := range top.Nodes[1:] {
+		n.Pause()
+	}
+	top.Nodes[0].Kill()
+	resumed := make(chan struct{})
+	go func() {
+		time.Sleep(1200 * time.Millisecond)
+		for _, n := range top.Nodes[1:] {
+			n.Resume()
+		}
+		close(resumed)
+	}()
+	start := time.Now()
+	d, err := Run(context.Background(), h.config(0), quiet())
+	<-resumed
+	require.NoError(t, err)
+	t.Logf("reborn node decided %s (%s) after %s", d.Kind, d.Reason, time.Since(start).Round(time.Millisecond))
+	top.Nodes[0].Start()
+	final := primaryKeys(t, top)
+	windows, longest := w.finish()
+	t.Logf("F4 paused replicas: keys lost %d of %d; two-primary windows %d (longest %s)", keys-final, keys, windows, longest.Round(time.Millisecond))
+	assert.Equal(t, StartReplica, d.Kind, d.Reason)
+	assert.EqualValues(t, keys, final, "keys lost")
+	assert.Zero(t, windows, "two-primary windows")
+}
+
+// TestF4NoPrimaryAfterFailoverRequest (issue 12, F4, second path): with one replica, the restarted empty
+// primary asks Sentinel for a failover. While the failover runs, the replica being promoted already reports
+// role primary and Sentinel still names this node; the next look must not read "no replica answers as
+// replica" as a cold start and start a second primary.
+func TestF4NoPrimaryAfterFailoverRequest(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 10000})
+	h := newHarness(t, top, true)
+	const keys = 2000
+	load(t, top, keys)
+	w := watchRoles(t, top)
+
+	top.Nodes[0].Kill()
+	cfg := h.config(0)
+	cfg.Retry = 50 * time.Millisecond
+	start := time.Now()
+	d, err := Run(context.Background(), cfg, quiet())
+	require.NoError(t, err)
+	t.Logf("reborn node decided %s (%s) after %s", d.Kind, d.Reason, time.Since(start).Round(time.Millisecond))
+	top.Nodes[0].Start()
+	final := primaryKeys(t, top)
+	// Sentinel demotes a second primary within a few seconds: keep sampling long enough to see the window
+	time.Sleep(2 * time.Second)
+	windows, longest := w.finish()
+	t.Logf("F4 after failover request: keys lost %d of %d; two-primary windows %d (longest %s)", keys-final, keys, windows, longest.Round(time.Millisecond))
+	assert.Equal(t, StartReplica, d.Kind, d.Reason)
+	assert.EqualValues(t, keys, final, "keys lost")
+	assert.Zero(t, windows, "two-primary windows")
+}
