@@ -1,8 +1,13 @@
 package bootstrap
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,4 +180,50 @@ func TestF4NoPrimaryAfterFailoverRequest(t *testing.T) {
 	assert.Equal(t, StartReplica, d.Kind, d.Reason)
 	assert.EqualValues(t, keys, final, "keys lost")
 	assert.Zero(t, windows, "two-primary windows")
+}
+
+// TestBootNoGoodReplicaBacksOff (issue 12): every replica has replica-priority 0, so SENTINEL FAILOVER
+// answers NOGOODSLAVE. The restarted empty primary must say so in its log, ask again only with a growing
+// pause (not on every look), stay down (never an empty primary), and give up at its wait limit.
+func TestBootNoGoodReplicaBacksOff(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 10000,
+		ExtraServerLines: []string{"replica-priority 0"}})
+	h := newHarness(t, top, true)
+	const keys = 500
+	load(t, top, keys)
+	top.Nodes[0].Kill()
+
+	var logs bytes.Buffer
+	cfg := h.config(0)
+	cfg.Retry, cfg.FailoverRetry, cfg.WaitLimit = 100*time.Millisecond, 200*time.Millisecond, 4*time.Second
+	d, err := Run(context.Background(), cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrNoGoodReplica)
+	assert.Equal(t, RequestFailover, d.Kind, d.Reason)
+
+	var looks, refusals int
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		msg, _ := rec["msg"].(string)
+		if strings.Contains(msg, "NOGOODSLAVE") {
+			refusals++
+			assert.Contains(t, rec["replicas"], fmt.Sprintf("localhost:%d priority=0 flags=slave", top.Nodes[1].Port))
+		}
+		if rec["decision"] == string(StartPrimary) {
+			t.Errorf("started as primary: %s", line)
+		}
+		if msg == "bootstrap decision" {
+			looks++
+		}
+	}
+	t.Logf("NOGOODSLAVE: %d failover requests over %s at one look every %s (blind retry would ask about %d times)",
+		refusals, cfg.WaitLimit, cfg.Retry, int(cfg.WaitLimit/cfg.Retry))
+	assert.GreaterOrEqual(t, refusals, 2, "asked again after backing off")
+	assert.LessOrEqual(t, refusals, 6, "200 ms doubling to 1.6 s asks at most 6 times in 4 s")
+	for _, n := range top.Nodes[1:] {
+		k, err := n.Client(top.Options(acl.Operator)).DBSize(context.Background())
+		require.NoError(t, err)
+		assert.EqualValues(t, keys, k, "replica %s kept its data", n.Addr())
+	}
 }

@@ -31,6 +31,9 @@ type Config struct {
 	// (default 10 min) after which Run returns an error and the container restarts.
 	Retry     time.Duration
 	WaitLimit time.Duration
+	// FailoverRetry is the pause before asking Sentinel for a failover again (default 15 s); it doubles after
+	// each refused or failed request, up to 8 times its value.
+	FailoverRetry time.Duration
 	// DialTimeout bounds each connection to a peer or Sentinel (default 1 s).
 	DialTimeout time.Duration
 	// TLSCAFile verifies TLS-only peers and Sentinels (default valkey.DefaultCAFile).
@@ -38,13 +41,24 @@ type Config struct {
 }
 
 // Run observes, plans and acts until the node's role is decided, then writes ConfigOut. It returns the
-// decision. It never decides StartPrimary on its own while a peer holds data.
+// decision. It never decides StartPrimary on its own while a peer holds data, nor after it asked Sentinel for a
+// failover. While it waits it logs the reason whenever it changes (and every 30 s); it gives up after
+// WaitLimit with an error naming the last reason, and the container restarts (the chart's startupProbe allows
+// the same 10 minutes).
+//
+// Failover requests back off: after a refusal (NOGOODSLAVE: Sentinel can promote none of the replicas it
+// lists, because each has replica-priority 0, is down or is disconnected) or an error, the next request waits
+// twice as long as the last, from FailoverRetry up to 8 times that; the node meanwhile stays down, never
+// primary.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = 2 * time.Second
 	}
 	if cfg.WaitLimit <= 0 {
 		cfg.WaitLimit = 10 * time.Minute
+	}
+	if cfg.FailoverRetry <= 0 {
+		cfg.FailoverRetry = 15 * time.Second
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = time.Second
@@ -56,12 +70,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 		return Decision{}, fmt.Errorf("node index %d: the descriptor has %d nodes", cfg.NodeIndex, len(cfg.Instance.Nodes))
 	}
 	deadline := time.Now().Add(cfg.WaitLimit)
-	failoverRequested := time.Time{}
+	var (
+		failoverRequested time.Time // last accepted request
+		nextRequest       time.Time // earliest next request
+		backoff           = cfg.FailoverRetry
+		lastErr           error
+		lastLogged        Decision
+		loggedAt          time.Time
+	)
 	for attempt := 1; ; attempt++ {
 		obs := Observe(ctx, cfg)
 		obs.FailoverRequested = !failoverRequested.IsZero()
 		d := PlanBoot(obs)
-		log.Info("bootstrap decision", "attempt", attempt, "decision", d.Kind, "primary", d.PrimaryHost, "reason", d.Reason)
+		if d != lastLogged || time.Since(loggedAt) >= 30*time.Second || d.Kind == StartPrimary || d.Kind == StartReplica {
+			log.Info("bootstrap decision", "attempt", attempt, "decision", d.Kind, "primary", d.PrimaryHost,
+				"reason", d.Reason, "gives_up_in", time.Until(deadline).Round(time.Second).String())
+			lastLogged, loggedAt = d, time.Now()
+		}
 		switch d.Kind {
 		case StartPrimary, StartReplica:
 			if err := WriteConfig(cfg, d); err != nil {
@@ -69,18 +94,34 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 			}
 			return d, nil
 		case RequestFailover:
-			// one request per failover-timeout-ish window; Sentinel refuses a second while one runs
-			if time.Since(failoverRequested) > 15*time.Second {
-				if err := requestFailover(ctx, cfg, obs); err != nil {
-					log.Warn("SENTINEL FAILOVER request failed; will look again", "error", err)
-				} else {
-					failoverRequested = time.Now()
-					log.Info("asked Sentinel to fail over away from this empty node")
-				}
+			if time.Now().Before(nextRequest) {
+				break
+			}
+			err := requestFailover(ctx, cfg, obs)
+			switch {
+			case err == nil:
+				// one request per window: Sentinel refuses a second while one runs (INPROG)
+				failoverRequested, nextRequest, backoff, lastErr = time.Now(), time.Now().Add(cfg.FailoverRetry), cfg.FailoverRetry, nil
+				log.Info("asked Sentinel to fail over away from this empty node; it will never start as primary on its own now")
+			case errors.Is(err, ErrNoGoodReplica):
+				lastErr, nextRequest = err, time.Now().Add(backoff)
+				log.Warn("Sentinel can promote none of its replicas (NOGOODSLAVE): each has replica-priority 0, is down "+
+					"or is disconnected. This node stays down (never an empty primary that would wipe them); give a "+
+					"replica a non-zero replica-priority or bring one back", "replicas", describeReplicas(obs),
+					"next_request_in", backoff.String(), "error", err)
+				backoff = min(2*backoff, 8*cfg.FailoverRetry)
+			default:
+				lastErr, nextRequest = err, time.Now().Add(backoff)
+				log.Warn("SENTINEL FAILOVER request failed; this node stays down and asks again", "next_request_in", backoff.String(), "error", err)
+				backoff = min(2*backoff, 8*cfg.FailoverRetry)
 			}
 		}
 		if time.Now().After(deadline) {
-			return d, fmt.Errorf("no role decided within %s: last decision %s (%s)", cfg.WaitLimit, d.Kind, d.Reason)
+			err := fmt.Errorf("no role decided within %s: last decision %s (%s)", cfg.WaitLimit, d.Kind, d.Reason)
+			if lastErr != nil {
+				err = fmt.Errorf("%w; last failover request: %w", err, lastErr)
+			}
+			return d, err
 		}
 		select {
 		case <-ctx.Done():
@@ -88,6 +129,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 		case <-time.After(cfg.Retry):
 		}
 	}
+}
+
+// describeReplicas lists the replicas the Sentinels know as "host:port priority=N flags=a,b" for the log.
+func describeReplicas(o Observation) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range o.Sentinels {
+		for _, r := range a.Replicas {
+			s := fmt.Sprintf("%s:%d priority=%d flags=%s", r.Host, r.Port, r.Priority, strings.Join(r.Flags, ","))
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // Observe asks every Sentinel named in the sentinels file (if mounted) and every peer, in parallel. Failures
@@ -212,6 +269,15 @@ func LocalData(dir string, persistence bool) bool {
 	return false
 }
 
+// ErrNoGoodReplica is returned (wrapped) when SENTINEL FAILOVER answers NOGOODSLAVE: the Sentinel knows no
+// replica it may promote (Sentinel docs, "Replica selection and priority": replica-priority 0, down,
+// disconnected, or its link to the primary down too long).
+var ErrNoGoodReplica = errors.New("no replica Sentinel can promote (NOGOODSLAVE)")
+
+// requestFailover asks the Sentinels that know the monitor, one at a time, for SENTINEL FAILOVER. A Sentinel
+// that answers ends the round: accepted, INPROG (a failover already runs) or NOGOODSLAVE (every Sentinel sees
+// the same replicas; asking another one only risks a second failover in a new epoch). Only a Sentinel that
+// could not be reached makes it ask the next one.
 func requestFailover(ctx context.Context, cfg Config, obs Observation) error {
 	var errs []error
 	for _, a := range obs.Sentinels {
@@ -220,15 +286,21 @@ func requestFailover(ctx context.Context, cfg Config, obs Observation) error {
 		}
 		ctx, cancel := context.WithTimeout(ctx, 3*cfg.DialTimeout)
 		c, err := valkey.Dial(ctx, a.Addr, valkey.Options{DialTimeout: cfg.DialTimeout}.WithTLS(a.TLS, cfg.TLSCAFile))
-		if err == nil {
-			err = c.SentinelFailover(ctx, cfg.Instance.MonitorName)
-			c.Close()
+		if err != nil {
+			cancel()
+			errs = append(errs, err)
+			continue
 		}
+		err = c.SentinelFailover(ctx, cfg.Instance.MonitorName)
+		c.Close()
 		cancel()
-		if err == nil || strings.Contains(err.Error(), "INPROG") {
+		switch {
+		case err == nil || strings.Contains(err.Error(), "INPROG"):
 			return nil
+		case strings.Contains(err.Error(), "NOGOODSLAVE"):
+			return fmt.Errorf("%w: %w", ErrNoGoodReplica, err)
 		}
-		errs = append(errs, err)
+		return err
 	}
 	if len(errs) == 0 {
 		return errors.New("no Sentinel to ask")
