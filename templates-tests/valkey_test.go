@@ -2,6 +2,7 @@ package templatestests
 
 import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 
 	"encoding/json"
 	"fmt"
@@ -545,7 +546,12 @@ func TestDescriptorMatchesContract(t *testing.T) {
 	assert.Equal(t, "main", cm.Labels["example.com/sentinel"])
 	d := descriptor(t, objs)
 	assert.Equal(t, []string{"aclSecret", "engine", "failoverMode", "monitorName", "name", "namespace", "nodes", "persistence",
-		"podSelector", "port", "quorum", "release", "sentinelAuth", "sentinelConfig", "systemSecret", "tls"}, keys(d))
+		"podSelector", "port", "quorum", "release", "sentinelAuth", "sentinelConfig", "systemSecret", "tls", "version"}, keys(d))
+	// the controller's own parser reads the rendered descriptor at its version, knowing every field
+	in, err := spec.ParseInstance([]byte(cm.Data["instance.json"]))
+	require.NoError(t, err)
+	assert.Equal(t, spec.DescriptorVersion, in.Version, "the chart writes the descriptor version the controller reads")
+	assert.Empty(t, in.Unknown, "every rendered field is known to the controller")
 	want := map[string]any{
 		"name": valkeyF, "namespace": testNamespace, "release": valkeyRelease, "engine": "valkey",
 		"monitorName": valkeyF, "failoverMode": "Sentinel", "quorum": 2.0,

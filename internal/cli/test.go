@@ -181,6 +181,9 @@ func newStatusCmd() *cobra.Command {
 					if m.Refused != "" {
 						ok = "refused: " + m.Refused
 					}
+					if m.Unresolved != "" {
+						ok = "unresolved (monitor kept): " + m.Unresolved
+					}
 					fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\t%d\n", m.Name, m.Instance, m.PrimaryAddress, m.Quorum, m.Registered, ok, m.Replicas)
 				}
 				_ = w.Flush()

@@ -71,6 +71,8 @@ type InstanceController struct {
 	mu     sync.Mutex
 	state  map[string]*instanceMemory
 	runCtx context.Context
+	// reported dedupes the Warning events of conditions that last many passes
+	reported reportOnce
 
 	startFactories func(stop <-chan struct{})
 }
@@ -260,6 +262,13 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 		c.recorder.Eventf(descCM, corev1.EventTypeWarning, "InvalidDescriptor", "%v", err)
 		c.writeInvalid(ctx, descCM, name, err)
 		return false, nil // a new descriptor version enqueues us again
+	}
+	defer c.reported.sweep(name + "/")
+	if len(in.Unknown) > 0 {
+		msg := "descriptor fields this controller does not know (ignored): " + strings.Join(in.Unknown, ", ")
+		if c.reported.changed(name+"/unknown", msg) {
+			c.recorder.Event(descCM, corev1.EventTypeWarning, "DescriptorUnknownFields", msg)
+		}
 	}
 	mem := c.memory(name)
 	obs, sentinelInfo, err := c.observe(ctx, in, mem)

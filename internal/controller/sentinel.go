@@ -10,6 +10,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +75,8 @@ type SentinelController struct {
 	pool    *pool
 	mu      sync.Mutex
 	applied map[string]map[string]string // sentinel pod -> monitor -> auth hash
+	// reported dedupes the Warning events of conditions that last many passes
+	reported reportOnce
 }
 
 // NewSentinelController wires label-filtered informers over the Sentinel pods and this project's ConfigMaps.
@@ -211,27 +214,32 @@ func (c *SentinelController) observeSentinels(ctx context.Context) []registratio
 }
 
 type selected struct {
-	cm      *corev1.ConfigMap
-	in      spec.Instance
+	cm *corev1.ConfigMap
+	in spec.Instance
+	// refused says why the instance is not registered or changed; its monitor, if any, is kept
 	refused string
 }
 
 // selectInstances returns the descriptors this quorum should monitor, plus refusals (claimed by another
-// quorum, TLS mismatch, invalid descriptor), each with the reason.
-func (c *SentinelController) selectInstances() ([]selected, error) {
+// quorum, TLS mismatch, invalid descriptor or one of a newer major version), each with the reason. A
+// descriptor in failover mode None is left out: its monitor may go. unowned is not empty when a selected
+// descriptor could not be read far enough to tell which monitor it names: then no monitor may be removed.
+func (c *SentinelController) selectInstances() (sel []selected, unowned string, err error) {
 	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
 	if err != nil {
-		return nil, fmt.Errorf("list descriptors: %w", err)
+		return nil, "", fmt.Errorf("list descriptors: %w", err)
 	}
 	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
-	var out []selected
 	for _, cm := range cms {
 		if !c.opts.Selector.Matches(labels.Set(cm.Labels)) {
 			continue
 		}
 		in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
 		if err != nil {
-			out = append(out, selected{cm: cm, refused: err.Error()})
+			if in.MonitorName == "" && unowned == "" {
+				unowned = fmt.Sprintf("descriptor %s cannot be read (%v), so the monitor it owns is unknown", cm.Name, err)
+			}
+			sel = append(sel, selected{cm: cm, in: in, refused: err.Error()})
 			continue
 		}
 		if !in.Monitored() {
@@ -246,18 +254,25 @@ func (c *SentinelController) selectInstances() ([]selected, error) {
 				s.refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.SentinelRelease)
 			}
 		}
-		out = append(out, s)
+		sel = append(sel, s)
 	}
-	return out, nil
+	return sel, unowned, nil
+}
+
+// infoName is the name of the Sentinel info ConfigMap of the instance whose descriptor is cm (F-instance ->
+// F-sentinels, docs/contract.md); it does not need the descriptor to parse.
+func infoName(cm *corev1.ConfigMap) string {
+	return strings.TrimSuffix(cm.Name, "-instance") + "-sentinels"
 }
 
 // Reconcile runs one pass over every selected instance and every Sentinel.
 func (c *SentinelController) Reconcile(ctx context.Context) error {
 	sentinels := c.observeSentinels(ctx)
-	sel, err := c.selectInstances()
+	sel, unowned, err := c.selectInstances()
 	if err != nil {
 		return err
 	}
+	defer c.reported.sweep("")
 	st := status.Quorum{Release: c.opts.Release, ObservedAt: time.Now()}
 	for _, s := range sentinels {
 		if s.Ready {
@@ -267,17 +282,38 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 	}
 	var wanted []registration.Wanted
 	byMonitor := map[string]selected{}
+	// keep: monitors of selected instances that did not resolve; keepInfo: Sentinel info of every selected
+	// instance. Neither is removed from a partial view (issue 12, F3).
+	keep, keepInfo := map[string]string{}, map[string]bool{}
 	var errs []error
 	for _, s := range sel {
+		keepInfo[infoName(s.cm)] = true
+		if len(s.in.Unknown) > 0 {
+			msg := fmt.Sprintf("%s: descriptor fields this controller does not know (kept, ignored; a newer charts/valkey wrote them): %s",
+				s.cm.Name, strings.Join(s.in.Unknown, ", "))
+			st.Warnings = append(st.Warnings, msg)
+			if c.reported.changed(s.cm.Name+"/unknown", msg) {
+				c.recorder.Event(s.cm, corev1.EventTypeWarning, "DescriptorUnknownFields", msg)
+			}
+		}
 		if s.refused != "" {
-			c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, s.refused)
+			if s.in.MonitorName != "" {
+				keep[s.in.MonitorName] = s.refused
+			}
+			if c.reported.changed(s.cm.Name+"/refused", s.refused) {
+				c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, s.refused)
+			}
 			st.Monitors = append(st.Monitors, status.MonitorStatus{Name: s.in.MonitorName, Instance: s.cm.Name, Refused: s.refused})
 			continue
 		}
 		w, err := c.resolve(ctx, s.in, sentinels)
 		if err != nil {
-			errs = append(errs, err)
-			c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%v", err)
+			// reported, not a pass error: a failing pass would back off the whole quorum's reconcile
+			keep[s.in.MonitorName] = err.Error()
+			if c.reported.changed(s.cm.Name+"/resolve", err.Error()) {
+				c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%v; its monitor is kept as it is", err)
+			}
+			st.Monitors = append(st.Monitors, status.MonitorStatus{Name: s.in.MonitorName, Instance: s.cm.Name, Unresolved: err.Error()})
 			continue
 		}
 		if s.in.Quorum > 0 {
@@ -288,7 +324,7 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 		wanted = append(wanted, w)
 		byMonitor[s.in.MonitorName] = s
 	}
-	plan := registration.Build(registration.Observation{Wanted: wanted, Sentinels: sentinels})
+	plan := registration.Build(registration.Observation{Wanted: wanted, Keep: keep, HoldRemovals: unowned, Sentinels: sentinels})
 	st.Warnings = append(st.Warnings, plan.Warnings...)
 	st.Held = plan.Held
 	for _, a := range plan.Actions {
@@ -315,12 +351,15 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 		}
 		st.Monitors = append(st.Monitors, c.monitorStatus(ctx, s, w, sentinels))
 	}
-	if err := c.withdraw(ctx, byMonitor); err != nil {
+	if err := c.withdraw(ctx, keepInfo); err != nil {
 		errs = append(errs, err)
 	}
 	// quorum-gated Sentinel roll: only in a pass that changed no registration
 	if len(plan.Actions) == 0 && len(errs) == 0 {
-		if action, wait, err := c.rollSentinels(ctx, sentinels, wanted, st.Monitors); err != nil {
+		if held := heldMonitors(keep, unowned, sentinels); held != "" {
+			// a replaced Sentinel comes back empty and could not be given these monitors again
+			st.Roll = held
+		} else if action, wait, err := c.rollSentinels(ctx, sentinels, wanted, st.Monitors); err != nil {
 			errs = append(errs, err)
 		} else if action != "" {
 			st.LastAction = action
@@ -466,25 +505,45 @@ func (c *SentinelController) publish(ctx context.Context, s selected, hosts []st
 }
 
 // withdraw deletes Sentinel info this quorum published for instances it no longer monitors, so another
-// quorum may claim them and data pods stop asking these Sentinels.
-func (c *SentinelController) withdraw(ctx context.Context, keep map[string]selected) error {
+// quorum may claim them and data pods stop asking these Sentinels. keep names the Sentinel info
+// ConfigMaps of every selected instance, resolved or not.
+func (c *SentinelController) withdraw(ctx context.Context, keep map[string]bool) error {
 	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{
 		spec.LabelComponent: spec.ComponentSInfo, spec.LabelSentinel: c.opts.Release}))
 	if err != nil {
 		return fmt.Errorf("list sentinel info: %w", err)
 	}
 	for _, cm := range cms {
-		si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
-		if err == nil {
-			if s, ok := keep[si.MonitorName]; ok && s.in.Name+"-sentinels" == cm.Name {
-				continue
-			}
+		if keep[cm.Name] {
+			continue
 		}
 		if err := kube.DeleteConfigMap(ctx, c.cs, cm.Namespace, cm.Name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// heldMonitors says why no Sentinel pod may be replaced while a kept monitor (its instance selected but not
+// resolved) is registered on one of the Sentinels, or while the owner of a monitor is unknown: the
+// replacement starts with an empty config and the controller could not register that monitor on it again.
+func heldMonitors(keep map[string]string, unowned string, sentinels []registration.SentinelState) string {
+	if unowned != "" {
+		return "no Sentinel replaced: " + unowned
+	}
+	names := make([]string, 0, len(keep))
+	for name := range keep {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, s := range sentinels {
+			if _, ok := s.Monitors[name]; ok {
+				return fmt.Sprintf("no Sentinel replaced while monitor %s cannot be resolved (%s): its replacement could not be given the monitor again", name, keep[name])
+			}
+		}
+	}
+	return ""
 }
 
 func (c *SentinelController) monitorStatus(ctx context.Context, s selected, w registration.Wanted, sentinels []registration.SentinelState) status.MonitorStatus {

@@ -1,7 +1,9 @@
 // Package registration holds the sentinel controller's pure decisions about monitors (seed 000, "Reconcile
 // flow", ValkeySentinel controller steps 5-6): which Sentinel lacks which monitor, which per-monitor keys
 // differ, and which monitors no longer match the selector. It never resets or removes a monitor whose primary
-// is down or being failed over (case S10).
+// is down or being failed over (case S10), nor one whose instance is still selected but could not be
+// resolved (issue 12, F3): a monitor goes only when its instance is positively gone, deselected or in
+// failover mode None.
 package registration
 
 import (
@@ -40,8 +42,15 @@ type SentinelState struct {
 
 // Observation is the input of Build.
 type Observation struct {
-	Wanted    []Wanted
-	Sentinels []SentinelState
+	Wanted []Wanted
+	// Keep maps the monitor names of instances that are still selected but could not be resolved this pass
+	// (descriptor refused or unreadable, _sentinel Secret unreadable) to the reason: their monitors are
+	// left as they are, never removed (issue 12, F3).
+	Keep map[string]string
+	// HoldRemovals, when not empty, says why no monitor may be removed this pass: a selected descriptor
+	// could not be read far enough to know which monitor it owns.
+	HoldRemovals string
+	Sentinels    []SentinelState
 }
 
 // ActionKind names a registration change.
@@ -167,6 +176,14 @@ func Build(o Observation) Plan {
 		sort.Strings(gone)
 		for _, name := range gone {
 			m := s.Monitors[name]
+			if why, ok := o.Keep[name]; ok {
+				p.Held[name] = "kept, the instance could not be resolved: " + why
+				continue
+			}
+			if o.HoldRemovals != "" {
+				p.Held[name] = "not removed: " + o.HoldRemovals
+				continue
+			}
 			if !m.Healthy() {
 				p.Held[name] = "not removed while its primary is down or failing over"
 				continue

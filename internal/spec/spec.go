@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -70,6 +71,8 @@ type SecretRef struct {
 
 // Instance is the descriptor charts/valkey publishes in ConfigMap <F>-instance, key instance.json.
 type Instance struct {
+	// Version is the descriptor's "<major>.<minor>" (see DescriptorVersion; "" reads as 1.0).
+	Version      string `json:"version,omitempty"`
 	Name         string `json:"name"`
 	Namespace    string `json:"namespace"`
 	Release      string `json:"release"`
@@ -88,6 +91,10 @@ type Instance struct {
 	SentinelAuth   SecretRef         `json:"sentinelAuth"`
 	SystemSecret   string            `json:"systemSecret"`
 	ACLSecret      string            `json:"aclSecret"`
+
+	// Unknown lists the fields of the parsed document this build does not know, as paths ("nodes[1].zone"),
+	// for the controllers to report: a newer charts/valkey may add fields (see DescriptorVersion).
+	Unknown []string `json:"-"`
 }
 
 var (
@@ -96,14 +103,19 @@ var (
 	configKeyRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
 )
 
-// ParseInstance decodes and validates instance.json. Unknown fields are refused, so a chart/controller version
-// skew is loud. The error names the offending field.
+// ParseInstance decodes and validates instance.json, forward-compatibly: fields this build does not know
+// are listed in Instance.Unknown, not refused, so a newer charts/valkey that adds a field does not make an
+// older controller drop the instance. A descriptor whose major version is newer than DescriptorVersion is
+// refused with a *VersionError. Other errors name the offending field. The returned Instance holds whatever
+// decoded, also on error, so a caller can still tell which monitor the descriptor names.
 func ParseInstance(data []byte) (Instance, error) {
 	var in Instance
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := json.Unmarshal(data, &in); err != nil {
 		return in, fmt.Errorf("instance.json: %w", err)
+	}
+	in.Unknown = unknownFields(data, reflect.TypeOf(in))
+	if err := checkVersion(in.Version); err != nil {
+		return in, err
 	}
 	return in, in.Validate()
 }

@@ -29,8 +29,7 @@ func TestParseInstance(t *testing.T) {
 	assert.Equal(t, [][2]string{{"down-after-milliseconds", "5000"}}, pairs)
 	assert.Equal(t, []string{"auth-pass"}, skipped, "operator-owned keys are skipped")
 
-	_, err = ParseInstance([]byte(`{"name":"vk","extra":1}`))
-	assert.ErrorContains(t, err, "unknown field", "version skew is loud")
+	assert.Empty(t, in.Unknown)
 
 	for field, mutate := range map[string]func(*Instance){
 		"name":           func(i *Instance) { i.Name = "Bad_Name" },
@@ -62,4 +61,41 @@ func TestParseSentinelInfo(t *testing.T) {
 		_, err := ParseSentinelInfo([]byte(bad))
 		assert.Error(t, err, bad)
 	}
+}
+
+// TestParseInstanceForwardCompatible: a newer minor version's extra fields are kept and listed, not fatal; a
+// newer major version is refused with a VersionError that still carries the monitor name; a malformed
+// version names the field.
+func TestParseInstanceForwardCompatible(t *testing.T) {
+	doc := func(mutate func(map[string]any)) []byte {
+		b, _ := json.Marshal(valid())
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		mutate(m)
+		b, _ = json.Marshal(m)
+		return b
+	}
+	in, err := ParseInstance(doc(func(m map[string]any) {
+		m["version"] = "1.7"
+		m["zones"] = []string{"a"}
+		m["nodes"].([]any)[0].(map[string]any)["zone"] = "a"
+		m["tls"].(map[string]any)["minVersion"] = "1.3"
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"nodes[0].zone", "tls.minVersion", "zones"}, in.Unknown)
+	assert.Equal(t, "vk", in.MonitorName)
+
+	in, err = ParseInstance(doc(func(m map[string]any) { m["version"] = "2.0" }))
+	assert.True(t, IsVersionError(err), "%v", err)
+	assert.ErrorContains(t, err, "version 2.0 is newer")
+	assert.Equal(t, "vk", in.MonitorName, "the refused descriptor still names its monitor")
+
+	for _, v := range []string{"1", "one.two", "0.9", "1.-1"} {
+		_, err = ParseInstance(doc(func(m map[string]any) { m["version"] = v }))
+		assert.ErrorContains(t, err, "instance.json: version:", v)
+		assert.False(t, IsVersionError(err), v)
+	}
+	in, err = ParseInstance(doc(func(m map[string]any) { m["version"] = DescriptorVersion }))
+	require.NoError(t, err)
+	assert.Empty(t, in.Unknown)
 }

@@ -147,6 +147,9 @@ type MonitorStatus struct {
 	QuorumOK   bool   `json:"quorumOK"`
 	Replicas   int    `json:"replicas"`
 	Refused    string `json:"refused,omitempty"`
+	// Unresolved says why this pass could not resolve the instance (its _sentinel Secret could not be
+	// read, ...); its monitor is kept as it is until the instance resolves again or is positively gone.
+	Unresolved string `json:"unresolved,omitempty"`
 }
 
 // SentinelPod is one Sentinel in the quorum status.
