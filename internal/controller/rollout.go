@@ -333,7 +333,8 @@ func (c *InstanceController) planResetAfterScaleIn(ctx context.Context, in spec.
 				return "", err.Error()
 			}
 			for _, r := range reps {
-				v.Replicas = append(v.Replicas, net.JoinHostPort(spec.NormalizeHost(r.Host), strconv.Itoa(r.Port)))
+				v.Replicas = append(v.Replicas, roll.SentinelReplica{Addr: net.JoinHostPort(spec.NormalizeHost(r.Host), strconv.Itoa(r.Port)),
+					Flags: r.Flags, LinkOK: r.PrimaryLinkUp})
 			}
 		}
 		views = append(views, v)
@@ -349,7 +350,7 @@ func (c *InstanceController) applyReset(ctx context.Context, in spec.Instance, d
 	if _, err := cl.SentinelReset(ctx, in.MonitorName); err != nil {
 		return "", err
 	}
-	c.recorder.Eventf(descCM, corev1.EventTypeNormal, "SentinelReset", "SENTINEL RESET %s on %s: it listed a removed replica", in.MonitorName, addr)
+	c.recorder.Eventf(descCM, corev1.EventTypeNormal, "SentinelReset", "SENTINEL RESET %s on %s: it listed a replica that is gone", in.MonitorName, addr)
 	c.log.Info("SENTINEL RESET after scale-in", "instance", in.Name, "sentinel", addr)
 	return "SENTINEL RESET on " + addr, nil
 }

@@ -6,6 +6,7 @@ package roll
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -213,15 +214,22 @@ type SentinelView struct {
 	Known bool
 	// Healthy is the monitor's Healthy() (not down, no failover in flight).
 	Healthy bool
-	// Peers is num-other-sentinels; Replicas the replica entries it lists.
+	// Peers is num-other-sentinels; Replicas the replica entries it lists (SENTINEL REPLICAS).
 	Peers    int
-	Replicas []string
+	Replicas []SentinelReplica
 }
 
-// PlanReset returns the Sentinel to SENTINEL RESET after a scale-in: the first one that lists a replica
-// that is not a node of the instance, but only while every Sentinel knows the monitor, sees all its peers,
-// reports it healthy, and no Sentinel is still rediscovering after an earlier reset (cases S03, S10, S11).
-// live is the set of replica addresses (host:port) that should be listed.
+// PlanReset returns the Sentinel to SENTINEL RESET after a scale-in: the first one that lists a stale
+// replica, but only while every Sentinel knows the monitor, sees all its peers, reports it healthy, and no
+// Sentinel is still rediscovering after an earlier reset (cases S03, S10, S11). live is the set of replica
+// addresses (host:port) that should be listed.
+//
+// A listed replica is stale when it is not live and the Sentinel flags it s_down: a node removed by a
+// scale-in (it is gone, so Sentinel flags it s_down within down-after-milliseconds) or any other replica
+// that is gone. A replica the Sentinel still reaches is never stale, whatever its name (a DR or migration
+// replica attached by hand, issue 12 F6): RESET would not make Sentinel forget it, since Sentinel
+// rediscovers every replica the primary's INFO lists at once, so resetting for it would only empty that
+// Sentinel's replica list again and again.
 func PlanReset(views []SentinelView, live map[string]bool) (string, string) {
 	target := ""
 	for _, v := range views {
@@ -234,16 +242,19 @@ func PlanReset(views []SentinelView, live map[string]bool) (string, string) {
 		if v.Peers != len(views)-1 {
 			return "", fmt.Sprintf("%s sees %d of %d peers", v.Addr, v.Peers, len(views)-1)
 		}
-		extra := false
+		stale, listed := false, 0
 		for _, r := range v.Replicas {
-			if !live[r] {
-				extra = true
+			switch {
+			case live[r.Addr]:
+				listed++
+			case r.HasFlag("s_down"):
+				stale = true
 			}
 		}
-		if !extra && len(v.Replicas) < len(live) {
-			return "", fmt.Sprintf("%s lists %d of %d replicas (still rediscovering)", v.Addr, len(v.Replicas), len(live))
+		if !stale && listed < len(live) {
+			return "", fmt.Sprintf("%s lists %d of %d replicas (still rediscovering)", v.Addr, listed, len(live))
 		}
-		if extra && target == "" {
+		if stale && target == "" {
 			target = v.Addr
 		}
 	}
@@ -257,6 +268,9 @@ type SentinelReplica struct {
 	// LinkOK is master-link-status ok.
 	LinkOK bool
 }
+
+// HasFlag reports whether the entry carries the flag (s_down, disconnected, ...).
+func (r SentinelReplica) HasFlag(f string) bool { return slices.Contains(r.Flags, f) }
 
 // CheckHandoffReplicas returns why a planned SENTINEL FAILOVER must wait ("" = go): every Sentinel that
 // answered (views maps its address to its list) must list every replica in want with the flags exactly

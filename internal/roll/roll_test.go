@@ -94,26 +94,39 @@ func TestPlanSentinel(t *testing.T) {
 
 func TestPlanReset(t *testing.T) {
 	live := map[string]bool{"a:1": true}
-	v := func(addr string, reps ...string) SentinelView {
+	rep := func(addr string) SentinelReplica { return SentinelReplica{Addr: addr, Flags: []string{"slave"}, LinkOK: true} }
+	gone := func(addr string) SentinelReplica { return SentinelReplica{Addr: addr, Flags: []string{"s_down", "slave", "disconnected"}} }
+	v := func(addr string, reps ...SentinelReplica) SentinelView {
 		return SentinelView{Addr: addr, Known: true, Healthy: true, Peers: 2, Replicas: reps}
 	}
-	target, _ := PlanReset([]SentinelView{v("s0", "a:1"), v("s1", "a:1", "b:1"), v("s2", "a:1", "b:1")}, live)
+	target, _ := PlanReset([]SentinelView{v("s0", rep("a:1")), v("s1", rep("a:1"), gone("b:1")), v("s2", rep("a:1"), gone("b:1"))}, live)
 	assert.Equal(t, "s1", target, "one Sentinel at a time, the first that lists a removed replica")
-	target, why := PlanReset([]SentinelView{v("s0", "a:1"), v("s1"), v("s2", "a:1", "b:1")}, live)
+	target, why := PlanReset([]SentinelView{v("s0", rep("a:1")), v("s1"), v("s2", rep("a:1"), gone("b:1"))}, live)
 	assert.Empty(t, target)
 	assert.Contains(t, why, "rediscovering", "wait for the previous reset to rediscover before the next")
-	down := v("s0", "a:1", "b:1")
+	target, why = PlanReset([]SentinelView{v("s0", rep("b:1")), v("s1", rep("a:1")), v("s2", rep("a:1"))}, live)
+	assert.Empty(t, target)
+	assert.Equal(t, "s0 lists 0 of 1 replicas (still rediscovering)", why, "a foreign replica does not stand in for a missing node")
+	down := v("s0", rep("a:1"), gone("b:1"))
 	down.Healthy = false
-	target, why = PlanReset([]SentinelView{down, v("s1", "a:1", "b:1"), v("s2", "a:1", "b:1")}, live)
+	target, why = PlanReset([]SentinelView{down, v("s1", rep("a:1"), gone("b:1")), v("s2", rep("a:1"), gone("b:1"))}, live)
 	assert.Empty(t, target, "TestCaseS10: never RESET while the primary is down or failing over")
 	assert.NotEmpty(t, why)
-	lonely := v("s0", "a:1", "b:1")
+	lonely := v("s0", rep("a:1"), gone("b:1"))
 	lonely.Peers = 0
-	target, _ = PlanReset([]SentinelView{lonely, v("s1", "a:1"), v("s2", "a:1")}, live)
+	target, _ = PlanReset([]SentinelView{lonely, v("s1", rep("a:1")), v("s2", rep("a:1"))}, live)
 	assert.Empty(t, target, "never while a Sentinel misses its peers (case S11)")
-	target, why = PlanReset([]SentinelView{v("s0", "a:1"), v("s1", "a:1"), v("s2", "a:1")}, live)
+	target, why = PlanReset([]SentinelView{v("s0", rep("a:1")), v("s1", rep("a:1")), v("s2", rep("a:1"))}, live)
 	assert.Empty(t, target, "steady state: zero RESETs")
 	assert.Empty(t, why)
+	target, why = PlanReset([]SentinelView{v("s0", rep("a:1"), rep("dr:1")), v("s1", rep("a:1"), rep("dr:1")), v("s2", rep("a:1"), rep("dr:1"))}, live)
+	assert.Empty(t, target, "TestF6: a live replica that is not a node (DR, migration) is never a reason to RESET")
+	assert.Empty(t, why)
+	target, _ = PlanReset([]SentinelView{v("s0", rep("a:1"), gone("dr:1")), v("s1", rep("a:1")), v("s2", rep("a:1"))}, live)
+	assert.Equal(t, "s0", target, "a foreign replica that is gone (s_down) is forgotten")
+	live["a:2"] = true
+	target, _ = PlanReset([]SentinelView{v("s0", rep("a:1"), gone("a:2")), v("s1", rep("a:1"), rep("a:2")), v("s2", rep("a:1"), rep("a:2"))}, live)
+	assert.Empty(t, target, "a node of the instance that is down is not forgotten: it comes back")
 }
 
 func TestCheckHandoffReplicas(t *testing.T) {
