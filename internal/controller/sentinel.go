@@ -602,41 +602,62 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 
 // rollSentinels deletes at most one stale Sentinel pod (updateStrategy OnDelete), only while every Sentinel
 // pod is ready and knows every wanted monitor, CKQUORUM passes for every monitor on every Sentinel and no
-// monitored primary is down or failing over (seed 000, Reconcile flow step 4; case S22).
+// monitored primary is failing over or has just gone down (seed 000, Reconcile flow step 4; case S22). A
+// monitor whose primary has been down longer than its failover-timeout does not gate the roll and is
+// reported in wait (issue 12).
 func (c *SentinelController) rollSentinels(ctx context.Context, sentinels []registration.SentinelState, wanted []registration.Wanted,
 	monitors []status.MonitorStatus) (action, wait string, err error) {
 	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
 	if err != nil {
 		return "", "", nil // no StatefulSet (yet): nothing to roll
 	}
-	in := roll.SentinelInput{QuorumOK: true, Healthy: true}
+	in := roll.SentinelInput{}
+	for _, w := range wanted {
+		g := roll.MonitorGate{Name: w.Instance.MonitorName}
+		for _, s := range sentinels {
+			m, ok := s.Monitors[g.Name]
+			if !ok || !s.Reachable {
+				continue
+			}
+			g.FailingOver = g.FailingOver || m.FailoverInProgress()
+			g.Down = g.Down || m.SubjectivelyDown() || m.ObjectivelyDown()
+			if ms, err := strconv.ParseInt(m.Fields["s-down-time"], 10, 64); err == nil && time.Duration(ms)*time.Millisecond > g.DownFor {
+				g.DownFor = time.Duration(ms) * time.Millisecond
+			}
+			if ft := time.Duration(m.FailoverTimeoutMs) * time.Millisecond; ft > g.FailoverTimeout {
+				g.FailoverTimeout = ft
+			}
+		}
+		for _, ms := range monitors {
+			if ms.Name == g.Name && ms.Refused == "" && ms.Unresolved == "" {
+				g.QuorumOK = ms.QuorumOK
+			}
+		}
+		in.Monitors = append(in.Monitors, g)
+	}
 	for _, s := range sentinels {
 		pod, err := c.pods.Pods(c.opts.Namespace).Get(s.Pod)
 		if err != nil {
 			in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod})
 			continue
 		}
-		knows := s.Reachable
-		for _, w := range wanted {
-			m, ok := s.Monitors[w.Instance.MonitorName]
-			if !ok {
-				knows = false
-				continue
-			}
-			if !m.Healthy() {
-				in.Healthy = false
+		knows := map[string]bool{}
+		if s.Reachable {
+			for name := range s.Monitors {
+				knows[name] = true
 			}
 		}
-		in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod, Stale: stale(pod, sts), Ready: s.Ready && s.Reachable, KnowsAll: knows})
+		in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod, Stale: stale(pod, sts), Ready: s.Ready && s.Reachable, Knows: knows})
 	}
-	for _, m := range monitors {
-		if m.Refused == "" && !m.QuorumOK {
-			in.QuorumOK = false
-		}
+	target, why, notes := roll.PlanSentinel(in)
+	if why != "" {
+		notes = append(notes, why)
 	}
-	target, why := roll.PlanSentinel(in)
 	if target == "" {
-		return "", why, nil
+		return "", strings.Join(notes, "; "), nil
+	}
+	for _, n := range notes {
+		c.log.Info("sentinel roll", "note", n)
 	}
 	c.log.Info("sentinel roll: CKQUORUM OK on every monitor, no failover in flight, every pod ready; deleting", "pod", target)
 	if err := c.cs.CoreV1().Pods(c.opts.Namespace).Delete(ctx, target, metav1.DeleteOptions{}); err != nil {

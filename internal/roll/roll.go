@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
@@ -164,22 +165,54 @@ type SentinelPod struct {
 	Pod   string
 	Stale bool
 	Ready bool
-	// KnowsAll is true when it reports every wanted monitor.
-	KnowsAll bool
+	// Knows lists the monitors it reports (SENTINEL MASTERS).
+	Knows map[string]bool
+}
+
+// MonitorGate is one monitor of the quorum as every Sentinel reports it, for the Sentinel roll gate.
+type MonitorGate struct {
+	Name string
+	// FailingOver is true when any Sentinel reports a failover in progress; Down when any flags the primary
+	// s_down or o_down; DownFor is the longest time any reports it s_down (s-down-time).
+	FailingOver bool
+	Down        bool
+	DownFor     time.Duration
+	// FailoverTimeout is the monitor's failover-timeout.
+	FailoverTimeout time.Duration
+	// QuorumOK is SENTINEL CKQUORUM OK on every Sentinel.
+	QuorumOK bool
+}
+
+// longDown reports a primary that has been down longer than its failover-timeout without a failover in
+// flight: Sentinel has tried (a failover starts within about down-after of o_down) and could not, and will
+// retry only after twice failover-timeout (Sentinel docs, "failover-timeout"). Such a monitor does not gate a
+// Sentinel roll: no failover of it is there to protect, and waiting for it would block the roll of every
+// other instance for as long as it stays dead.
+func (m MonitorGate) longDown() bool {
+	return m.Down && !m.FailingOver && m.DownFor >= m.FailoverTimeout
 }
 
 // SentinelInput is the input of PlanSentinel.
 type SentinelInput struct {
-	Pods []SentinelPod
-	// QuorumOK is CKQUORUM OK for every monitor on every Sentinel; Healthy is no monitor down or failing over.
-	QuorumOK bool
-	Healthy  bool
+	Pods     []SentinelPod
+	Monitors []MonitorGate
 }
 
 // PlanSentinel returns the Sentinel pod to delete next, or "" and why not (seed 000, Reconcile flow step 4):
-// one at a time, only while every pod is ready and knows its monitors again, CKQUORUM passes everywhere and
-// no failover is in flight.
-func PlanSentinel(in SentinelInput) (string, string) {
+// one at a time, only while every pod is ready, no monitor is failing over or has just gone down, and every
+// other monitor is known to every pod and passes CKQUORUM everywhere. A monitor whose primary has been down
+// longer than its failover-timeout (with no failover in flight) does not gate the roll; notes names those
+// monitors, for status.
+func PlanSentinel(in SentinelInput) (target, why string, notes []string) {
+	gated := map[string]bool{}
+	for _, m := range in.Monitors {
+		if m.longDown() {
+			notes = append(notes, fmt.Sprintf("monitor %s's primary has been down %s with no failover in flight: the Sentinel roll does not wait for it",
+				m.Name, m.DownFor.Round(time.Second)))
+			continue
+		}
+		gated[m.Name] = true
+	}
 	var stale []string
 	for _, p := range in.Pods {
 		if p.Stale {
@@ -187,24 +220,30 @@ func PlanSentinel(in SentinelInput) (string, string) {
 		}
 	}
 	if len(stale) == 0 {
-		return "", ""
+		return "", "", notes
 	}
 	for _, p := range in.Pods {
 		if !p.Ready {
-			return "", p.Pod + " is not ready"
+			return "", p.Pod + " is not ready", notes
 		}
-		if !p.KnowsAll {
-			return "", p.Pod + " has not registered every monitor yet"
+		for _, m := range in.Monitors {
+			if gated[m.Name] && !p.Knows[m.Name] {
+				return "", fmt.Sprintf("%s has not registered monitor %s yet", p.Pod, m.Name), notes
+			}
 		}
 	}
-	if !in.Healthy {
-		return "", "a monitored primary is down or failing over"
-	}
-	if !in.QuorumOK {
-		return "", "SENTINEL CKQUORUM fails for a monitor"
+	for _, m := range in.Monitors {
+		switch {
+		case m.FailingOver:
+			return "", fmt.Sprintf("monitor %s is failing over", m.Name), notes
+		case m.Down && gated[m.Name]:
+			return "", fmt.Sprintf("monitor %s's primary went down %s ago: waiting for Sentinel's failover", m.Name, m.DownFor.Round(time.Second)), notes
+		case gated[m.Name] && !m.QuorumOK:
+			return "", fmt.Sprintf("SENTINEL CKQUORUM fails for monitor %s", m.Name), notes
+		}
 	}
 	sort.Strings(stale)
-	return stale[0], ""
+	return stale[0], "", notes
 }
 
 // SentinelView is one Sentinel's knowledge of a monitor, for scale-in resets.

@@ -2,8 +2,10 @@ package roll
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
@@ -74,22 +76,54 @@ func nodeIsPrimary(in DataInput, idx int) bool {
 }
 
 func TestPlanSentinel(t *testing.T) {
+	knows := map[string]bool{"a": true, "b": true}
 	ok := func(p string, stale bool) SentinelPod {
-		return SentinelPod{Pod: p, Stale: stale, Ready: true, KnowsAll: true}
+		return SentinelPod{Pod: p, Stale: stale, Ready: true, Knows: knows}
 	}
-	pod, why := PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", true), ok("s-1", true), ok("s-2", false)}, QuorumOK: true, Healthy: true})
-	assert.Equal(t, "s-0", pod, why)
-	_, why = PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", true), {Pod: "s-1", Ready: false}}, QuorumOK: true, Healthy: true})
-	assert.Equal(t, "s-1 is not ready", why)
-	_, why = PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", true), {Pod: "s-1", Ready: true}}, QuorumOK: true, Healthy: true})
-	assert.Equal(t, "s-1 has not registered every monitor yet", why)
-	_, why = PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", true)}, QuorumOK: false, Healthy: true})
-	assert.Contains(t, why, "CKQUORUM")
-	_, why = PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", true)}, QuorumOK: true, Healthy: false})
-	assert.Contains(t, why, "failing over")
-	pod, why = PlanSentinel(SentinelInput{Pods: []SentinelPod{ok("s-0", false)}, QuorumOK: false})
-	assert.Empty(t, pod)
-	assert.Empty(t, why, "nothing stale: nothing to wait for")
+	healthy := func(name string) MonitorGate {
+		return MonitorGate{Name: name, QuorumOK: true, FailoverTimeout: 15 * time.Second}
+	}
+	two := []MonitorGate{healthy("a"), healthy("b")}
+	pods := []SentinelPod{ok("s-0", true), ok("s-1", true), ok("s-2", false)}
+	with := func(m MonitorGate) []MonitorGate { return []MonitorGate{healthy("a"), m} }
+	tests := []struct {
+		name     string
+		in       SentinelInput
+		target   string
+		why      string
+		reported bool
+	}{
+		{"first stale pod", SentinelInput{Pods: pods, Monitors: two}, "s-0", "", false},
+		{"nothing stale: nothing to wait for", SentinelInput{Pods: []SentinelPod{ok("s-0", false)}, Monitors: with(MonitorGate{Name: "b"})}, "", "", false},
+		{"a pod not ready", SentinelInput{Pods: []SentinelPod{ok("s-0", true), {Pod: "s-1"}}, Monitors: two}, "", "s-1 is not ready", false},
+		{"a pod lacks a monitor", SentinelInput{Pods: []SentinelPod{ok("s-0", true), {Pod: "s-1", Ready: true, Knows: map[string]bool{"a": true}}}, Monitors: two},
+			"", "s-1 has not registered monitor b yet", false},
+		{"CKQUORUM fails", SentinelInput{Pods: pods, Monitors: with(MonitorGate{Name: "b", FailoverTimeout: time.Second})}, "", "SENTINEL CKQUORUM fails for monitor b", false},
+		{"a failover in flight", SentinelInput{Pods: pods, Monitors: with(MonitorGate{Name: "b", QuorumOK: true, FailingOver: true, Down: true, DownFor: time.Hour})},
+			"", "monitor b is failing over", false},
+		{"a primary that just went down", SentinelInput{Pods: pods, Monitors: with(MonitorGate{Name: "b", QuorumOK: true, Down: true, DownFor: 2 * time.Second, FailoverTimeout: 15 * time.Second})},
+			"", "monitor b's primary went down 2s ago: waiting for Sentinel's failover", false},
+		{"a primary down for good does not gate the roll, even without CKQUORUM or on a pod that lacks it",
+			SentinelInput{Pods: []SentinelPod{ok("s-0", true), {Pod: "s-1", Ready: true, Knows: map[string]bool{"a": true}}},
+				Monitors: with(MonitorGate{Name: "b", Down: true, DownFor: time.Hour, FailoverTimeout: 15 * time.Second})},
+			"s-0", "", true},
+		{"the healthy monitor still gates", SentinelInput{Pods: pods,
+			Monitors: []MonitorGate{{Name: "a", FailoverTimeout: time.Second}, {Name: "b", Down: true, DownFor: time.Hour, FailoverTimeout: time.Second}}},
+			"", "SENTINEL CKQUORUM fails for monitor a", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target, why, notes := PlanSentinel(tt.in)
+			assert.Equal(t, tt.target, target)
+			assert.Equal(t, tt.why, why)
+			if tt.reported {
+				require.Len(t, notes, 1)
+				assert.Contains(t, notes[0], "monitor b's primary has been down 1h0m0s")
+			} else {
+				assert.Empty(t, notes)
+			}
+		})
+	}
 }
 
 func TestPlanReset(t *testing.T) {
