@@ -128,8 +128,12 @@ func TestPlanSentinel(t *testing.T) {
 
 func TestPlanReset(t *testing.T) {
 	live := map[string]bool{"a:1": true}
-	rep := func(addr string) SentinelReplica { return SentinelReplica{Addr: addr, Flags: []string{"slave"}, LinkOK: true} }
-	gone := func(addr string) SentinelReplica { return SentinelReplica{Addr: addr, Flags: []string{"s_down", "slave", "disconnected"}} }
+	rep := func(addr string) SentinelReplica {
+		return SentinelReplica{Addr: addr, Flags: []string{"slave"}, LinkOK: true}
+	}
+	gone := func(addr string) SentinelReplica {
+		return SentinelReplica{Addr: addr, Flags: []string{"s_down", "slave", "disconnected"}}
+	}
 	v := func(addr string, reps ...SentinelReplica) SentinelView {
 		return SentinelView{Addr: addr, Known: true, Healthy: true, Peers: 2, Replicas: reps}
 	}
