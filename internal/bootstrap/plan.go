@@ -1,7 +1,9 @@
 // Package bootstrap decides, before a data node's server starts, whether it starts as the primary or as a
 // replica of whom (DESIGN.md "Boot-time role discovery"). It runs in every data pod, also when every
 // controller is scaled to zero, so a restarted node rejoins as a replica (case S05) and an empty node that
-// Sentinel still names primary never wipes its replicas (case S08).
+// Sentinel still names primary never wipes its replicas (case S08). With persistence, a cold start is led by
+// the node whose disk holds the newest dataset (issue 12, F5): a waiting node publishes what its disk holds on
+// its own port (BootServer) so booting peers can compare.
 //
 // The flow is observe (ask the Sentinels, then the peers) -> PlanBoot (pure) -> act (write the config, or
 // request a failover and look again, or wait and look again).
@@ -10,6 +12,7 @@ package bootstrap
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -34,15 +37,25 @@ type SentinelAnswer struct {
 
 // Peer is what one other data node reported.
 type Peer struct {
-	Node      spec.Node
+	Node spec.Node
+	// Reachable is true when the peer's server answered INFO.
 	Reachable bool
 	Repl      valkey.Replication
 	// Keys is the number of keys in the peer's keyspace (INFO keyspace).
 	Keys int64
+	// Booting is true when the peer's boot step answered instead (it is deciding its role; see BootServer);
+	// Persisted is then what its disk holds.
+	Booting   bool
+	Persisted Persisted
 }
 
-// HasData reports whether the peer holds a dataset worth protecting.
-func (p Peer) HasData() bool { return p.Reachable && p.Keys > 0 }
+// HasData reports whether the peer holds a dataset worth protecting: a running server with keys, or a
+// booting node whose disk holds data.
+func (p Peer) HasData() bool { return p.Reachable && p.Keys > 0 || p.Booting && p.Persisted.HasData }
+
+// Answered reports whether the peer's server or its boot step answered; a peer that did not is unknown, not
+// absent.
+func (p Peer) Answered() bool { return p.Reachable || p.Booting }
 
 // Observation is everything PlanBoot needs.
 type Observation struct {
@@ -52,8 +65,10 @@ type Observation struct {
 	// Sentinels is empty when no sentinels.json is mounted (the instance is not monitored).
 	Sentinels []SentinelAnswer
 	Peers     []Peer
-	// LocalData is true when persistence is on and the data directory holds an RDB or AOF file with content.
-	LocalData bool
+	// Persistence is the descriptor's persistence (a PVC per node). Local is what this node's data
+	// directory holds; it is always empty without persistence.
+	Persistence bool
+	Local       Persisted
 	// FailoverRequested is true once this boot asked Sentinel to fail over away from this node: from then on
 	// the node never starts as primary on its own (issue 12, F4).
 	FailoverRequested bool
@@ -86,33 +101,45 @@ type Decision struct {
 // PlanBoot decides the role of a starting node:
 //
 //  1. When Sentinels answer, the address most of them name is the primary. If it is another node, start as
-//     its replica. If it is this node and it has persisted data, start as primary. If it starts empty (no
-//     persistence, or no data file), it starts as primary only when Sentinel itself lists no replica and no
-//     peer answers as a replica or a primary: a replica that does not answer (paused, partitioned, slow) is
-//     unknown, not absent (issue 12, F4). Otherwise it requests a failover instead of starting as an empty
-//     primary that would wipe the replicas on resync (case S08) or be a second writable primary. Once a
-//     failover was requested, it never starts as primary on its own; while a peer already reports primary
-//     (the failover runs) or the replica list cannot be read, it waits.
+//     its replica, unless this node holds persisted data and that primary answers with none (a full resync
+//     would flush this node's data: wait). If it is this node and it has persisted data, start as primary. If
+//     it starts empty (no persistence, or no data file), it starts as primary only when Sentinel itself lists
+//     no replica and no peer answers as a replica or a primary: a replica that does not answer (paused,
+//     partitioned, slow) is unknown, not absent (issue 12, F4). Otherwise it requests a failover instead of
+//     starting as an empty primary that would wipe the replicas on resync (case S08) or be a second writable
+//     primary. Once a failover was requested, it never starts as primary on its own; while a peer already
+//     reports primary (the failover runs) or the replica list cannot be read, it waits.
 //  2. Otherwise, the peers decide: a peer reporting primary is followed (the highest offset wins when
-//     several claim it). With no primary anywhere, a node never promotes itself while a peer holds data (the
-//     controller or Sentinel promotes the best replica, case S07); on a cold start with no data anywhere,
-//     only node 0 starts as primary and the others wait.
+//     several claim it), unless this node holds persisted data and that primary holds less. With no primary
+//     anywhere, a node never promotes itself while a running peer holds data (the controller or Sentinel
+//     promotes the best replica, case S07).
+//  3. A cold start (no primary, no running peer with data). Without persistence, only node 0 starts as
+//     primary and the others wait. With persistence, the node with the newest persisted dataset leads (see
+//     planColdStart); every peer must have answered, as a server or through its boot step, because a peer that
+//     did not may hold the newest data (issue 12, F5).
 func PlanBoot(o Observation) Decision {
 	in := spec.Instance{Port: o.Port}
 	peerHasData := false
 	for _, p := range o.Peers {
-		if p.HasData() {
+		if p.Reachable && p.Keys > 0 {
 			peerHasData = true
 		}
 	}
 	if host, port, votes, ok := sentinelPrimary(o.Sentinels); ok {
 		if !in.SameAddr(o.Self, host, port) {
+			for _, p := range o.Peers {
+				if p.Reachable && in.SameAddr(p.Node, host, port) && p.Keys == 0 && o.Local.HasData {
+					return Decision{Kind: Wait, Reason: fmt.Sprintf("%d Sentinel(s) name %s:%d as primary, but it holds "+
+						"no data and this node has %s: following it would flush this node's data (full resync); "+
+						"waiting for Sentinel or the controller to promote a node with data", votes, host, port, o.Local)}
+				}
+			}
 			return Decision{Kind: StartReplica, PrimaryHost: host, PrimaryPort: port,
 				Reason: fmt.Sprintf("%d Sentinel(s) name %s:%d as primary", votes, host, port)}
 		}
-		if o.LocalData {
+		if o.Local.HasData {
 			return Decision{Kind: StartPrimary,
-				Reason: fmt.Sprintf("%d Sentinel(s) name this node primary and it has persisted data", votes)}
+				Reason: fmt.Sprintf("%d Sentinel(s) name this node primary and it has %s", votes, o.Local)}
 		}
 		return planNamedEmpty(o, host, port, votes, peerHasData)
 	}
@@ -128,6 +155,10 @@ func PlanBoot(o Observation) Decision {
 		}
 	}
 	if best != nil {
+		if less, why := holdsLess(*best, o.Local); less {
+			return Decision{Kind: Wait, Reason: fmt.Sprintf("no Sentinel knows the monitor; peer %s reports primary "+
+				"but %s, and this node has %s: never following a primary that holds less", best.Node.Host, why, o.Local)}
+		}
 		return Decision{Kind: StartReplica, PrimaryHost: best.Node.Host, PrimaryPort: in.PortOf(best.Node),
 			Reason: fmt.Sprintf("no Sentinel knows the monitor; peer %s reports primary", best.Node.Host)}
 	}
@@ -135,10 +166,89 @@ func PlanBoot(o Observation) Decision {
 		return Decision{Kind: Wait,
 			Reason: "no primary anywhere and a peer holds data: waiting for the controller or Sentinel to promote the best replica"}
 	}
+	if o.Persistence {
+		return planColdStart(o)
+	}
 	if o.Self.Index == 0 {
 		return Decision{Kind: StartPrimary, Reason: "cold start: no primary and no data anywhere; node 0 bootstraps as primary"}
 	}
 	return Decision{Kind: Wait, Reason: "cold start: waiting for node 0 to become primary"}
+}
+
+// holdsLess reports whether a running primary holds less than this node's persisted dataset: no keys at all,
+// or the same replication history (same replication id) at a lower offset.
+func holdsLess(p Peer, local Persisted) (bool, string) {
+	switch {
+	case !local.HasData:
+		return false, ""
+	case p.Keys == 0:
+		return true, "it holds no keys"
+	case local.Known && p.Repl.ReplID == local.ReplID && p.Repl.Offset() < local.Offset:
+		return true, fmt.Sprintf("its offset %d is behind this node's %d on the same replication id", p.Repl.Offset(), local.Offset)
+	}
+	return false, ""
+}
+
+// planColdStart decides a cold start with persistence: no Sentinel knows the monitor and no peer runs with
+// data. Every peer must have answered (its server, or its boot step publishing what its disk holds); then the
+// node whose disk holds the newest dataset starts as primary and the others wait for it: a node with data
+// before one without, a recorded replication position before none, the higher offset first (offsets keep
+// counting across failovers, so the highest one has seen the most of the history; Sentinel picks replicas the
+// same way), the lower node index on a tie. With no data anywhere node 0 leads, as without persistence.
+func planColdStart(o Observation) Decision {
+	var silent []string
+	for _, p := range o.Peers {
+		if !p.Answered() {
+			silent = append(silent, p.Node.Host)
+		}
+	}
+	if len(silent) > 0 {
+		return Decision{Kind: Wait, Reason: fmt.Sprintf("cold start with persistence: %s did not answer (neither its "+
+			"server nor its boot step), and its disk may hold newer data than this node's %s: waiting "+
+			"(unreachable is not absent, issue 12, F5)", strings.Join(silent, ", "), o.Local)}
+	}
+	type cand struct {
+		index int
+		host  string
+		p     Persisted
+	}
+	best := cand{o.Self.Index, o.Self.Host, o.Local}
+	for _, p := range o.Peers {
+		if !p.Booting {
+			continue // a running peer without data (or a replica) does not lead a cold start
+		}
+		c := cand{p.Node.Index, p.Node.Host, p.Persisted}
+		if newer(c.p, best.p) || !newer(best.p, c.p) && c.index < best.index {
+			best = c
+		}
+	}
+	if !best.p.HasData && best.index != 0 {
+		// no data anywhere: node 0 leads, even when it is a running peer
+		if o.Self.Index != 0 {
+			return Decision{Kind: Wait, Reason: "cold start with persistence: no node holds data; waiting for node 0 to become primary"}
+		}
+		best = cand{o.Self.Index, o.Self.Host, o.Local}
+	}
+	if best.index == o.Self.Index {
+		return Decision{Kind: StartPrimary, Reason: fmt.Sprintf("cold start with persistence: every peer answered and "+
+			"this node holds the newest dataset (%s); it leads", o.Local)}
+	}
+	return Decision{Kind: Wait, Reason: fmt.Sprintf("cold start with persistence: %s holds the newest dataset (%s); "+
+		"waiting for it to start as primary", best.host, best.p)}
+}
+
+// newer reports whether dataset a is newer than b: data beats none, a recorded position beats none, then the
+// higher offset.
+func newer(a, b Persisted) bool {
+	switch {
+	case a.HasData != b.HasData:
+		return a.HasData
+	case !a.HasData:
+		return false
+	case a.Known != b.Known:
+		return a.Known
+	}
+	return a.Known && a.Offset > b.Offset
 }
 
 // planNamedEmpty decides for a node that the Sentinels name primary and that starts without data.

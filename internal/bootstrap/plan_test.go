@@ -30,6 +30,16 @@ func names(host string, n int) []SentinelAnswer {
 	return out
 }
 
+const replID = "0123456789abcdef0123456789abcdef01234567"
+
+// at is a persisted dataset at offset off of replID.
+func at(off int64) Persisted {
+	return Persisted{HasData: true, Known: true, ReplID: replID, Offset: off}
+}
+
+// booting is a peer whose boot step published p.
+func booting(i int, p Persisted) Peer { return Peer{Node: node(i), Booting: true, Persisted: p} }
+
 // listing makes every answer list n replicas.
 func listing(answers []SentinelAnswer, n int) []SentinelAnswer {
 	for i := range answers {
@@ -54,7 +64,7 @@ func TestPlanBoot(t *testing.T) {
 		// case S08: named primary, empty, a replica holds data -> ask for a failover, never start empty
 		{"TestCaseS08 empty named primary requests failover", Observation{Self: node(0), Sentinels: names("VK-0-0.vk-0.", 3),
 			Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0"), replicaPeer(2, 1000, "vk-0-0.vk-0")}}, RequestFailover, ""},
-		{"named primary with persisted data starts primary", Observation{Self: node(0), LocalData: true, Sentinels: names("vk-0-0.vk-0", 3),
+		{"named primary with persisted data starts primary", Observation{Self: node(0), Local: Persisted{HasData: true}, Sentinels: names("vk-0-0.vk-0", 3),
 			Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, StartPrimary, ""},
 		{"named primary restarted empty, empty replicas up: hand over, never two primaries", Observation{Self: node(0), Sentinels: names("vk-0-0.vk-0", 3),
 			Peers: []Peer{replicaPeer(1, 0, "vk-0-0.vk-0")}}, RequestFailover, ""},
@@ -81,7 +91,32 @@ func TestPlanBoot(t *testing.T) {
 		// case S07: no primary anywhere but replicas hold data: node 0 restarting empty must not lead
 		{"TestCaseS07 no primary, replicas hold data: node 0 waits", Observation{Self: node(0),
 			Peers: []Peer{replicaPeer(1, 100, "vk-0-0.vk-0"), replicaPeer(2, 100, "vk-0-0.vk-0")}}, Wait, ""},
-		{"full restart from disks: node 0 with data, peers still booting", Observation{Self: node(0), LocalData: true,
+		// issue 12, F5: with persistence the newest persisted dataset leads a cold start
+		{"TestF5 node 0 with data, a peer silent: wait (its disk may be newer)", Observation{Self: node(0), Persistence: true,
+			Local: at(100), Peers: []Peer{booting(1, at(100)), down}}, Wait, ""},
+		{"TestF5 node 0 without data, peers booting with data: wait for them", Observation{Self: node(0), Persistence: true,
+			Peers: []Peer{booting(1, at(100)), booting(2, at(100))}}, Wait, ""},
+		{"TestF5 equal datasets: the lower index leads", Observation{Self: node(1), Persistence: true, Local: at(100),
+			Peers: []Peer{booting(0, Persisted{}), booting(2, at(100))}}, StartPrimary, ""},
+		{"TestF5 equal datasets: the higher index waits", Observation{Self: node(2), Persistence: true, Local: at(100),
+			Peers: []Peer{booting(0, Persisted{}), booting(1, at(100))}}, Wait, ""},
+		{"TestF5 the highest offset leads", Observation{Self: node(2), Persistence: true, Local: at(300),
+			Peers: []Peer{booting(0, at(200)), booting(1, at(100))}}, StartPrimary, ""},
+		{"TestF5 a recorded position beats none", Observation{Self: node(0), Persistence: true, Local: Persisted{HasData: true},
+			Peers: []Peer{booting(1, at(1)), booting(2, Persisted{})}}, Wait, ""},
+		{"TestF5 no data anywhere, every peer booting: node 0 leads", Observation{Self: node(0), Persistence: true,
+			Peers: []Peer{booting(1, Persisted{}), booting(2, Persisted{})}}, StartPrimary, ""},
+		{"TestF5 no data anywhere: node 1 waits for node 0", Observation{Self: node(1), Persistence: true,
+			Peers: []Peer{booting(0, Persisted{}), booting(2, Persisted{})}}, Wait, ""},
+		{"TestF5 never follow an empty running primary with data on disk", Observation{Self: node(1), Persistence: true,
+			Local: at(100), Peers: []Peer{primaryPeer(0, 0), booting(2, at(100))}}, Wait, ""},
+		{"TestF5 never follow a primary behind on the same history", Observation{Self: node(1), Persistence: true,
+			Local: at(500), Peers: []Peer{{Node: node(0), Reachable: true, Keys: 5, Repl: valkey.Replication{Role: valkey.RolePrimary, ReplID: replID, MasterReplOffset: 400}}}}, Wait, ""},
+		{"TestF5 follow a primary with data on another history", Observation{Self: node(1), Persistence: true,
+			Local: at(500), Peers: []Peer{primaryPeer(0, 5)}}, StartReplica, "vk-0-0.vk-0"},
+		{"TestF5 Sentinel names an empty running primary while this node has data: wait", Observation{Self: node(1), Persistence: true,
+			Local: at(100), Sentinels: names("vk-0-0.vk-0", 3), Peers: []Peer{primaryPeer(0, 0)}}, Wait, ""},
+		{"diskless cold start: node 0 leads while peers are silent", Observation{Self: node(0),
 			Peers: []Peer{{Node: node(1)}, down}}, StartPrimary, ""},
 	}
 	for _, tt := range tests {

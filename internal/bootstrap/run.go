@@ -2,9 +2,11 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,6 +72,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 		return Decision{}, fmt.Errorf("node index %d: the descriptor has %d nodes", cfg.NodeIndex, len(cfg.Instance.Nodes))
 	}
 	deadline := time.Now().Add(cfg.WaitLimit)
+	if cfg.Instance.Persistence {
+		local := ReadLocal(cfg)
+		log.Info("persisted dataset", "local", local.String())
+		if bs := serveBoot(cfg, local, log); bs != nil {
+			defer bs.Close()
+		}
+	}
 	var (
 		failoverRequested time.Time // last accepted request
 		nextRequest       time.Time // earliest next request
@@ -152,7 +161,7 @@ func describeReplicas(o Observation) []string {
 func Observe(ctx context.Context, cfg Config) Observation {
 	in := cfg.Instance
 	self := in.Nodes[cfg.NodeIndex]
-	o := Observation{Self: self, Port: in.Port, LocalData: LocalData(cfg.DataDir, in.Persistence)}
+	o := Observation{Self: self, Port: in.Port, Persistence: in.Persistence, Local: ReadLocal(cfg)}
 	probePW := readSecret(cfg.SecretsDir, acl.Probe)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -236,7 +245,15 @@ func askPeer(ctx context.Context, addr string, o valkey.Options) Peer {
 		return p
 	}
 	defer c.Close()
-	r, err := c.InfoReplication(ctx)
+	f, err := c.Info(ctx, "replication")
+	if err != nil {
+		return p
+	}
+	if persisted, ok := ParseBootInfo(f); ok {
+		p.Booting, p.Persisted = true, persisted
+		return p
+	}
+	r, err := valkey.ParseReplication(f)
 	if err != nil {
 		return p
 	}
@@ -248,25 +265,46 @@ func askPeer(ctx context.Context, addr string, o valkey.Options) Peer {
 	return p
 }
 
-// LocalData reports whether persistence is on and the data directory holds an RDB file or an AOF directory
-// with content.
-func LocalData(dir string, persistence bool) bool {
-	if !persistence || dir == "" {
-		return false
+// ReadLocal returns what this node's data directory holds, judged with the persistence settings of the
+// config template (ParseServerFiles, ReadPersisted). Without persistence it is empty. A directory or template
+// that cannot be read counts as data, with the error in Source: never risk what cannot be seen.
+func ReadLocal(cfg Config) Persisted {
+	if !cfg.Instance.Persistence || cfg.DataDir == "" {
+		return Persisted{Source: "no persistence"}
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "dump.rdb")); err == nil && fi.Size() > 0 {
-		return true
-	}
-	entries, err := os.ReadDir(filepath.Join(dir, "appendonlydir"))
+	tpl, err := os.ReadFile(cfg.ConfigTemplate)
 	if err != nil {
-		return false
+		return Persisted{HasData: true, Source: fmt.Sprintf("config template unreadable: %v", err)}
 	}
-	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && fi.Size() > 0 && !strings.HasSuffix(e.Name(), ".manifest") {
-			return true
+	p, err := ReadPersisted(cfg.DataDir, ParseServerFiles(string(tpl)))
+	if err != nil {
+		p.HasData, p.Source = true, fmt.Sprintf("%s unreadable: %v", p.Source, err)
+	}
+	return p
+}
+
+// serveBoot starts a BootServer on the node's port (TLS when the instance uses it) so booting peers can read
+// what this node's disk holds. It returns nil, after logging why, when the port cannot be served.
+func serveBoot(cfg Config, local Persisted, log *slog.Logger) *BootServer {
+	in := cfg.Instance
+	self := in.Nodes[cfg.NodeIndex]
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(in.PortOf(self))))
+	if err != nil {
+		log.Warn("cannot serve the persisted position to booting peers; they will wait for this node", "error", err)
+		return nil
+	}
+	if in.TLS.Enabled {
+		tpl, _ := os.ReadFile(cfg.ConfigTemplate)
+		files := ParseServerFiles(string(tpl))
+		cert, err := tls.LoadX509KeyPair(files.TLSCertFile, files.TLSKeyFile)
+		if err != nil {
+			ln.Close()
+			log.Warn("cannot serve the persisted position over TLS; booting peers will wait for this node", "error", err)
+			return nil
 		}
+		ln = tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}})
 	}
-	return false
+	return ServeBoot(ln, readSecret(cfg.SecretsDir, acl.Probe), local)
 }
 
 // ErrNoGoodReplica is returned (wrapped) when SENTINEL FAILOVER answers NOGOODSLAVE: the Sentinel knows no

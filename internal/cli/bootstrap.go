@@ -51,10 +51,13 @@ func newBootstrapCmd() *cobra.Command {
 		Use:   "bootstrap",
 		Short: "Decide a data node's role before its server starts, write its config, then exec the server",
 		Long: `bootstrap runs as the entry point of every data container. It asks the Sentinels named in the
-sentinels file for the current primary, else the peers (INFO replication), and only node 0 starts as
-primary on a cold start. A node that Sentinel still names primary but that starts empty while a replica holds
-data asks Sentinel to fail over instead (case S08). It writes the writable server config (template + own
-announce address + replication credentials + replicaof) and, with --exec, replaces itself with the server.`,
+sentinels file for the current primary, else the peers (INFO replication). A node that Sentinel still names
+primary but that starts empty asks Sentinel to fail over instead while Sentinel lists replicas (case S08),
+and never starts as primary after asking. On a cold start without persistence node 0 leads; with
+persistence the node whose disk holds the newest dataset leads (booting nodes answer INFO on their port with
+what their disk holds) and a silent peer makes the others wait. It writes the writable server config
+(template + own announce address + replication credentials + replicaof) and, with --exec, replaces itself
+with the server. Waiting ends after --wait-limit with exit 1 (the container restarts).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
 				return err
