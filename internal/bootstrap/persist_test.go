@@ -159,3 +159,51 @@ func TestF5PersistedDataAsTheServerLoadsIt(t *testing.T) {
 		})
 	}
 }
+
+// TestF5SilentPeerMakesOthersWait: on a cold start with persistence, while one node neither runs nor boots
+// (its disk may hold the newest data), the others wait and say why; once it boots, the newest disk leads.
+func TestF5SilentPeerMakesOthersWait(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Sentinels: -1, ExtraServerLines: persistAOF})
+	h := newHarness(t, top, false)
+	h.in.Persistence = true
+	const keys = 300
+	load(t, top, keys)
+	for _, n := range top.Nodes[1:] {
+		stopSettled(t, top, n)
+	}
+	stopSettled(t, top, top.Nodes[0])
+
+	type result struct {
+		i int
+		d Decision
+		e error
+	}
+	done := make(chan result, 3)
+	for i := range top.Nodes[:2] {
+		cfg := h.persistConfig(i, persistAOF)
+		cfg.WaitLimit = 2 * time.Second
+		go func() {
+			d, err := Run(context.Background(), cfg, quiet())
+			done <- result{i, d, err}
+		}()
+	}
+	for range 2 {
+		r := <-done
+		require.Error(t, r.e, "node %d must not decide while node 2 is silent", r.i)
+		assert.Equal(t, Wait, r.d.Kind)
+		assert.Contains(t, r.d.Reason, "did not answer")
+	}
+	for i := range top.Nodes {
+		cfg := h.persistConfig(i, persistAOF)
+		go func() {
+			d, err := Run(context.Background(), cfg, quiet())
+			done <- result{i, d, err}
+		}()
+	}
+	for range top.Nodes {
+		r := <-done
+		require.NoError(t, r.e, "node %d", r.i)
+		top.Nodes[r.i].Start()
+	}
+	assert.EqualValues(t, keys, primaryKeys(t, top))
+}
