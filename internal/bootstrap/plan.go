@@ -49,10 +49,6 @@ type Peer struct {
 	Persisted Persisted
 }
 
-// HasData reports whether the peer holds a dataset worth protecting: a running server with keys, or a
-// booting node whose disk holds data.
-func (p Peer) HasData() bool { return p.Reachable && p.Keys > 0 || p.Booting && p.Persisted.HasData }
-
 // Answered reports whether the peer's server or its boot step answered; a peer that did not is unknown, not
 // absent.
 func (p Peer) Answered() bool { return p.Reachable || p.Booting }
