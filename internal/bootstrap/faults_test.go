@@ -227,3 +227,40 @@ func TestBootNoGoodReplicaBacksOff(t *testing.T) {
 		assert.EqualValues(t, keys, k, "replica %s kept its data", n.Addr())
 	}
 }
+
+// TestF4SentinelsAndReplicasPaused (issue 12, F4, a third path): the primary restarts diskless while every
+// Sentinel and both replicas are paused for about a second. No Sentinel answering is not "no Sentinel knows
+// the monitor": the node must not fall back to a cold start and lead with nothing.
+func TestF4SentinelsAndReplicasPaused(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 10000})
+	h := newHarness(t, top, true)
+	const keys = 2000
+	load(t, top, keys)
+	w := watchRoles(t, top)
+
+	paused := append(append([]*valkeytest.Proc{}, top.Nodes[1:]...), top.Sentinels...)
+	for _, p := range paused {
+		p.Pause()
+	}
+	top.Nodes[0].Kill()
+	resumed := make(chan struct{})
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		for _, p := range paused {
+			p.Resume()
+		}
+		close(resumed)
+	}()
+	start := time.Now()
+	d, err := Run(context.Background(), h.config(0), quiet())
+	<-resumed
+	require.NoError(t, err)
+	t.Logf("reborn node decided %s (%s) after %s", d.Kind, d.Reason, time.Since(start).Round(time.Millisecond))
+	top.Nodes[0].Start()
+	final := primaryKeys(t, top)
+	windows, longest := w.finish()
+	t.Logf("F4 paused Sentinels and replicas: keys lost %d of %d; two-primary windows %d (longest %s)", keys-final, keys, windows, longest.Round(time.Millisecond))
+	assert.Equal(t, StartReplica, d.Kind, d.Reason)
+	assert.EqualValues(t, keys, final, "keys lost")
+	assert.Zero(t, windows, "two-primary windows")
+}

@@ -21,8 +21,11 @@ import (
 // SentinelAnswer is one Sentinel's reply to GET-MASTER-ADDR-BY-NAME.
 type SentinelAnswer struct {
 	Addr string
-	// Err is set when the Sentinel could not be asked.
-	Err error
+	// Err is set when the Sentinel could not be asked. Absent is set with it when its address does not
+	// resolve (NXDOMAIN): the Sentinel does not exist (its pod is gone; the charts publish not-ready pods),
+	// which is not the same as a Sentinel that exists and does not answer.
+	Err    error
+	Absent bool
 	// Found is false when the Sentinel does not know the monitor.
 	Found bool
 	Host  string
@@ -109,7 +112,9 @@ type Decision struct {
 //     several claim it), unless this node holds persisted data and that primary holds less. With no primary
 //     anywhere, a node never promotes itself while a running peer holds data (the controller or Sentinel
 //     promotes the best replica, case S07).
-//  3. A cold start (no primary, no running peer with data). Without persistence, only node 0 starts as
+//  3. A cold start (no primary, no running peer with data), only when no Sentinel is configured or most of
+//     them answered that they do not know the monitor: Sentinels that do not answer may name a primary that
+//     does not answer either (issue 12, F4), so then the node waits. Without persistence, only node 0 starts as
 //     primary and the others wait. With persistence, the node with the newest persisted dataset leads (see
 //     planColdStart); every peer must have answered, as a server or through its boot step, because a peer that
 //     did not may hold the newest data (issue 12, F5).
@@ -162,6 +167,11 @@ func PlanBoot(o Observation) Decision {
 		return Decision{Kind: Wait,
 			Reason: "no primary anywhere and a peer holds data: waiting for the controller or Sentinel to promote the best replica"}
 	}
+	if answered, configured := sentinelsAnswering(o.Sentinels); answered < configured/2+1 && configured > 0 {
+		return Decision{Kind: Wait, Reason: fmt.Sprintf("no primary answers and only %d of %d Sentinels answered or are gone: "+
+			"that no Sentinel knows the monitor is not established (unreachable is not absent, issue 12, F4); "+
+			"waiting instead of a cold start", answered, configured)}
+	}
 	if o.Persistence {
 		return planColdStart(o)
 	}
@@ -169,6 +179,17 @@ func PlanBoot(o Observation) Decision {
 		return Decision{Kind: StartPrimary, Reason: "cold start: no primary and no data anywhere; node 0 bootstraps as primary"}
 	}
 	return Decision{Kind: Wait, Reason: "cold start: waiting for node 0 to become primary"}
+}
+
+// sentinelsAnswering counts the Sentinels that answered (named a primary or said they do not know the
+// monitor) or do not exist (Absent), out of those configured (the sentinels file).
+func sentinelsAnswering(answers []SentinelAnswer) (answered, configured int) {
+	for _, a := range answers {
+		if a.Err == nil || a.Absent {
+			answered++
+		}
+	}
+	return answered, len(answers)
 }
 
 // holdsLess reports whether a running primary holds less than this node's persisted dataset: no keys at all,

@@ -225,7 +225,8 @@ func askSentinel(ctx context.Context, addr, monitor string, o valkey.Options) Se
 	defer cancel()
 	c, err := valkey.Dial(ctx, addr, o)
 	if err != nil {
-		a.Err = err
+		var dns *net.DNSError
+		a.Err, a.Absent = err, errors.As(err, &dns) && dns.IsNotFound
 		return a
 	}
 	defer c.Close()
