@@ -27,6 +27,8 @@ K8S=$ROOT/hack/k8s-local
 if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
 # shellcheck source=k8s-local/env.sh
 . "$K8S/env.sh"
+# shellcheck source=k8s-local/nodes.sh
+. "$K8S/nodes.sh"
 
 CTL_IMAGE=${CTL_IMAGE:-localhost/valkey-ha/valkey-sentinel-ctl:0.1.0}
 CTL_PKG=${CTL_PKG:-./cmd/valkey-sentinel-ctl}
@@ -125,7 +127,7 @@ cmd_alias() { # SRC DST...
   need_containerd
   full=$(ctr_name "$src"); [[ -n $full ]] || die "alias: image $src is not loaded"
   for d in "$@"; do
-    kctr images tag --force "$full" "$d" >/dev/null
+    for i in $(running_nodes); do nctr "$i" images tag --force "$full" "$d" >/dev/null; done
     log "image $d -> $src"
   done
 }

@@ -30,6 +30,9 @@ DNS_SVC_IP=${K8S_LOCAL_DNS_SVC_IP:-10.96.0.10}
 CLUSTER_DOMAIN=cluster.local
 BRIDGE=${K8S_LOCAL_BRIDGE:-k8slocal0}
 CNI_NET=k8s-local
+# Extra nodes (NODES > 1, see nodes.sh): node i in network namespace $NODE_NAME-i, linked to the host by a veth
+# pair $NODE_NET.i.1 (host) / $NODE_NET.i.2 (node). K8S_LOCAL_NODES: node count (default: that of the last up).
+NODE_NET=${K8S_LOCAL_NODE_NET:-10.243}
 CNI_BIN_DIR=${K8S_LOCAL_CNI_BIN_DIR:-/usr/lib/cni}
 
 # Images (all built locally, never pulled). "valkey/valkey:8.0" is stored by containerd under

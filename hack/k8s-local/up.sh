@@ -10,6 +10,8 @@
 set -euo pipefail
 # shellcheck source=env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+# shellcheck source=nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nodes.sh"
 
 RUN_CHECK=1
 for a in "$@"; do
@@ -304,42 +306,22 @@ has_cap_sys_resource() { # CAP_SYS_RESOURCE = bit 24 of the effective set
   local eff; eff=$(awk '/^CapEff/ {print $2}' /proc/self/status)
   (( (16#$eff >> 24) & 1 ))
 }
-write_configs() {
-  # without CAP_SYS_RESOURCE nobody may lower oom_score_adj (see containerd.toml below)
-  local RESTRICT_OOM=false DAEMON_OOM=-999
-  if ! has_cap_sys_resource; then RESTRICT_OOM=true DAEMON_OOM=0; fi
-  mkdir -p "$CONF" "$STATE/cni/net.d" "$STATE/cni/ipam" "$STATE/kubelet" "$STATE/containerd" "$RUN/containerd"
-  write_if_changed "$STATE/cni/net.d/10-k8s-local.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$CNI_NET",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": true,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$STATE/cni/ipam",
-        "ranges": [[{"subnet": "$POD_CIDR"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-EOF
-  write_if_changed "$CONF/containerd.toml" <<EOF
+# without CAP_SYS_RESOURCE nobody may lower oom_score_adj (see containerd_toml)
+RESTRICT_OOM=false DAEMON_OOM=-999
+if ! has_cap_sys_resource; then RESTRICT_OOM=true DAEMON_OOM=0; fi
+# containerd configuration: root state socket opt-dir cni-conf-dir [runc-root]
+containerd_toml() {
+  local runc_root=""
+  [[ -z ${6:-} ]] || runc_root="        Root = \"$6\""$'\n'
+  cat <<EOF
 version = 2
-root = "$STATE/containerd/root"
-state = "$RUN/containerd/state"
+root = "$1"
+state = "$2"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
-  address = "$CTRD_SOCK"
+  address = "$3"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$STATE/containerd/opt"
+  path = "$4"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   netns_mounts_under_state_dir = true
@@ -354,11 +336,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
+${runc_root}  [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
-    conf_dir = "$STATE/cni/net.d"
+    conf_dir = "$5"
 EOF
-  write_if_changed "$CONF/kubelet.yaml" <<EOF
+}
+# kubelet configuration: address containerd-socket tls-cert tls-key [extra lines]
+kubelet_yaml() {
+  cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -366,17 +351,17 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: "$PKI/ca.crt"}
 authorization: {mode: Webhook}
-address: "$NODE_IP"
+address: "$1"
 healthzBindAddress: 127.0.0.1
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
-containerRuntimeEndpoint: "unix://$CTRD_SOCK"
+containerRuntimeEndpoint: "unix://$2"
 clusterDNS: ["$DNS_SVC_IP"]
 clusterDomain: $CLUSTER_DOMAIN
 resolvConf: /etc/resolv.conf
-tlsCertFile: "$PKI/kubelet.crt"
-tlsPrivateKeyFile: "$PKI/kubelet.key"
+tlsCertFile: "$3"
+tlsPrivateKeyFile: "$4"
 rotateCertificates: false
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
@@ -385,6 +370,39 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 maxPods: 110
 oomScoreAdj: $DAEMON_OOM
 EOF
+  printf '%s' "${5:-}"
+}
+# CNI network (bridge + host-local IPAM + portmap): bridge ip-masquerade(true|false) subnet ipam-dir
+cni_conflist() {
+  cat <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$CNI_NET",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$1",
+      "isGateway": true,
+      "ipMasq": $2,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$4",
+        "ranges": [[{"subnet": "$3"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+}
+write_configs() {
+  mkdir -p "$CONF" "$STATE/cni/net.d" "$STATE/cni/ipam" "$STATE/kubelet" "$STATE/containerd" "$RUN/containerd"
+  cni_conflist "$BRIDGE" true "$POD_CIDR" "$STATE/cni/ipam" | write_if_changed "$STATE/cni/net.d/10-k8s-local.conflist"
+  containerd_toml "$STATE/containerd/root" "$RUN/containerd/state" "$CTRD_SOCK" "$STATE/containerd/opt" "$STATE/cni/net.d" \
+    | write_if_changed "$CONF/containerd.toml"
+  kubelet_yaml "$NODE_IP" "$CTRD_SOCK" "$PKI/kubelet.crt" "$PKI/kubelet.key" | write_if_changed "$CONF/kubelet.yaml"
   write_if_changed "$CONF/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -403,7 +421,8 @@ EOF
 
 # ---------------------------------------------------------------------------------------------
 # 7. Daemons (plain background processes; PID + binary path recorded in $RUN for down.sh)
-# a daemon is restarted when its binary, arguments or any config file named in them changed
+# a daemon is restarted when its binary, arguments or any config file named in them changed; DAEMON_NETNS set:
+# started in that network namespace
 fingerprint() { # exe args...
   local a v
   { stat -c '%n %s %Y' "$1"; printf '%s\n' "$@"
@@ -418,8 +437,13 @@ start_daemon() { # name binary args...
     log "$name: binary or configuration changed, restarting"
     stop_daemon "$name"
   fi
-  log "starting $name"
-  setsid "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  log "starting $name${DAEMON_NETNS:+ in network namespace $DAEMON_NETNS}"
+  # nsenter --net, not ip netns exec: the latter remounts /sys and hides the cgroup hierarchies
+  if [[ -n ${DAEMON_NETNS:-} ]]; then
+    setsid nsenter --net="/run/netns/$DAEMON_NETNS" "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  else
+    setsid "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  fi
   echo $! >"$RUN/$name.pid"
   echo "$exe" >"$RUN/$name.exe"
   echo "$fp" >"$RUN/$name.fp"
@@ -529,7 +553,7 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
 spec:
-  replicas: 1
+  replicas: $(( $(want_nodes) > 1 ? 2 : 1 ))
   selector: {matchLabels: {k8s-app: kube-dns}}
   template:
     metadata:
@@ -538,6 +562,11 @@ spec:
     spec:
       serviceAccountName: coredns
       priorityClassName: system-cluster-critical
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 100
+            podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {k8s-app: kube-dns}}}
       dnsPolicy: Default
       containers:
       - name: coredns
@@ -570,6 +599,66 @@ EOF
 }
 
 # ---------------------------------------------------------------------------------------------
+# 9. Extra nodes (NODES > 1, see nodes.sh): node i in network namespace $NODE_NAME-i
+image_list() { nctr "$1" images ls 2>/dev/null | awk 'NR > 1 && $1 !~ /^sha256:/ {print $1, $3}' | sort; }
+sync_node_images() { # i: import every tagged image of node 1 that node i lacks or holds under another digest
+  local i=$1 refs tmp
+  refs=$(comm -23 <(image_list 1) <(image_list "$i") | awk '{print $1}')
+  [[ -n $refs ]] || return 0
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2086 # one word per image reference
+  nctr 1 images export --platform linux/amd64 "$tmp/images.tar" $refs
+  nctr "$i" images import "$tmp/images.tar" >/dev/null
+  rm -rf "$tmp"
+  log "node $(node_name "$i"): imported $(wc -w <<<"$refs") images from $NODE_NAME"
+}
+node_pod_cidr() { kctl get node "$(node_name "$1")" -o jsonpath='{.spec.podCIDR}' 2>/dev/null | grep .; }
+node_up() { # i: network, cgroup root, certs, configs, containerd (+ images), kubelet
+  local i=$1 name ns st rn sock c
+  name=$(node_name "$i") ns=$(node_netns "$i") st=$(node_state "$i") rn=$(node_run "$i") sock=$(node_sock "$i")
+  mkdir -p "$st/conf" "$st/cni/net.d" "$st/cni/ipam" "$st/kubelet" "$st/containerd" "$st/pod-logs" "$rn/containerd"
+  node_net_up "$i"
+  # the kubelet's cgroupRoot must exist in every hierarchy ("cgroup has some missing paths" otherwise)
+  for c in /sys/fs/cgroup/*/; do [[ -f ${c}cgroup.procs ]] && mkdir -p "$c$name"; done
+  gen_cert "kubelet-$name" "/O=system:nodes/CN=system:node:$name" "DNS:$name,IP:$(node_ip "$i")"
+  write_kubeconfig "$st/conf/kubelet.kubeconfig" "system:node:$name" "kubelet-$name" "https://$NODE_IP:6443"
+  containerd_toml "$st/containerd/root" "$rn/containerd/state" "$sock" "$st/containerd/opt" "$st/cni/net.d" "$rn/runc" \
+    | write_if_changed "$st/conf/containerd.toml"
+  kubelet_yaml "$(node_ip "$i")" "$sock" "$PKI/kubelet-$name.crt" "$PKI/kubelet-$name.key" \
+    "cgroupRoot: /$name"$'\n'"podLogsDir: $st/pod-logs"$'\n' | write_if_changed "$st/conf/kubelet.yaml"
+  DAEMON_NETNS=$ns start_daemon "$(node_daemon "$i" containerd)" containerd --config "$st/conf/containerd.toml"
+  wait_for "containerd of $name" 60 nctr "$i" version
+  sync_node_images "$i"
+  DAEMON_NETNS=$ns start_daemon "$(node_daemon "$i" kubelet)" kubelet --config="$st/conf/kubelet.yaml" \
+    --kubeconfig="$st/conf/kubelet.kubeconfig" --root-dir="$st/kubelet" --cert-dir="$st/kubelet/pki" \
+    --hostname-override="$name" --node-ip="$(node_ip "$i")" --node-labels="topology.kubernetes.io/zone=$(node_zone "$i")" --v=1
+}
+# ensure_nodes: exactly want_nodes nodes: extra nodes above the count go, the missing ones come up; then the
+# pod CIDR the controller-manager gave each one becomes its CNI network and a host route
+ensure_nodes() {
+  local want i cidr cidrs=()
+  want=$(want_nodes)
+  for i in $(existing_extra_nodes); do ((i <= want)) || node_down "$i"; done
+  for ((i = 2; i <= want; i++)); do node_up "$i"; done
+  for ((i = 2; i <= want; i++)); do
+    wait_for "node $(node_name "$i") registered with a pod CIDR" 120 node_pod_cidr "$i"
+    cidr=$(node_pod_cidr "$i")
+    cni_conflist "$(node_bridge "$i")" false "$cidr" "$(node_state "$i")/cni/ipam" \
+      | write_if_changed "$(node_state "$i")/cni/net.d/10-k8s-local.conflist"
+    ip route replace "$cidr" via "$(node_ip "$i")" dev "$(node_veth "$i")"
+    cidrs+=("$cidr")
+  done
+  host_nat_sync "${cidrs[@]}"
+  for ((i = 1; i <= want; i++)); do
+    kctl label node "$(node_name "$i")" "topology.kubernetes.io/zone=$(node_zone "$i")" --overwrite >/dev/null
+  done
+  for ((i = 2; i <= want; i++)); do
+    wait_for "node $(node_name "$i") Ready" 180 kctl wait --for=condition=Ready "node/$(node_name "$i")" --timeout=2s
+  done
+  echo "$want" >"$NODES_FILE"
+}
+
+# ---------------------------------------------------------------------------------------------
 main() {
   mkdir -p "$STATE" "$LOGS" "$RUN"
   install_packages
@@ -579,8 +668,10 @@ main() {
   host_setup
   write_configs
   start_all
+  wait_for "node $NODE_NAME Ready" 180 kctl wait --for=condition=Ready "node/$NODE_NAME" --timeout=2s
+  ensure_nodes
   apply_addons
-  log "cluster up in $(( $(date +%s) - T0 ))s; node $NODE_NAME ($NODE_IP), apiserver https://$NODE_IP:6443"
+  log "cluster up in $(( $(date +%s) - T0 ))s; $(want_nodes) node(s), $NODE_NAME ($NODE_IP), apiserver https://$NODE_IP:6443"
   log "export KUBECONFIG=$ADMIN_KUBECONFIG"
   if ((RUN_CHECK)); then
     "$K8S_LOCAL_DIR/check.sh"
