@@ -98,7 +98,7 @@ cmd_status() {
   echo "kubeconfig: $ADMIN_KUBECONFIG"
   echo "cache:      $CACHE"
   printf 'daemons:   '
-  for d in containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
+  for d in containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy local-path-provisioner; do
     if pid=$(daemon_pid "$d" 2>/dev/null); then printf ' %s(%s)' "$d" "$pid"; else printf ' %s(STOPPED)' "$d"; rc=1; fi
   done
   echo

@@ -7,7 +7,8 @@
 #
 #   hack/e2e.sh                         # everything
 #   hack/e2e.sh -run TestClusterReachable -v
-# Knobs: E2E_KEEP=1 / E2E_KEEP_FAILED=1 (keep test namespaces), E2E_PSS, E2E_SKIP_IMAGES=1,
+# Knobs: E2E_KEEP=1 / E2E_KEEP_FAILED=1 (keep test namespaces), E2E_PSS, E2E_SKIP_IMAGES=1, E2E_TAGS (build tags,
+# default e2e; make chaos-cluster uses "e2e chaos"),
 # E2E_TIMEOUT (go test -timeout, default 40m), E2E_PARALLEL=1 (run the deployment tests in parallel; the
 # default runs one deployment at a time: on 2 cores with requests = limits, more leave pods Pending).
 # The whole suite takes about 11 minutes on the local cluster (2 cores).
@@ -30,10 +31,12 @@ else
   say "not the local cluster: images are not built here"
 fi
 export KUBECONFIG=${KUBECONFIG:-$HOME/.kube/config}
+# the node faults of the multi-node tests (hack/cluster.sh node) act on the local cluster only
+if ((LOCAL_CLUSTER)); then export E2E_LOCAL_CLUSTER=1; fi
 
-say "go test -tags e2e -count=1 -timeout ${E2E_TIMEOUT:-40m} ./e2e/... $*"
+say "go test -tags ${E2E_TAGS:-e2e} -count=1 -timeout ${E2E_TIMEOUT:-40m} ./e2e/... $*"
 cd "$ROOT"
 rc=0
-go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-40m}" ./e2e/... "$@" || rc=$?
+go test -tags "${E2E_TAGS:-e2e}" -count=1 -timeout "${E2E_TIMEOUT:-40m}" ./e2e/... "$@" || rc=$?
 say "e2e finished in $(( $(date +%s) - T0 ))s (exit $rc)"
 exit "$rc"

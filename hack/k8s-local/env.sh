@@ -16,6 +16,7 @@ IMAGES=$CACHE/images
 STATE=${K8S_LOCAL_STATE:-$CACHE/state}
 RUN=${K8S_LOCAL_RUN:-/run/k8s-local}
 LOGS=$STATE/logs
+STORAGE=$STATE/storage # volumes of StorageClass local-path (one directory per PV)
 PKI=$STATE/pki
 CONF=$STATE/conf
 ADMIN_KUBECONFIG=${K8S_LOCAL_KUBECONFIG:-$CACHE/admin.kubeconfig}

@@ -196,7 +196,7 @@ cmd_usage() {
   n=$(want_nodes)
   hz=$(getconf CLK_TCK)
   declare -A members=()
-  for d in etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+  for d in etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy local-path-provisioner; do
     pid=$(daemon_pid "$d" 2>/dev/null) && { groups+=("$d"); members[$d]=$pid; }
   done
   for ((i = 1; i <= n; i++)); do

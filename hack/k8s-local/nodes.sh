@@ -75,9 +75,9 @@ node_net_up() { # i
 node_net_down() { # i
   local i=$1 cidr
   cidr=$(ip route | awk -v v="$(node_veth "$i")" '$0 ~ (" dev " v "( |$)") && $1 ~ /\// && $2 == "via" {print $1}')
-  for c in $cidr; do ip route del "$c" 2>/dev/null; done
-  ip link del "$(node_veth "$i")" 2>/dev/null
-  [[ -e /run/netns/$(node_netns "$i") ]] && ip netns del "$(node_netns "$i")"
+  for c in $cidr; do ip route del "$c" 2>/dev/null || true; done
+  ip link del "$(node_veth "$i")" 2>/dev/null || true
+  if [[ -e /run/netns/$(node_netns "$i") ]]; then ip netns del "$(node_netns "$i")" || true; fi
   return 0
 }
 
@@ -98,8 +98,8 @@ host_nat_sync() { # cidr-of-node-2 cidr-of-node-3 ...
 }
 host_nat_clean() {
   while iptables -t nat -D POSTROUTING -j "$HOST_NAT_CHAIN" 2>/dev/null; do :; done
-  iptables -t nat -F "$HOST_NAT_CHAIN" 2>/dev/null
-  iptables -t nat -X "$HOST_NAT_CHAIN" 2>/dev/null
+  iptables -t nat -F "$HOST_NAT_CHAIN" 2>/dev/null || true
+  iptables -t nat -X "$HOST_NAT_CHAIN" 2>/dev/null || true
   return 0
 }
 
@@ -124,12 +124,12 @@ node_shim_pids() { # i
 node_kill() { # i
   local i=$1 d pid
   for d in kubelet containerd; do
-    if pid=$(daemon_pid "$(node_daemon "$i" "$d")"); then kill -KILL "$pid" 2>/dev/null; fi
+    if pid=$(daemon_pid "$(node_daemon "$i" "$d")"); then kill -KILL "$pid" 2>/dev/null || true; fi
   done
-  for pid in $(node_shim_pids "$i") $(node_pod_pids "$i"); do kill -KILL "$pid" 2>/dev/null; done
+  for pid in $(node_shim_pids "$i") $(node_pod_pids "$i"); do kill -KILL "$pid" 2>/dev/null || true; done
   # pods forked while we looked (a restarting container): once more
   sleep 0.5
-  for pid in $(node_shim_pids "$i") $(node_pod_pids "$i"); do kill -KILL "$pid" 2>/dev/null; done
+  for pid in $(node_shim_pids "$i") $(node_pod_pids "$i"); do kill -KILL "$pid" 2>/dev/null || true; done
   return 0
 }
 
@@ -137,14 +137,14 @@ umount_under() { # dir: every mount at or below dir, deepest first
   local d=$1 m
   [[ -n $d && -d $d ]] || return 0
   for m in $(awk -v d="$d" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r); do
-    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
 }
 rm_cgroups() { # relative path under every v1 hierarchy (and the unified one), depth-first
   local rel=$1 c
   for c in /sys/fs/cgroup/*"$rel" /sys/fs/cgroup"$rel"; do
     [[ -d $c && $c != /sys/fs/cgroup ]] || continue
-    find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+    find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
   return 0
 }
@@ -158,15 +158,15 @@ node_down() { # i [keep]
   if ((!keep)) && [[ -x $BIN/kubectl && -f $ADMIN_KUBECONFIG ]] && daemon_pid kube-apiserver >/dev/null 2>&1; then
     # its pods first (nothing would finish their deletion once the node is gone), then the node
     kctl delete pods --all-namespaces --field-selector "spec.nodeName=$name" --force --grace-period=0 \
-      --wait=false --request-timeout=10s >/dev/null 2>&1
-    kctl delete node "$name" --wait=false --request-timeout=10s >/dev/null 2>&1
+      --wait=false --request-timeout=10s >/dev/null 2>&1 || true
+    kctl delete node "$name" --wait=false --request-timeout=10s >/dev/null 2>&1 || true
   fi
   stop_daemon "$(node_daemon "$i" kubelet)"
   if daemon_pid "$(node_daemon "$i" containerd)" >/dev/null; then
-    for id in $(nctr "$i" tasks ls -q 2>/dev/null); do nctr "$i" tasks kill -s SIGKILL "$id" >/dev/null 2>&1; done
+    for id in $(nctr "$i" tasks ls -q 2>/dev/null); do nctr "$i" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
     sleep 1
-    for id in $(nctr "$i" tasks ls -q 2>/dev/null); do nctr "$i" tasks delete -f "$id" >/dev/null 2>&1; done
-    for id in $(nctr "$i" containers ls -q 2>/dev/null); do nctr "$i" containers rm "$id" >/dev/null 2>&1; done
+    for id in $(nctr "$i" tasks ls -q 2>/dev/null); do nctr "$i" tasks delete -f "$id" >/dev/null 2>&1 || true; done
+    for id in $(nctr "$i" containers ls -q 2>/dev/null); do nctr "$i" containers rm "$id" >/dev/null 2>&1 || true; done
   fi
   stop_daemon "$(node_daemon "$i" containerd)" 30
   node_kill "$i"
@@ -175,10 +175,10 @@ node_down() { # i [keep]
   rm_cgroups "$(node_cgroup_root "$i")"
   node_net_down "$i"
   rm -rf "$(node_run "$i")"
-  rmdir "$RUN/nodes" 2>/dev/null
+  rmdir "$RUN/nodes" 2>/dev/null || true # once the last extra node is gone
   if ((!keep)); then
     rm -rf "$(node_state "$i")"
-    rmdir "$STATE/nodes" 2>/dev/null
+    rmdir "$STATE/nodes" 2>/dev/null || true
     rm -f "$LOGS/$name".*.log
   fi
   log "node $name down$( ((keep)) && echo ' (state kept)')"

@@ -123,6 +123,7 @@ build_binaries() {
   pkgs=()
   for p in "${TOOLS_CMDS[@]}"; do pkgs+=("./$p"); done
   go_build "$K8S_LOCAL_DIR/go/tools" tools "-s -w" "${pkgs[@]}"
+  go_build "$K8S_LOCAL_DIR/go/provisioner" provisioner "-s -w" ./local-path-provisioner
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -263,6 +264,7 @@ setup_pki() {
   write_kubeconfig "$CONF/controller-manager.kubeconfig" system:kube-controller-manager controller-manager "$local_url"
   write_kubeconfig "$CONF/scheduler.kubeconfig" system:kube-scheduler scheduler "$local_url"
   write_kubeconfig "$CONF/kube-proxy.kubeconfig" system:kube-proxy kube-proxy "$local_url"
+  write_kubeconfig "$CONF/provisioner.kubeconfig" kubernetes-admin admin "$local_url"
   write_kubeconfig "$CONF/kubelet.kubeconfig" "system:node:$NODE_NAME" kubelet "$local_url"
   mkdir -p "$(dirname "$ADMIN_KUBECONFIG")"
   write_kubeconfig "$ADMIN_KUBECONFIG" kubernetes-admin admin "https://$NODE_IP:6443"
@@ -486,6 +488,7 @@ start_all() {
     --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=true \
     --allocate-node-cidrs=true --cluster-cidr="$CLUSTER_CIDR" --node-cidr-mask-size=24 \
     --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false --v=1
+  start_daemon local-path-provisioner local-path-provisioner -kubeconfig "$CONF/provisioner.kubeconfig" -root "$STORAGE"
   start_daemon kube-scheduler kube-scheduler \
     --kubeconfig="$CONF/scheduler.kubeconfig" \
     --authentication-kubeconfig="$CONF/scheduler.kubeconfig" --authorization-kubeconfig="$CONF/scheduler.kubeconfig" \
@@ -594,7 +597,17 @@ spec:
   - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
   - {name: metrics, port: 9153, protocol: TCP, targetPort: 9153}
 EOF
-  # emptyDir is enough for most charts; a default StorageClass is not installed (no provisioner).
+  # the default StorageClass: directories under $STORAGE as local PVs (go/provisioner, a host daemon)
+  kctl apply -f - >/dev/null <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local-path
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: k8s-local.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+EOF
   kctl -n kube-system rollout status deploy/coredns --timeout=180s >/dev/null
 }
 
