@@ -25,7 +25,7 @@
 #                                         load-image import FILE.tar
 #                                         load-image binary REF ./bin/x [-user 65532] [--busybox]
 #                                         load-image rootfs REF DIR [mkimage args]
-#   hack/cluster.sh node ...            pass-through to k8s-local/node.sh (list, kill, start, partition,
+#   hack/cluster.sh node ...            pass-through to k8s-local/node.sh (list, kill, start, crash, partition,
 #                                       isolate-api, heal, faults: the fault tools of the multi-node tests)
 #
 # up/down/load-image need root (re-run through sudo when not root). Only one up/down runs at a time

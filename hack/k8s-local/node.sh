@@ -9,6 +9,8 @@
 #   node.sh kill NODE [--ttl S]           crash NODE: SIGKILL its kubelet, containerd, shims and pod processes
 #                                         (the API keeps the node, NotReady after the grace period, pods stuck)
 #   node.sh start NODE                    bring a killed node back (up.sh --no-check: starts what is missing)
+#   node.sh crash NODE CONTAINER-ID       SIGKILL one container's main process (a crash the kubelet restarts,
+#                                         with or without the API server)
 #   node.sh partition ID NODE... [--api] [--keep-dns] [--ttl S]
 #                                         cut the pods of the listed nodes off from the pods of every other node
 #                                         (both ways, Service traffic included); --api also cuts those nodes
@@ -31,7 +33,7 @@ set -euo pipefail
 [[ $(id -u) == 0 ]] || die "must run as root"
 FAULTS=$RUN/faults
 CHAIN_PREFIX=K8SL-FAULT-
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 
 node_index() { # name-or-index -> index (of a node of the current count)
   local a=$1 n i
@@ -94,6 +96,16 @@ cmd_start() {
   "$K8S_LOCAL_DIR/up.sh" --no-check >/dev/null
   rm -f "$FAULTS/kill-$i"
   log "node $(node_name "$i") started"
+}
+
+cmd_crash() { # node container-id (containerd://<id> or <id>)
+  local i id pid
+  i=$(node_index "${1:?crash: which node?}")
+  id=${2:?crash: which container?}; id=${id#containerd://}
+  pid=$(nctr "$i" tasks ls 2>/dev/null | awk -v id="$id" '$1 == id {print $2}')
+  [[ -n $pid ]] || die "container $id has no running task on $(node_name "$i")"
+  kill -KILL "$pid"
+  log "container ${id:0:12} on $(node_name "$i"): process $pid killed"
 }
 
 # ---- partitions ---------------------------------------------------------------------------------------------
@@ -229,6 +241,7 @@ case $sub in
   list) cmd_list ;;
   kill) cmd_kill "$@" ;;
   start) cmd_start "$@" ;;
+  crash) cmd_crash "$@" ;;
   partition) cmd_partition "$@" ;;
   isolate-api) cmd_partition --api-only "$@" ;;
   heal) cmd_heal "$@" ;;
