@@ -4,17 +4,34 @@ GO    ?= go
 export GOTOOLCHAIN := local
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 
-.PHONY: deps build test unit e2e demo images lint bench clean
+.PHONY: deps build test unit engines e2e demo images lint bench clean
 
-deps: ## apt packages (valkey 8.0, redis 7.0) and the helm CLI
+# The engine matrix: everything runs against valkey 9.1 (the default); internal/valkey and the chart render
+# tests cover every engine themselves; these boot, roll, orphan-repair and failover-label tests run again
+# against valkey 8.0 and redis 7.0 (about 20 s each).
+MATRIX_ENGINES := valkey-8.0 redis-7.0
+MATRIX_RUN     := TestCaseS05|TestCaseS08|TestColdStart|TestPlannedDataRollLosesNoAckedWrite|TestCaseS21
+MATRIX_PKGS    := ./internal/bootstrap ./internal/controller
+define run_matrix
+	for e in $(MATRIX_ENGINES); do \
+	  echo "== engine $$e: $(MATRIX_RUN)"; \
+	  VALKEYTEST_ENGINE=$$e $(GO) test -count=1 -timeout 10m -run '$(MATRIX_RUN)' $(MATRIX_PKGS) || exit 1; \
+	done
+endef
+
+deps: ## apt packages (valkey 8.0, redis 7.0), the valkey 9.1 root filesystem and the helm CLI
 	hack/install-deps.sh
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/valkey-sentinel-ctl ./cmd/valkey-sentinel-ctl
 
-unit: deps ## unit, real-process and chart render tests
+unit: deps ## unit, real-process and chart render tests (valkey 9.1), then the engine matrix
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	$(run_matrix)
+
+engines: deps ## only the engine matrix (valkey 8.0, redis 7.0)
+	$(run_matrix)
 
 test: unit e2e ## everything CI runs: unit, real-process and render tests, then the e2e suite on the local cluster
 
@@ -24,7 +41,7 @@ e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 demo: deps ## the main job: install both charts and show a healthy, failover-ready deployment
 	hack/demo.sh
 
-images: deps ## build the valkey, redis and controller images and load them into the local cluster
+images: deps ## build the valkey 9.1 and 8.0, redis and controller images and load them into the local cluster
 	hack/images.sh
 
 lint:

@@ -106,7 +106,7 @@ func loadavg() string {
 
 // TestBenchmarks runs every figure, prints the table and rewrites BENCHMARKS.md.
 func TestBenchmarks(t *testing.T) {
-	valkeytest.Require(t, valkeytest.Valkey)
+	valkeytest.Require(t, valkeytest.Default)
 	begin := time.Now()
 	load0 := loadavg()
 	only := map[int]bool{}

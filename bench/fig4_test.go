@@ -194,8 +194,8 @@ func (ps *pairs) ensure(k int) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			p := valkeytest.StartServer(ps.t, valkeytest.Valkey, valkeytest.ServerConfig{Lines: lines})
-			r := valkeytest.StartServer(ps.t, valkeytest.Valkey, valkeytest.ServerConfig{Lines: lines, ReplicaOf: p.Addr()})
+			p := valkeytest.StartServer(ps.t, valkeytest.Default, valkeytest.ServerConfig{Lines: lines})
+			r := valkeytest.StartServer(ps.t, valkeytest.Default, valkeytest.ServerConfig{Lines: lines, ReplicaOf: p.Addr()})
 			added[i] = [2]*valkeytest.Proc{p, r}
 		}()
 	}
@@ -304,7 +304,7 @@ func scaleOnce(t *testing.T, ps *pairs, k int) scaleResult {
 	var clients []*valkey.Client
 	var addrs []string
 	for i := 0; i < 3; i++ {
-		s := valkeytest.StartSentinel(t, valkeytest.Valkey, valkeytest.SentinelConfig{})
+		s := valkeytest.StartSentinel(t, valkeytest.Default, valkeytest.SentinelConfig{})
 		sents = append(sents, s)
 		addrs = append(addrs, s.Addr())
 		clients = append(clients, s.Client(valkey.Options{CommandTimeout: 5 * time.Second}))

@@ -265,7 +265,7 @@ func readyPod(name string, labels map[string]string) *corev1.Pod {
 
 // instanceSpec describes nodes (host localhost, ports) as instance name with the topology's Sentinel settings.
 func instanceSpec(name, monitor string, ports []int, downAfterMs, failoverTimeoutMs int) spec.Instance {
-	in := spec.Instance{Name: name, Namespace: ns, Release: name, Engine: "valkey", MonitorName: monitor,
+	in := spec.Instance{Name: name, Namespace: ns, Release: name, Engine: valkeytest.Default.Name, MonitorName: monitor,
 		FailoverMode: spec.FailoverSentinel, Port: 6379, PodSelector: map[string]string{spec.LabelInstance: name},
 		SentinelConfig: map[string]string{"down-after-milliseconds": strconv.Itoa(downAfterMs),
 			"failover-timeout": strconv.Itoa(failoverTimeoutMs)},

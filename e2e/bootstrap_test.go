@@ -212,23 +212,7 @@ func TestCaseS19S04FQDNsOnly(t *testing.T) {
 
 	checkFQDNs(t, d, in, "after bootstrap")
 
-	old, err := in.SentinelPrimary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := d.Sentinel(ctx, 0, "sentinel", "failover", in.F); err != nil || out != "OK" {
-		t.Fatalf("SENTINEL FAILOVER: %q, %v", out, err)
-	}
-	Eventually(t, failoverTimeout+downAfter+30*time.Second, time.Second, "failover done and converged", func(ctx context.Context) (bool, error) {
-		p, err := in.Converged(ctx, true)
-		if err != nil {
-			return false, err
-		}
-		if p == old {
-			return false, fmt.Errorf("primary still %s", in.Pod(old))
-		}
-		return true, nil
-	})
+	in.SentinelFailover(t)
 	checkFQDNs(t, d, in, "after SENTINEL FAILOVER")
 }
 

@@ -37,7 +37,7 @@ var (
 	// repoRoot is the repository root (charts are under repoRoot/charts).
 	repoRoot string
 
-	valkeyImage = envOr("E2E_VALKEY_IMAGE", "valkey/valkey:8.0")
+	valkeyImage = envOr("E2E_VALKEY_IMAGE", "valkey/valkey:9.1")
 	redisImage  = envOr("E2E_REDIS_IMAGE", "redis:7.0")
 	ctlImage    = envOr("E2E_CTL_IMAGE", "localhost/valkey-ha/valkey-sentinel-ctl:0.1.0")
 )

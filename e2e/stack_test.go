@@ -56,8 +56,10 @@ type Instance struct {
 	Release  string
 	F        string // fullname: pods F-<i>-0, monitor name F
 	Replicas int
-	// Extra is YAML merged over the base values on install and upgrade.
+	// Extra is YAML merged over the base values on install and upgrade; Own is merged after it (this
+	// release's own values, DeployOpts.InstanceExtra).
 	Extra string
+	Own   string
 
 	mu    sync.Mutex
 	opPW  string
@@ -66,13 +68,15 @@ type Instance struct {
 
 // DeployOpts describes a Deployment. Zero value: one instance "db" with 2 replicas, 3 Sentinels.
 type DeployOpts struct {
-	Replicas      int      // per instance (default 2)
-	Sentinels     int      // default 3
-	Releases      []string // instance release names (default ["db"])
-	DataExtra     string   // YAML merged into every instance's values
-	SentinelExtra string   // YAML merged into the Sentinel values
-	NoSentinel    bool     // install no Sentinel release
-	ChartDefaults bool     // keep the charts' default resources instead of the lean e2e ones
+	Replicas  int      // per instance (default 2)
+	Sentinels int      // default 3
+	Releases  []string // instance release names (default ["db"])
+	DataExtra string   // YAML merged into every instance's values
+	// InstanceExtra is YAML merged into one release's values after DataExtra, by release name.
+	InstanceExtra map[string]string
+	SentinelExtra string // YAML merged into the Sentinel values
+	NoSentinel    bool   // install no Sentinel release
+	ChartDefaults bool   // keep the charts' default resources instead of the lean e2e ones
 }
 
 // Deploy creates a namespace and installs the instances, then the Sentinel quorum, and waits until
@@ -103,7 +107,7 @@ func Deploy(t testing.TB, prefix string, o DeployOpts) *Deployment {
 	d := &Deployment{t: t, NS: ns, Helm: NewHelm(t, ns), Label: "q1", S: "sentinel", Sentinels: o.Sentinels, SentinelExtra: o.SentinelExtra, ChartDefaults: o.ChartDefaults}
 	start := time.Now()
 	for _, r := range o.Releases {
-		in := &Instance{d: d, Release: r, F: valkeyFullname(r), Replicas: o.Replicas, Extra: o.DataExtra}
+		in := &Instance{d: d, Release: r, F: valkeyFullname(r), Replicas: o.Replicas, Extra: o.DataExtra, Own: o.InstanceExtra[r]}
 		d.Instances = append(d.Instances, in)
 		d.Helm.Install(r, ChartPath("valkey"), in.Values(), HelmOpts{Timeout: installTimeout})
 	}
@@ -154,7 +158,7 @@ controller:
 	if !in.d.ChartDefaults {
 		lean = "resources: {limits: {cpu: 50m}}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n"
 	}
-	return mergeYAML(in.d.t, append([]string{base, lean, in.Extra}, extra...)...)
+	return mergeYAML(in.d.t, append([]string{base, lean, in.Extra, in.Own}, extra...)...)
 }
 
 // SentinelValues returns the Sentinel release's full values (lean, local images, selecting quorumLabel).
@@ -302,14 +306,23 @@ func (in *Instance) Op(ctx context.Context, pod string, args ...string) (string,
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return ValkeyCLI(ctx, in.d.NS, pod, CLI{Container: "valkey", User: "_operator", Password: pw}, args...)
+	return ValkeyCLI(ctx, in.d.NS, pod, CLI{Binary: in.CLIBinary(), Container: "valkey", User: "_operator", Password: pw}, args...)
+}
+
+// CLIBinary is the command-line client of the instance's engine: redis-cli for engine redis (the redis image
+// has no valkey-* names), valkey-cli otherwise.
+func (in *Instance) CLIBinary() string {
+	if e, _ := in.Values()["engine"].(string); e == "redis" {
+		return "redis-cli"
+	}
+	return "valkey-cli"
 }
 
 // As runs valkey-cli as user/password in data pod pod (local server).
 func (in *Instance) As(ctx context.Context, pod, user, password string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return ValkeyCLI(ctx, in.d.NS, pod, CLI{Container: "valkey", User: user, Password: password}, args...)
+	return ValkeyCLI(ctx, in.d.NS, pod, CLI{Binary: in.CLIBinary(), Container: "valkey", User: user, Password: password}, args...)
 }
 
 // Info runs INFO section on pod and returns its fields.
@@ -665,6 +678,33 @@ func (in *Instance) Converged(ctx context.Context, ctl bool) (int, error) {
 		}
 	}
 	return primary, nil
+}
+
+// SentinelFailover runs SENTINEL FAILOVER for the instance on the first Sentinel and waits until the instance
+// has converged (controllers on: status Ready, role labels true) on another primary; it returns the old and
+// the new primary's index.
+func (in *Instance) SentinelFailover(t testing.TB) (old, primary int) {
+	t.Helper()
+	ctx := context.Background()
+	old, err := in.SentinelPrimary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := in.d.Sentinel(ctx, 0, "sentinel", "failover", in.F); err != nil || out != "OK" {
+		t.Fatalf("SENTINEL FAILOVER %s: %q, %v", in.F, out, err)
+	}
+	Eventually(t, failoverTimeout+downAfter+30*time.Second, time.Second, in.F+": failover done and converged", func(ctx context.Context) (bool, error) {
+		p, err := in.Converged(ctx, true)
+		if err != nil {
+			return false, err
+		}
+		if p == old {
+			return false, fmt.Errorf("primary still %s", in.Pod(old))
+		}
+		primary = p
+		return true, nil
+	})
+	return old, primary
 }
 
 // WaitConverged waits until every instance is Converged and the Sentinel pods are Ready.

@@ -3,15 +3,21 @@
 # the local cluster's containerd (hack/cluster.sh / hack/k8s-local). Idempotent: an image whose inputs
 # did not change and that containerd still holds is neither rebuilt nor re-imported.
 #
-#   hack/images.sh                      # all three: valkey, redis, controller
-#   hack/images.sh controller           # only some of: valkey redis controller
+#   hack/images.sh                      # all four: valkey (9.1), valkey80, redis, controller
+#   hack/images.sh controller           # only some of: valkey valkey80 redis controller
 #   hack/images.sh alias SRC DST...     # add tag DST to the loaded image SRC (e.g. a chart's default name)
 #   NO_LOAD=1 hack/images.sh            # build only
 #
 # Images:
-#   valkey/valkey:8.0 (+ :8.0.1, :8)  Debian bookworm-backports valkey 8.0.1; built by k8s-local/up.sh
-#                                     (rootfs_valkey): valkey-server/-sentinel/-cli in /usr/local/bin like the
-#                                     official image, busybox sh + tools, docker-entrypoint.sh, uid 999
+#   valkey/valkey:9.1 (+ :9.1.2, :9.1-trixie, :9.1.2-trixie, :9)
+#                                     the charts' default: Debian sid's valkey 9.1 on a Debian trixie root
+#                                     filesystem (hack/engine-rootfs.sh unpacks it into
+#                                     /var/cache/valkey-ha/engines/valkey-9.1; run here if missing), laid out
+#                                     like the official image: valkey-server/-sentinel/-cli in /usr/local/bin,
+#                                     busybox sh + tools, docker-entrypoint.sh, setpriv, uid 999; built by
+#                                     k8s-local/up.sh (rootfs_valkey91)
+#   valkey/valkey:8.0 (+ :8.0.1, :8)  Debian bookworm-backports valkey 8.0.1 (the host's), same layout; built by
+#                                     k8s-local/up.sh (rootfs_valkey)
 #   redis:7.0 (+ :7.0.15, :7)         Debian bookworm redis 7.0.15, same layout (rootfs_redis in up.sh);
 #                                     the redis-server/redis-sentinel/redis-tools packages are installed here
 #                                     if missing (services kept from starting with policy-rc.d)
@@ -24,7 +30,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 K8S=$ROOT/hack/k8s-local
-if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
+if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=VALKEY_HA_ENGINES,K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
 # shellcheck source=k8s-local/env.sh
 . "$K8S/env.sh"
 # shellcheck source=k8s-local/nodes.sh
@@ -77,6 +83,9 @@ ensure_redis_packages() {
   ((made_policy)) && rm -f /usr/sbin/policy-rc.d
   ((rc == 0)) || die "apt-get install ${missing[*]} failed"
 }
+
+# the valkey 9.1 root filesystem (a no-op when present)
+ensure_valkey91_rootfs() { "$ROOT/hack/engine-rootfs.sh" >&2 || die "hack/engine-rootfs.sh failed (valkey 9.1 image)"; }
 
 # valkey + redis tarballs: built by up.sh's own build_images (stamped; a no-op when unchanged)
 build_engine_images() {
@@ -135,17 +144,22 @@ cmd_alias() { # SRC DST...
 main() {
   local want=("$@") w t0
   [[ ${want[0]:-} == alias ]] && { [[ $# -ge 3 ]] || die "usage: images.sh alias SRC DST..."; cmd_alias "${want[@]:1}"; return; }
-  ((${#want[@]})) || want=(valkey redis controller)
-  for w in "${want[@]}"; do [[ $w =~ ^(valkey|redis|controller)$ ]] || die "unknown image $w (valkey|redis|controller|alias)"; done
+  ((${#want[@]})) || want=(valkey valkey80 redis controller)
+  for w in "${want[@]}"; do [[ $w =~ ^(valkey|valkey80|redis|controller)$ ]] || die "unknown image $w (valkey|valkey80|redis|controller|alias)"; done
   need_containerd
   t0=$(date +%s)
-  if [[ " ${want[*]} " == *" valkey "* || " ${want[*]} " == *" redis "* ]]; then
+  if [[ " ${want[*]} " =~ \ (valkey|valkey80|redis)\  ]]; then
     ensure_redis_packages
+    ensure_valkey91_rootfs
+    # env.sh read the 9.1 version (for the tags) before the root filesystem may have existed
+    VALKEY91_VERSION=$(cut -d- -f1 "$VALKEY91_DIR/VERSION")
+    [[ -n ${K8S_LOCAL_VALKEY91_IMAGES:-} ]] || VALKEY91_IMAGES="valkey/valkey:9.1 valkey/valkey:$VALKEY91_VERSION valkey/valkey:9.1-trixie valkey/valkey:$VALKEY91_VERSION-trixie valkey/valkey:9"
     build_engine_images
   fi
   for w in "${want[@]}"; do
     case $w in
-      valkey) load_tarball valkey "$IMAGES/valkey.tar" "$VALKEY_IMAGE" ;;
+      valkey) load_tarball valkey91 "$IMAGES/valkey91.tar" "$VALKEY91_IMAGE" ;;
+      valkey80) load_tarball valkey "$IMAGES/valkey.tar" "$VALKEY_IMAGE" ;;
       redis) load_tarball redis "$IMAGES/redis.tar" "$REDIS_IMAGE" ;;
       controller) build_controller ;;
     esac

@@ -3,7 +3,8 @@
 # Debian repositories and the Go module proxy only:
 #   valkey-server / valkey-sentinel / valkey-tools 8.0 (bookworm-backports), redis-server / redis-sentinel /
 #   redis-tools 7.0 (bookworm, the second engine), iptables (the fault-injection redirects of
-#   internal/valkeytest), and the helm CLI v3.22.0 (go install).
+#   internal/valkeytest), valkey 9.1 (Debian sid on a trixie root filesystem in /var/cache/valkey-ha/engines, by
+#   hack/engine-rootfs.sh; nothing of it is installed on the host), and the helm CLI v3.22.0 (go install).
 # Package maintainer scripts are kept from starting services: tests start their own processes.
 #
 #   sudo hack/install-deps.sh            # packages + helm
@@ -26,17 +27,9 @@ declare -A SUITE=(
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 
-# The extra suite lives on the same archive as the machine's own bookworm sources: read its URI from apt's
-# configuration rather than naming a host here.
-debian_archive_uri() {
-  local f
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [[ -f $f ]] || continue
-    awk 'BEGIN{RS=""} /Suites:[^\n]*bookworm([ \n]|$)/ && !/security/ {
-           if (match($0, /URIs:[ \t]*[^ \t\n]+/)) { u=substr($0, RSTART, RLENGTH); sub(/URIs:[ \t]*/, "", u); print u; exit } }' "$f"
-  done | head -n1 | grep . && return 0
-  awk '$1=="deb" && $3=="bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null | grep .
-}
+# debian_archive_uri: the archive URI of the machine's own bookworm sources, from apt's configuration
+# shellcheck source=debian-archive.sh
+. "$(dirname "${BASH_SOURCE[0]}")/debian-archive.sh"
 
 ensure_backports() {
   apt-cache policy 2>/dev/null | grep -q " bookworm-backports/main" && return 0
@@ -65,13 +58,28 @@ install_packages() {
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made_policy=1
   fi
   log "apt: installing ${specs[*]}"
+  local marker
+  marker=$(mktemp)
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${specs[@]}"
   ((made_policy)) && rm -f /usr/sbin/policy-rc.d
-  # a package may still have started its default service on 6379/26379; tests never use those ports, but
-  # stop them so the machine stays as quiet as it was
-  pkill -x valkey-server 2>/dev/null || true; pkill -x redis-server 2>/dev/null || true
-  pkill -x valkey-sentinel 2>/dev/null || true; pkill -x redis-sentinel 2>/dev/null || true
+  stop_started_services "$marker"
+  rm -f "$marker"
   return 0
+}
+
+# Under a policy-rc.d that was already there (and allows starts), a package may still have started its
+# default service on 6379/26379. Stop exactly those: the processes named by the packages' pid files written
+# during this install. Never by name: test servers of other runs on this machine must not be touched.
+stop_started_services() { # marker file created before apt-get install
+  local f pid
+  for f in /run/valkey/valkey-server.pid /run/valkey/valkey-sentinel.pid /run/redis/redis-server.pid \
+           /run/sentinel/redis-sentinel.pid; do
+    [[ -f $f && $f -nt $1 ]] || continue
+    pid=$(<"$f")
+    [[ $pid =~ ^[0-9]+$ ]] || continue
+    log "stopping the service a package started (pid $pid from $f)"
+    kill "$pid" 2>/dev/null || true
+  done
 }
 
 install_helm() {
@@ -86,7 +94,16 @@ install_helm() {
   GOTOOLCHAIN=local go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
+install_engines() {
+  local here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  if ((CHECK)); then "$here/engine-rootfs.sh" --check || true; return 0; fi
+  "$here/engine-rootfs.sh" || die "valkey 9.1 root filesystem: hack/engine-rootfs.sh failed"
+}
+
 command -v go >/dev/null || die "go not found on PATH"
 install_packages
+install_engines
 install_helm
-log "done: $(valkey-server --version 2>/dev/null | cut -d' ' -f1-3); $(redis-server --version 2>/dev/null | cut -d' ' -f1-3)"
+log "done: valkey $(cat "${VALKEY_HA_ENGINES:-/var/cache/valkey-ha/engines}/valkey-9.1/VERSION" 2>/dev/null) (sid, default);" \
+  "$(valkey-server --version 2>/dev/null | cut -d' ' -f1-3); $(redis-server --version 2>/dev/null | cut -d' ' -f1-3)"

@@ -78,12 +78,12 @@ alias_chart_images() { # chart [helm template args...]
     || { say "helm template $chart failed; not checking its image names"; return 0; }
   for img in $imgs; do
     case $img in
-      "$CTL_IMAGE" | "$VALKEY_IMAGE" | "$REDIS_IMAGE") ;;
+      "$CTL_IMAGE" | "$VALKEY91_IMAGE" | "$VALKEY_IMAGE" | "$REDIS_IMAGE") ;;
       *valkey-sentinel-ctl*@sha256:*) say "WARNING: chart $chart uses $img (by digest): not available locally" ;;
       *valkey-sentinel-ctl*) as_root "$HACK/images.sh" alias "$CTL_IMAGE" "$img" || fail "could not tag $CTL_IMAGE as $img" ;;
-      *) case " $VALKEY_IMAGES $REDIS_IMAGES " in
+      *) case " $VALKEY91_IMAGES $VALKEY_IMAGES $REDIS_IMAGES " in
            *" $img "*) ;;
-           *) say "WARNING: chart $chart uses image $img, which is not built locally (local: $VALKEY_IMAGES $REDIS_IMAGES $CTL_IMAGE)" ;;
+           *) say "WARNING: chart $chart uses image $img, which is not built locally (local: $VALKEY91_IMAGES $VALKEY_IMAGES $REDIS_IMAGES $CTL_IMAGE)" ;;
          esac ;;
     esac
   done

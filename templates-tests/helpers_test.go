@@ -16,6 +16,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
 func sha256hex(s string) string {
@@ -111,14 +113,17 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startServer runs bin with config file conf on port and waits until it accepts connections.
-func startServer(t testing.TB, bin, conf string, port int) {
+// startServer runs the engine's program prog (its Server or Sentinel) with config file conf on port and waits
+// until it accepts connections.
+func startServer(t testing.TB, e valkeytest.Engine, prog, conf string, port int) {
 	t.Helper()
+	valkeytest.Require(t, e)
 	logf, err := os.Create(filepath.Join(filepath.Dir(conf), filepath.Base(conf)+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, conf)
+	bin := e.String() + " " + prog
+	cmd := e.Command(prog, conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

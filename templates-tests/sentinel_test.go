@@ -16,6 +16,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -42,7 +44,7 @@ func TestSentinelContract(t *testing.T) {
 	assert.EqualValues(t, 26379, c.Spec.Ports[0].Port)
 	sc := container(t, &s.Spec.Template.Spec, "sentinel")
 	assert.Equal(t, []string{"valkey-sentinel", "/data/sentinel.conf"}, sc.Command)
-	assert.Equal(t, "valkey/valkey:8.0", sc.Image)
+	assert.Equal(t, "valkey/valkey:9.1", sc.Image)
 
 	d := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment)
 	assert.Equal(t, "valkey-sentinel-controller", d.Spec.Template.Spec.ServiceAccountName)
@@ -177,26 +179,29 @@ func TestCaseS13SentinelConfigIsWritable(t *testing.T) {
 	p := decode(t, mustRender(t, "valkey-sentinel", "persistence: {enabled: true}\n"))
 	assert.Equal(t, "data", sentinelSTS(t, p).Spec.VolumeClaimTemplates[0].Name)
 
-	// a real valkey-sentinel starts from the copied file and rewrites it
-	bin := needBinary(t, "valkey-sentinel")
-	dir := t.TempDir()
-	out, err := runInit(t, objs, dir, sentinelRel+"-0")
-	require.NoError(t, err, out)
-	port := freePort(t)
-	conf := dir + "/data/sentinel.conf"
-	b, err := os.ReadFile(conf)
-	require.NoError(t, err)
-	local := strings.NewReplacer("port 26379", fmt.Sprintf("port %d", port), "dir /data", "dir "+dir+"/data", "bind * -::*", "bind 127.0.0.1").Replace(string(b))
-	writeFile(t, conf, local)
-	startServer(t, bin, conf, port)
-	c := dialRESP(t, port)
-	assert.Equal(t, "PONG", c.do(t, "PING"))
-	assert.Equal(t, "OK", c.do(t, "SENTINEL", "FLUSHCONFIG"), "Sentinel can rewrite its config")
-	assert.Equal(t, "OK", c.do(t, "SENTINEL", "MONITOR", "m1", "127.0.0.1", "1", "2"))
-	after, err := os.ReadFile(conf)
-	require.NoError(t, err)
-	assert.Contains(t, string(after), "sentinel monitor m1")
-	assert.Contains(t, string(after), "sentinel myid ")
+	// a real Sentinel of every engine starts from the copied file and rewrites it
+	for _, e := range valkeytest.Engines {
+		t.Run(e.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			out, err := runInit(t, objs, dir, sentinelRel+"-0")
+			require.NoError(t, err, out)
+			port := freePort(t)
+			conf := dir + "/data/sentinel.conf"
+			b, err := os.ReadFile(conf)
+			require.NoError(t, err)
+			local := strings.NewReplacer("port 26379", fmt.Sprintf("port %d", port), "dir /data", "dir "+dir+"/data", "bind * -::*", "bind 127.0.0.1").Replace(string(b))
+			writeFile(t, conf, local)
+			startServer(t, e, e.Sentinel, conf, port)
+			c := dialRESP(t, port)
+			assert.Equal(t, "PONG", c.do(t, "PING"))
+			assert.Equal(t, "OK", c.do(t, "SENTINEL", "FLUSHCONFIG"), "Sentinel can rewrite its config")
+			assert.Equal(t, "OK", c.do(t, "SENTINEL", "MONITOR", "m1", "127.0.0.1", "1", "2"))
+			after, err := os.ReadFile(conf)
+			require.NoError(t, err)
+			assert.Contains(t, string(after), "sentinel monitor m1")
+			assert.Contains(t, string(after), "sentinel myid ")
+		})
+	}
 }
 
 func TestCaseS19SentinelAnnouncesItsOwnFQDN(t *testing.T) {

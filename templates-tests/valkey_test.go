@@ -3,6 +3,7 @@ package templatestests
 import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 
 	"encoding/json"
 	"fmt"
@@ -489,7 +490,7 @@ func TestDataPodContract(t *testing.T) {
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "install", "--to", "/opt/valkey-ha/bin"}, append(install.Command, install.Args...))
 	assert.Equal(t, "localhost/valkey-ha/valkey-sentinel-ctl:0.1.0", install.Image)
 	assert.Equal(t, corev1.PullIfNotPresent, install.ImagePullPolicy)
-	assert.Equal(t, "valkey/valkey:8.0", c.Image)
+	assert.Equal(t, "valkey/valkey:9.1", c.Image)
 	assert.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy)
 
 	require.NotNil(t, c.StartupProbe.TCPSocket)
@@ -840,11 +841,16 @@ func TestExporterAndMonitors(t *testing.T) {
 	assert.Len(t, plain.statefulSets()[0].Spec.Template.Spec.Containers, 1)
 }
 
-// The rendered valkey.conf and users.acl load into a real valkey-server 8, and the users can do exactly
-// what their rules say.
+// The rendered valkey.conf and users.acl load into a real server of every engine (valkey 9.1 and 8.0, redis 7.0,
+// rendered with the matching engine value), and the users can do exactly what their rules say.
 func TestACLAndConfigAgainstRealValkey(t *testing.T) {
-	bin := needBinary(t, "valkey-server")
-	objs := decode(t, mustRender(t, "valkey", usersValues+"config: {timeout: 300, hz: 20}\n"))
+	for _, e := range valkeytest.Engines {
+		t.Run(e.String(), func(t *testing.T) { testACLAndConfig(t, e) })
+	}
+}
+
+func testACLAndConfig(t *testing.T, e valkeytest.Engine) {
+	objs := decode(t, mustRender(t, "valkey", usersValues+"config: {timeout: 300, hz: 20}\nengine: "+e.Name+"\n"))
 	dir := t.TempDir()
 	acl := objs.secret(t, valkeyF+"-acl").Data["users.acl"]
 	writeFile(t, dir+"/users.acl", string(acl))
@@ -853,7 +859,7 @@ func TestACLAndConfigAgainstRealValkey(t *testing.T) {
 	conf = strings.NewReplacer("port 6379", fmt.Sprintf("port %d", port), "dir /data", "dir "+dir,
 		"aclfile /etc/valkey-ha/acl/users.acl", "aclfile "+dir+"/users.acl", "bind * -::*", "bind 127.0.0.1").Replace(conf)
 	writeFile(t, dir+"/valkey.conf", conf)
-	startServer(t, bin, dir+"/valkey.conf", port)
+	startServer(t, e, e.Server, dir+"/valkey.conf", port)
 
 	pw := func(secret, key string) string { return string(objs.secret(t, secret).Data[key]) }
 	login := func(user, password string) *resp {

@@ -47,6 +47,14 @@ VALKEY_IMAGE=${VALKEY_IMAGES%% *}
 # redis-server/redis-sentinel/redis-tools packages are installed (hack/images.sh installs them).
 REDIS_IMAGES=${K8S_LOCAL_REDIS_IMAGES:-redis:7.0 redis:7.0.15 redis:7}
 REDIS_IMAGE=${REDIS_IMAGES%% *}
+# VALKEY91_IMAGES: tags of the valkey 9.1 image (Debian sid's valkey on a trixie root filesystem, unpacked by
+# the project's hack/engine-rootfs.sh into VALKEY91_DIR), built only where that root filesystem exists. The
+# tags are the official image's (9.1, 9.1.<patch>, their -trixie forms, 9), so charts that default to
+# valkey/valkey:9.1 find it.
+VALKEY91_DIR=${VALKEY_HA_ENGINES:-/var/cache/valkey-ha/engines}/valkey-9.1
+VALKEY91_VERSION=$(cut -d- -f1 "$VALKEY91_DIR/VERSION" 2>/dev/null || true)
+VALKEY91_IMAGES=${K8S_LOCAL_VALKEY91_IMAGES:-valkey/valkey:9.1${VALKEY91_VERSION:+ valkey/valkey:$VALKEY91_VERSION} valkey/valkey:9.1-trixie${VALKEY91_VERSION:+ valkey/valkey:$VALKEY91_VERSION-trixie} valkey/valkey:9}
+VALKEY91_IMAGE=${VALKEY91_IMAGES%% *}
 
 CTRD_SOCK=$RUN/containerd/containerd.sock
 

@@ -131,8 +131,10 @@ build_binaries() {
 build_image() { # name ref rootfs-builder-fn mkimage-args...
   local name=$1 ref=$2 fn=$3; shift 3
   local out=$IMAGES/$name.tar stamp
-  stamp=$(printf '%s\n' "$ref" "$*" "$(sha256sum "$BIN/mkimage" | cut -c1-16)" "$(declare -f "$fn" rootfs_engine add_busybox copy_with_libs)" \
-          "$(ls -l "$BIN"/* /usr/bin/valkey-* /usr/bin/redis-* /usr/bin/setpriv 2>/dev/null)" | sha256sum | cut -c1-16)
+  stamp=$(printf '%s\n' "$ref" "$*" "$(sha256sum "$BIN/mkimage" | cut -c1-16)" \
+          "$(declare -f "$fn" rootfs_engine engine_layout add_busybox copy_with_libs)" \
+          "$(ls -l "$BIN"/* /usr/bin/valkey-* /usr/bin/redis-* /usr/bin/setpriv 2>/dev/null)" \
+          "$(cat "$VALKEY91_DIR/packages.txt" 2>/dev/null)" | sha256sum | cut -c1-16)
   [[ -f $out && -f $IMAGES/.$name.$stamp ]] && return 0
   log "image: building $ref"
   local root=$IMAGES/$name.rootfs
@@ -150,11 +152,16 @@ rootfs_coredns() { install -D -m 0755 "$BIN/coredns" "$1/coredns"; mkdir -p "$1/
 # docker-entrypoint.sh, user <engine> = 999 (a root start of <engine>-server drops to it via setpriv, as
 # upstream does; non-root pods just run as the uid they ask for)
 rootfs_engine() { # engine rootfs
-  local e=$1 root=$2 b
+  local e=$1 root=$2
   # Debian ships one binary (<engine>-check-rdb); <engine>-server/-sentinel are symlinks to it
   copy_with_libs "$root" "/usr/bin/$e-check-rdb" "/usr/bin/$e-check-aof" "/usr/bin/$e-cli" "/usr/bin/$e-benchmark" /usr/bin/setpriv
   ln -s "$e-check-rdb" "$root/usr/bin/$e-server"
   ln -s "$e-check-rdb" "$root/usr/bin/$e-sentinel"
+  engine_layout "$e" "$root"
+}
+# the official image's layout around /usr/bin/<engine>-* and /usr/bin/setpriv already in rootfs
+engine_layout() { # engine rootfs
+  local e=$1 root=$2 b
   add_busybox "$root"
   printf 'root:x:0:0:root:/root:/bin/sh\n%s:x:999:999:%s:/data:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' "$e" "$e" >"$root/etc/passwd"
   printf 'root:x:0:\n%s:x:999:\nnogroup:x:65534:\n' "$e" >"$root/etc/group"
@@ -183,6 +190,8 @@ EOF
   chmod 0755 "$root/usr/local/bin/docker-entrypoint.sh"
 }
 rootfs_valkey() { rootfs_engine valkey "$1"; }
+# valkey 9.1: the trixie + sid root filesystem as it is (its own libc, setpriv), plus the same layout
+rootfs_valkey91() { cp -a "$VALKEY91_DIR/rootfs/." "$1/"; engine_layout valkey "$1"; }
 rootfs_redis() { rootfs_engine redis "$1"; }
 build_images() {
   mkdir -p "$IMAGES"
@@ -192,6 +201,10 @@ build_images() {
   # redis (Debian bookworm's 7.0) only where its packages are installed (hack/images.sh installs them)
   if [[ -x /usr/bin/redis-check-rdb ]]; then
     build_image redis "$REDIS_IMAGES" rootfs_redis -entrypoint docker-entrypoint.sh -cmd redis-server -workdir /data
+  fi
+  # valkey 9.1 only where its root filesystem was unpacked (the project's hack/engine-rootfs.sh)
+  if [[ -f $VALKEY91_DIR/VERSION && -x $VALKEY91_DIR/rootfs/usr/bin/valkey-check-rdb ]]; then
+    build_image valkey91 "$VALKEY91_IMAGES" rootfs_valkey91 -entrypoint docker-entrypoint.sh -cmd valkey-server -workdir /data
   fi
 }
 import_images() {

@@ -34,7 +34,7 @@ type harness struct {
 
 func newHarness(t *testing.T, top *valkeytest.Topology, withSentinels bool) *harness {
 	h := &harness{t: t, top: top, dir: t.TempDir()}
-	h.in = spec.Instance{Name: "vk", Namespace: "ns", Engine: "valkey", MonitorName: top.Cfg.MonitorName, FailoverMode: spec.FailoverSentinel,
+	h.in = spec.Instance{Name: "vk", Namespace: "ns", Engine: top.Cfg.Engine.Name, MonitorName: top.Cfg.MonitorName, FailoverMode: spec.FailoverSentinel,
 		Port: 6379, PodSelector: map[string]string{"a": "b"}, SentinelAuth: spec.SecretRef{User: "_sentinel", SecretName: "s", SecretKey: "k"}}
 	for i, n := range top.Nodes {
 		h.in.Nodes = append(h.in.Nodes, spec.Node{Index: i, Pod: fmt.Sprintf("vk-%d-0", i), StatefulSet: "x", Host: valkeytest.Host, Port: n.Port})

@@ -52,7 +52,7 @@ func partOf(extra map[string]string) map[string]string {
 func newEnv(t *testing.T, cfg valkeytest.TopologyConfig) *env {
 	top := valkeytest.StartTopology(t, cfg)
 	e := &env{t: t, top: top, cs: fake.NewClientset(), rec: record.NewFakeRecorder(1000)}
-	in := spec.Instance{Name: "vk", Namespace: ns, Release: "vk", Engine: "valkey", MonitorName: top.Cfg.MonitorName,
+	in := spec.Instance{Name: "vk", Namespace: ns, Release: "vk", Engine: top.Cfg.Engine.Name, MonitorName: top.Cfg.MonitorName,
 		FailoverMode: spec.FailoverSentinel, Port: 6379, PodSelector: map[string]string{spec.LabelInstance: "vk"},
 		SentinelConfig: map[string]string{"down-after-milliseconds": strconv.Itoa(top.Cfg.DownAfterMs),
 			"failover-timeout": strconv.Itoa(top.Cfg.FailoverTimeoutMs)},

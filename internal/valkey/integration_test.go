@@ -16,11 +16,11 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
-var engines = []valkeytest.Engine{valkeytest.Valkey, valkeytest.Redis}
+var engines = valkeytest.Engines
 
 func forEachEngine(t *testing.T, fn func(t *testing.T, e valkeytest.Engine)) {
 	for _, e := range engines {
-		t.Run(e.Name, func(t *testing.T) {
+		t.Run(e.String(), func(t *testing.T) {
 			t.Parallel()
 			fn(t, e)
 		})

@@ -30,7 +30,7 @@ func pingVia(t *testing.T, addr string, timeout time.Duration) (time.Duration, e
 // TestLinkFaults: a Link adds its delay in each direction, a blackhole holds a command until healed (it is
 // then answered, not lost), and a cut refuses connections until healed.
 func TestLinkFaults(t *testing.T) {
-	n := StartServer(t, Valkey, ServerConfig{})
+	n := StartServer(t, Default, ServerConfig{})
 	l := NewLink(t, n.Addr())
 
 	d, err := pingVia(t, l.Addr(), 2*time.Second)
@@ -76,7 +76,7 @@ func TestLinkFaults(t *testing.T) {
 // TestProcPause: a paused server answers nothing until resumed; a process left paused by a test is resumed
 // by its cleanup (here the subtest's) before anything else happens to it.
 func TestProcPause(t *testing.T) {
-	n := StartServer(t, Valkey, ServerConfig{})
+	n := StartServer(t, Default, ServerConfig{})
 	n.Pause()
 	require.True(t, n.Paused())
 	_, err := pingVia(t, n.Addr(), 300*time.Millisecond)
@@ -90,7 +90,7 @@ func TestProcPause(t *testing.T) {
 
 	var sub *Proc
 	t.Run("left paused", func(t *testing.T) {
-		sub = StartServer(t, Valkey, ServerConfig{})
+		sub = StartServer(t, Default, ServerConfig{})
 		sub.Pause()
 	})
 	assert.False(t, sub.Paused(), "the cleanup resumed it")

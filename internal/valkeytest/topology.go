@@ -17,6 +17,7 @@ import (
 
 // TopologyConfig describes a replicated instance with its Sentinels.
 type TopologyConfig struct {
+	// Engine defaults to Default.
 	Engine Engine
 	// Replicas is the number of replicas besides the primary (default 2).
 	Replicas int
@@ -85,7 +86,7 @@ func RenderSystemACL(passwords map[string]string) string {
 func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 	t.Helper()
 	if cfg.Engine.Name == "" {
-		cfg.Engine = Valkey
+		cfg.Engine = Default
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 2

@@ -6,13 +6,14 @@
 // Faults for tests of safety claims (fault.go): links with delay, blackhole or cut between processes, and
 // pausing a process; see the comment at the top of fault.go for what each models.
 //
-// When the binaries are missing, tests fail under CI=true and are skipped elsewhere with a clear message.
+// The engine under test is valkey 9.1 unless VALKEYTEST_ENGINE names another (see Default and Engines); valkey
+// 9.1 runs from the root filesystem hack/engine-rootfs.sh unpacks, through that root filesystem's own dynamic
+// loader. When the binaries are missing, tests fail under CI=true and are skipped elsewhere with a clear message.
 package valkeytest
 
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -29,34 +30,6 @@ import (
 
 // Host is the hostname every test process announces and is reached by.
 const Host = "localhost"
-
-// Engine names the binaries of one server family.
-type Engine struct {
-	Name     string
-	Server   string
-	Sentinel string
-	CLI      string
-}
-
-// The two engines the charts support.
-var (
-	Valkey = Engine{Name: "valkey", Server: "valkey-server", Sentinel: "valkey-sentinel", CLI: "valkey-cli"}
-	Redis  = Engine{Name: "redis", Server: "redis-server", Sentinel: "redis-sentinel", CLI: "redis-cli"}
-)
-
-// Require fails the test under CI=true, and skips it elsewhere, when the engine's binaries are not on PATH.
-func Require(t testing.TB, e Engine) {
-	t.Helper()
-	for _, b := range []string{e.Server, e.Sentinel} {
-		if _, err := exec.LookPath(b); err != nil {
-			msg := fmt.Sprintf("%s not found on PATH: run hack/install-deps.sh", b)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
-}
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
@@ -201,7 +174,7 @@ func (p *Proc) Start() {
 		p.mu.Unlock()
 		p.t.Fatalf("open log: %v", err)
 	}
-	cmd := exec.Command(bin, p.ConfPath)
+	cmd := p.Engine.Command(bin, p.ConfPath)
 	cmd.Dir = p.Dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
@@ -335,7 +308,7 @@ func (p *Proc) CLI(user, password string, args ...string) (string, error) {
 	if user != "" {
 		full = append([]string{"--user", user}, full...)
 	}
-	cmd := exec.Command(p.Engine.CLI, full...)
+	cmd := p.Engine.Command(p.Engine.CLI, full...)
 	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

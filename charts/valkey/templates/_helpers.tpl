@@ -56,7 +56,7 @@ valkey.io/node-index: {{ .index | int | toString | quote }}
 
 {{- define "valkey.serverImage" -}}
 {{- $repo := .Values.image.repository | default (ternary "redis" "valkey/valkey" (eq .Values.engine "redis")) -}}
-{{- $tag := .Values.image.tag | default (ternary "7.0" "8.0" (eq .Values.engine "redis")) -}}
+{{- $tag := .Values.image.tag | default (ternary "7.0" "9.1" (eq .Values.engine "redis")) -}}
 {{- printf "%s:%s" $repo (toString $tag) -}}
 {{- end -}}
 
@@ -290,7 +290,7 @@ passwords survive upgrades. Returns JSON:
 {{- end -}}
 
 {{/*
-System users: one table, user -> rules (valkey 8.0). internal/acl holds the same table; a test compares them.
+System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal/acl holds the same table; a test compares them.
   _operator     controller: observe (INFO, ROLE, CLIENT LIST), repair (REPLICAOF), CONFIG REWRITE after it,
                 live ACL sync (ACL SETUSER/DELUSER/USERS/WHOAMI/LOG), `test` writes a marker key under
                 __valkey-ha:*, WAIT, and subscribes to Sentinel hello channels.
