@@ -20,6 +20,7 @@
 # Pinned: VALKEY91_DEB. Debian's sid keeps only its newest upload; when sid has moved on, this script stops with
 # the version sid has now and how to move the pin (an existing root filesystem keeps working offline).
 set -euo pipefail
+umask 022 # the root filesystem is read and run by test processes under other uids (valkeytest.Redirect)
 
 VALKEY91_DEB=${VALKEY91_DEB:-9.1.2-1}
 ENGINES=${VALKEY_HA_ENGINES:-/var/cache/valkey-ha/engines}
