@@ -17,7 +17,7 @@ import (
 )
 
 // command is what `make bench` runs (kept equal to the Makefile's bench target).
-const command = "go test -tags bench -count=1 -timeout 15m -run '^TestBenchmarks$' -v ./bench/"
+const command = "go test -tags bench -count=1 -timeout 30m -run '^TestBenchmarks$' -v ./bench/"
 
 type target struct {
 	Name     string
@@ -116,7 +116,7 @@ func TestBenchmarks(t *testing.T) {
 	all := []struct {
 		n  int
 		fn func(*testing.T) *figure
-	}{{1, fig1}, {2, fig2}, {3, fig3}, {4, fig4}, {5, fig5}}
+	}{{1, fig1}, {2, fig2}, {3, fig3}, {4, fig4}, {5, fig5}, {6, fig6}}
 	var figs []*figure
 	for _, fg := range all {
 		if len(only) > 0 && !only[fg.n] {
@@ -327,7 +327,7 @@ func renderMarkdown(figs []*figure, took time.Duration, load0, load1, root strin
 	}
 	w("- Load average (1, 5, 15 min) at start: %s; at end: %s\n", load0, load1)
 	w("- Go: %s; valkey-go %s; client-go %s\n", runtime.Version(), moduleVersion(root, "github.com/valkey-io/valkey-go"), moduleVersion(root, "k8s.io/client-go"))
-	w("- Valkey: %s\n", cmdOut("valkey-server", "--version"))
+	w("- Engine under test: %s (%s)\n", valkeytest.Default, engineVersion())
 	if versions.kubernetes != "" {
 		w("- Kubernetes (figure 5): %s; helm %s\n", versions.kubernetes, versions.helm)
 	}
@@ -346,9 +346,19 @@ func renderMarkdown(figs []*figure, took time.Duration, load0, load1, root strin
 	return b.String()
 }
 
+// engineVersion is what the engine under test's server says of its version.
+func engineVersion() string {
+	e := valkeytest.Default
+	out, err := e.Command(e.Server, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
 func knobs() string {
 	var out []string
-	for _, k := range []string{"BENCH_ROUNDS", "BENCH_ROUNDS_5000", "BENCH_ROLLS", "BENCH_FAILOVERS", "BENCH_K"} {
+	for _, k := range []string{"BENCH_ROUNDS", "BENCH_ROUNDS_5000", "BENCH_ROLLS", "BENCH_FAILOVERS", "BENCH_K", "BENCH_HANDOFFS", "BENCH_LAG_MS", "VALKEYTEST_ENGINE"} {
 		if v := os.Getenv(k); v != "" {
 			out = append(out, k+"="+v)
 		}

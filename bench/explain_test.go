@@ -36,6 +36,14 @@ var figureMethod = map[int]string{
 		"*peak RSS*: VmHWM of the controller process. *CPU per full reconcile*: the process's CPU time (getrusage) between two passes " +
 		"at least 10 s apart divided by the passes, idle work included. *Sentinel CPU at rest*: CPU time (/proc/<pid>/schedstat) of " +
 		"the three Sentinels over the same window, with the controller polling at its default rate.",
+	6: "Method: for every round a fresh topology of 1 primary + 2 replicas + 3 Sentinels (down-after 5000 ms, failover-timeout " +
+		"15000 ms, the charts' system users; the _sentinel user additionally may run FAILOVER, CLIENT PAUSE and CLIENT UNPAUSE, which " +
+		"the coordinated failover needs), the three writers, then one handoff by one path; the paths alternate round by round. " +
+		"*paused (controller)*: the real instance controller (fake clientset) rolling the primary alone, so it hands off exactly as " +
+		"in a planned roll. *coordinated*: SENTINEL FAILOVER <name> COORDINATED asked of the last Sentinel. *coordinated+nudge*: the same, " +
+		"then CLIENT KILL TYPE pubsub on that Sentinel once it names the new primary. *plain*: SENTINEL FAILOVER alone. Lag: every " +
+		"replication link runs through a delaying proxy (valkeytest fault links, uid-matched iptables redirects), so replicas trail the " +
+		"primary. Outage per round: the longest time any writer went without an acknowledged write.",
 	5: "Method: a fresh namespace (Pod Security restricted, as hack/demo.sh), `helm install bench charts/valkey` (replicas 2) and " +
 		"`helm install sentinel charts/valkey-sentinel` (replicas 3, selecting the instance) with the charts' defaults and the images " +
 		"already on the node; the clock runs from the first `helm install` until every pod of the namespace is Ready and the " +

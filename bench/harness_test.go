@@ -401,14 +401,20 @@ func (e *kenv) markStale() {
 		if _, err := e.cs.AppsV1().StatefulSets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			e.t.Fatalf("statefulset: %v", err)
 		}
-		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, n.Pod, metav1.GetOptions{})
-		if err != nil {
-			e.t.Fatalf("pod: %v", err)
-		}
-		p.Labels[revisionLabel] = "r1"
-		if _, err := e.cs.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-			e.t.Fatalf("pod: %v", err)
-		}
+		e.setRevision(n.Pod, "r1")
+	}
+}
+
+// setRevision sets one pod's revision label.
+func (e *kenv) setRevision(pod, rev string) {
+	ctx := context.Background()
+	p, err := e.cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("pod: %v", err)
+	}
+	p.Labels[revisionLabel] = rev
+	if _, err := e.cs.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatalf("pod: %v", err)
 	}
 }
 

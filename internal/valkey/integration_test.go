@@ -282,3 +282,26 @@ func TestACLOperations(t *testing.T) {
 	require.NotEmpty(t, log, "the denied SET is logged")
 	assert.Equal(t, "app", log[0].Username)
 }
+
+// TestSentinelFailoverCoordinated: valkey 9.1's Sentinel hands the primary off through the primary's own
+// FAILOVER when its auth-user may run FAILOVER, CLIENT PAUSE and CLIENT UNPAUSE on the data nodes (the
+// charts' _sentinel user may not: without them the failover stops at wait-promotion and nothing moves);
+// older engines refuse the option.
+func TestSentinelFailoverCoordinated(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e valkeytest.Engine) {
+		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e, Replicas: 1})
+		ctx := context.Background()
+		s := top.Sentinels[0].Client(valkey.Options{})
+		if e != valkeytest.Valkey91 {
+			require.Error(t, s.SentinelFailoverCoordinated(ctx, "vk"), "%s has no coordinated failover", e)
+			return
+		}
+		for _, n := range top.Nodes {
+			out, err := n.CLI(acl.Operator, top.Passwords[acl.Operator], "ACL", "SETUSER", acl.Sentinel, "+failover", "+client|pause", "+client|unpause")
+			require.NoError(t, err)
+			require.Equal(t, "OK", out)
+		}
+		require.NoError(t, s.SentinelFailoverCoordinated(ctx, "vk"))
+		top.WaitPrimaryMoved(top.Nodes[0].Port, 20*time.Second)
+	})
+}

@@ -178,6 +178,15 @@ func (c *Client) SentinelFailover(ctx context.Context, name string) error {
 	return c.ok(ctx, "SENTINEL FAILOVER "+name, "SENTINEL", "FAILOVER", name)
 }
 
+// SentinelFailoverCoordinated runs SENTINEL FAILOVER name COORDINATED (Valkey 9.0 and later; older Sentinels
+// answer a syntax error): the Sentinel has the primary run FAILOVER TO the replica it selected, so the primary
+// pauses writes, waits until that replica has its offset and demotes itself before the replica is promoted
+// (Valkey docs, "SENTINEL FAILOVER" and "FAILOVER"). The Sentinel's auth-user on the data nodes needs
+// +failover. Like SentinelFailover, it returns once the failover has started.
+func (c *Client) SentinelFailoverCoordinated(ctx context.Context, name string) error {
+	return c.ok(ctx, "SENTINEL FAILOVER "+name+" COORDINATED", "SENTINEL", "FAILOVER", name, "COORDINATED")
+}
+
 // InfoSentinel runs INFO sentinel (see ParseSentinelInfo).
 func (c *Client) InfoSentinel(ctx context.Context) (SentinelInfo, error) {
 	f, err := c.Info(ctx, "sentinel")
