@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +19,19 @@ import (
 
 var engines = valkeytest.Engines
 
+// forEachEngine runs fn as one subtest per engine, all at once. The subtests are started from their own
+// goroutines instead of calling t.Parallel, so the -parallel limit (GOMAXPROCS, 2 here) does not queue the
+// third engine behind the first two: these tests wait on Sentinel's timers, not on the CPU.
 func forEachEngine(t *testing.T, fn func(t *testing.T, e valkeytest.Engine)) {
+	var wg sync.WaitGroup
 	for _, e := range engines {
-		t.Run(e.String(), func(t *testing.T) {
-			t.Parallel()
-			fn(t, e)
-		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(e.String(), func(t *testing.T) { fn(t, e) })
+		}()
 	}
+	wg.Wait()
 }
 
 // TestRegisterMonitorByHostname registers a monitor by hostname and sees CKQUORUM pass on every Sentinel,
