@@ -5,8 +5,12 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -846,6 +850,55 @@ func TestExporterAndMonitors(t *testing.T) {
 func TestACLAndConfigAgainstRealValkey(t *testing.T) {
 	for _, e := range valkeytest.Engines {
 		t.Run(e.String(), func(t *testing.T) { testACLAndConfig(t, e) })
+	}
+}
+
+// The rendered valkey.conf of a TLS-only instance with persistence (plan casual: AOF) starts on every engine
+// with the chart's paths pointed at test files: it serves TLS on the port (a plaintext client is refused, a TLS
+// client gets an answer) and writes its append-only file.
+func TestTLSAndPersistenceConfigStartsOnEveryEngine(t *testing.T) {
+	for _, e := range valkeytest.Engines {
+		t.Run(e.String(), func(t *testing.T) {
+			objs := decode(t, mustRender(t, "valkey", "plan: casual\ntls: {enabled: true, existingSecret: tls}\nengine: "+e.Name+"\n"))
+			dir := t.TempDir()
+			writeFile(t, dir+"/users.acl", string(objs.secret(t, valkeyF+"-acl").Data["users.acl"]))
+			certs := valkeytest.NewTLS(t)
+			port := freePort(t)
+			conf := objs.configMap(t, valkeyF+"-config").Data["valkey.conf"]
+			require.Contains(t, conf, "appendonly yes")
+			conf = strings.NewReplacer("tls-port 6379", fmt.Sprintf("tls-port %d", port), "dir /data", "dir "+dir,
+				"aclfile /etc/valkey-ha/acl/users.acl", "aclfile "+dir+"/users.acl", "bind * -::*", "bind 127.0.0.1",
+				"/etc/valkey-ha/tls/", certs.Dir+"/").Replace(conf)
+			writeFile(t, dir+"/valkey.conf", conf)
+			startServer(t, e, e.Server, dir+"/valkey.conf", port)
+
+			plain := dialRESP(t, port)
+			_, _ = plain.c.Write([]byte("PING\r\n"))
+			_, err := plain.r.ReadString('\n')
+			assert.Error(t, err, "a plaintext client gets no answer on the TLS port")
+
+			pool := x509.NewCertPool()
+			ca, err := os.ReadFile(certs.CA)
+			require.NoError(t, err)
+			require.True(t, pool.AppendCertsFromPEM(ca))
+			c, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: pool, ServerName: valkeytest.Host})
+			require.NoError(t, err)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = c.Write([]byte("PING\r\n"))
+			require.NoError(t, err)
+			line, err := bufio.NewReader(c).ReadString('\n')
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(line, "-NOAUTH"), "TLS client: %q (the default user is off)", line)
+
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			var names []string
+			for _, en := range entries {
+				names = append(names, en.Name())
+			}
+			assert.Contains(t, names, "appendonlydir", "AOF on: %v", names)
+		})
 	}
 }
 
