@@ -978,6 +978,16 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 	}
 }
 
+// NOTES name the server image that runs: valkey 9.1 by default, the override or redis otherwise.
+func TestNotesNameTheServerImage(t *testing.T) {
+	notes := func(values string) string {
+		return mustRender(t, "valkey", values, renderOpts{withNotes: true})["valkey/templates/NOTES.txt"]
+	}
+	assert.Contains(t, notes(""), "(valkey valkey/valkey:9.1, 1 primary")
+	assert.Contains(t, notes("image: {tag: \"8.0\"}\n"), "(valkey valkey/valkey:8.0, 1 primary")
+	assert.Contains(t, notes("engine: redis\n"), "(redis redis:7.0, 1 primary")
+}
+
 // NOTES warn about a down-after-milliseconds below 2000: Sentinel then sometimes fails over a second time
 // right after a failover (measured in BENCHMARKS.md, figure 1, at 1000 ms).
 func TestNotesWarnAboutAShortDownAfter(t *testing.T) {
