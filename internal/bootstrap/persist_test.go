@@ -119,17 +119,20 @@ func TestF5ColdStartNeverWipesPersistedData(t *testing.T) {
 	}
 }
 
-// TestF5PersistedDataAsTheServerLoadsIt: files written by a real server (valkey 8.0 and redis 7.0, the two
-// engines the charts run). An AOF of an empty dataset (its base
+// TestF5PersistedDataAsTheServerLoadsIt: files written by a real server, of every engine the charts run. An AOF of an empty dataset (its base
 // file is never 0 bytes) is no data; after a write it is, also after a crash (the write is only in the
 // incremental file); the shutdown save records the replication position.
 func TestF5PersistedDataAsTheServerLoadsIt(t *testing.T) {
-	for _, v := range []struct {
+	type variant struct {
 		name   string
 		engine valkeytest.Engine
 		lines  []string
-	}{{"AOF", valkeytest.Valkey, persistAOF}, {"RDB", valkeytest.Valkey, persistRDB},
-		{"redis AOF", valkeytest.Redis, persistAOF}, {"redis RDB", valkeytest.Redis, persistRDB}} {
+	}
+	var variants []variant
+	for _, e := range valkeytest.Engines {
+		variants = append(variants, variant{e.String() + " AOF", e, persistAOF}, variant{e.String() + " RDB", e, persistRDB})
+	}
+	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: v.engine, Sentinels: -1, Replicas: 1, ExtraServerLines: v.lines})
 			files := ParseServerFiles(strings.Join(v.lines, "\n"))
