@@ -168,8 +168,8 @@ func (c *Client) anyReply(ctx context.Context, name string, args ...string) (any
 	return v, c.wrap(name, err)
 }
 
-// IsNil reports whether err is valkey-go's nil reply.
-func IsNil(err error) bool { return vk.IsValkeyNil(err) }
+// IsNil reports whether err is, or wraps, valkey-go's nil reply (every method here wraps its errors).
+func IsNil(err error) bool { return errors.Is(err, vk.Nil) }
 
 // Ping sends PING and expects PONG.
 func (c *Client) Ping(ctx context.Context) error {

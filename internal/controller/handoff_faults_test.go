@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// TestF1HandoffWaitsForALaggingReplica (issue 12, F1): the only replica replicates through an 800 ms delay;
+// only the primary is stale, so the controller hands it off with SENTINEL FAILOVER under a Sentinel-aware
+// writer. Every write acknowledged before, during and after the handoff exists on the new primary: the
+// handoff waits until the replica has the paused primary's offset (a WAIT from a connection that never
+// wrote returns at once and proves nothing).
+func TestF1HandoffWaitsForALaggingReplica(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, FaultLinks: true})
+	e.publishSentinels()
+	e.top.DelayReplication(800 * time.Millisecond)
+	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{spec.LabelInstance: "vk"})
+	w := startWriter(t, e.top)
+	time.Sleep(time.Second) // the writer has found the primary and the replica trails it
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	newPrimary := e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 30*time.Second)
+	time.Sleep(time.Second) // the writer writes to the new primary too
+	acked, failures, longest := w.finish()
+
+	require.NotEmpty(t, acked)
+	missing := lost(t, e.top.NodeByPort(newPrimary).Client(e.top.Options(acl.Operator)), acked)
+	t.Logf("F1: handoff over an 800 ms replication delay: writes acked %d, lost %d, failed %d, longest error window %s",
+		len(acked), len(missing), failures, longest.Round(time.Millisecond))
+	assert.Empty(t, firstFew(missing), "every acknowledged write survives the handoff (%d of %d lost)", len(missing), len(acked))
+}
+
+// onSentinelEvent calls fn once, in its own goroutine, for the first message on channel (a Sentinel event
+// such as "+try-failover") published by any of the topology's Sentinels. It returns once every
+// subscription is confirmed.
+func onSentinelEvent(t *testing.T, top *valkeytest.Topology, channel string, fn func(from string)) {
+	var once sync.Once
+	for _, s := range top.Sentinels {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{s.Addr()}, DisableCache: true, ForceSingleClient: true,
+			ClientSetInfo: vk.DisableClientSetInfo})
+		require.NoError(t, err)
+		dc, release := c.Dedicate()
+		t.Cleanup(func() { release(); c.Close() })
+		addr := s.Addr()
+		subscribed := make(chan struct{})
+		var sOnce sync.Once
+		dc.SetPubSubHooks(vk.PubSubHooks{
+			OnMessage:      func(vk.PubSubMessage) { once.Do(func() { go fn(addr) }) },
+			OnSubscription: func(vk.PubSubSubscription) { sOnce.Do(func() { close(subscribed) }) },
+		})
+		require.NoError(t, dc.Do(context.Background(), dc.B().Subscribe().Channel(channel).Build()).Error())
+		select {
+		case <-subscribed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("subscription to %s on %s not confirmed", channel, addr)
+		}
+	}
+}
+
+// TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns (issue 12, F2): the only replica is stopped (SIGSTOP)
+// for 11 s right after SENTINEL FAILOVER is accepted, so the promotion completes only after the controller's
+// handoff would have given up. Every acknowledged write exists on the new primary: the old primary never
+// takes writes again while the failover may still promote the replica.
+func TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	e.publishSentinels()
+	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{spec.LabelInstance: "vk"})
+	replica := e.top.Nodes[1]
+	stopped := make(chan time.Time, 1)
+	onSentinelEvent(t, e.top, "+try-failover", func(string) {
+		stopped <- time.Now()
+		replica.PauseFor(11 * time.Second)
+	})
+	w := startWriter(t, e.top)
+	time.Sleep(500 * time.Millisecond)
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	var at time.Time
+	select {
+	case at = <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failover was started")
+	}
+	newPrimary := e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 40*time.Second)
+	t.Logf("primary moved %s after the replica was stopped", time.Since(at).Round(time.Millisecond))
+	time.Sleep(2 * time.Second) // the writer writes to the new primary too
+	acked, failures, longest := w.finish()
+
+	require.NotEmpty(t, acked)
+	missing := lost(t, e.top.NodeByPort(newPrimary).Client(e.top.Options(acl.Operator)), acked)
+	t.Logf("F2: handoff with the replica stopped 11 s: writes acked %d, lost %d, failed %d, longest error window %s; failovers %d",
+		len(acked), len(missing), failures, longest.Round(time.Millisecond), e.failovers(t))
+	assert.Empty(t, firstFew(missing), "every acknowledged write survives the handoff (%d of %d lost)", len(missing), len(acked))
+}
+
+// firstFew returns at most the first five keys, so a failure message stays readable.
+func firstFew(keys []string) []string {
+	if len(keys) > 5 {
+		return keys[:5]
+	}
+	return keys
+}
