@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,8 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	vk "github.com/valkey-io/valkey-go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -37,6 +40,7 @@ func TestF1HandoffWaitsForALaggingReplica(t *testing.T) {
 	t.Logf("F1: handoff over an 800 ms replication delay: writes acked %d, lost %d, failed %d, longest error window %s",
 		len(acked), len(missing), failures, longest.Round(time.Millisecond))
 	assert.Empty(t, firstFew(missing), "every acknowledged write survives the handoff (%d of %d lost)", len(missing), len(acked))
+	assert.Equal(t, 1, e.failovers(t))
 }
 
 // onSentinelEvent calls fn once, in its own goroutine, for the first message on channel (a Sentinel event
@@ -99,6 +103,10 @@ func TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns(t *testing.T) {
 	t.Logf("F2: handoff with the replica stopped 11 s: writes acked %d, lost %d, failed %d, longest error window %s; failovers %d",
 		len(acked), len(missing), failures, longest.Round(time.Millisecond), e.failovers(t))
 	assert.Empty(t, firstFew(missing), "every acknowledged write survives the handoff (%d of %d lost)", len(missing), len(acked))
+	assert.Equal(t, 1, e.failovers(t), "one failover: the write pause never outlasts down-after-milliseconds")
+	for _, s := range e.top.Sentinels {
+		assert.NotContains(t, s.Logs(), "+odown master", "no Sentinel declared the paused primary down")
+	}
 }
 
 // firstFew returns at most the first five keys, so a failure message stays readable.
@@ -107,4 +115,39 @@ func firstFew(keys []string) []string {
 		return keys[:5]
 	}
 	return keys
+}
+
+// TestRollWithoutPromotableReplicaWaitsAndSaysWhy: the primary is stale but the only replica has
+// replica-priority 0. The roll neither fails over nor replaces the primary, says why in the status, and
+// reports it with one Event, not one per pass. Once the replica comes back with replica-priority 100 the
+// handoff runs (first refused while Sentinel still lists priority 0, then retried as soon as its view
+// changes).
+func TestRollWithoutPromotableReplicaWaitsAndSaysWhy(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, ExtraServerLines: []string{"replica-priority 0"}})
+	e.publishSentinels()
+	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{spec.LabelInstance: "vk"})
+	e.startInstanceController(InstanceOptions{Resync: 200 * time.Millisecond})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "the roll says why it waits", func() error {
+		if doc := e.statusDoc(); doc == nil || doc["roll"] != roll.NoPromotableReplica {
+			return fmt.Errorf("roll: %v", doc["roll"])
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // about ten more passes
+	assert.Len(t, drainEvents(e.rec, "HandoffImpossible"), 1, "one Event, not one per pass")
+	assert.Empty(t, drainEvents(e.rec, "RollDeferred"), "no handoff was tried")
+	assert.Zero(t, e.failovers(t), "no failover")
+	p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), "vk-0-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "r1", p.Labels[revisionLabel], "the primary's pod was not replaced")
+
+	replica := e.top.Nodes[1]
+	replica.Stop()
+	require.NoError(t, writeFile(replica.ConfPath, replica.Config()+"replica-priority 100\n"))
+	replica.Start()
+	e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 40*time.Second)
+	assert.Equal(t, 1, e.failovers(t))
+	refused := drainEvents(e.rec, "RollDeferred")
+	assert.LessOrEqual(t, len(refused), len(e.top.Sentinels), "a refusal is retried only when a view changed: %v", refused)
+	t.Logf("refusals before Sentinel saw the new priority: %d: %v", len(refused), refused)
 }

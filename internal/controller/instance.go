@@ -86,11 +86,17 @@ type instanceMemory struct {
 	subCancel      context.CancelFunc
 	operatorPW     string
 	operatorPWAt   time.Time
-	// handoffDeferredUntil backs off a primary handoff that timed out
+	// handoffDeferredUntil backs off a primary handoff that failed
 	handoffDeferredUntil time.Time
-	aclUsers             []acl.DesiredUser
-	aclReadAt            time.Time
-	aclApplied           map[string]aclApplied
+	// handoffPrint fingerprints this pass's view of the replicas (handoffPrint and the Sentinels' lists);
+	// handoffRefused holds the print under which no replica could be promoted, so the handoff is retried
+	// only once the print differs; noPromoteEvent is the wait reason last reported by an Event.
+	handoffPrint   string
+	handoffRefused handoffRefusal
+	noPromoteEvent string
+	aclUsers       []acl.DesiredUser
+	aclReadAt      time.Time
+	aclApplied     map[string]aclApplied
 	// statusPrint fingerprints the last written status without timestamps and offsets
 	statusPrint   string
 	statusWritten time.Time
@@ -310,11 +316,10 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	rollWait := ""
 	if lastAction == "" && applyErr == nil {
 		step, why := c.planRoll(in, obs, plan, quorum.OK, mem)
-		if step != nil && step.Kind == roll.HandOff && sentinelInfo != nil && in.Monitored() {
-			if wait := c.checkHandoffReplicas(ctx, in, *sentinelInfo, plan); wait != "" {
-				step, why = nil, wait
-			}
+		if step != nil && step.Kind == roll.HandOff {
+			step, why = c.gateHandoff(ctx, in, obs, plan, sentinelInfo, mem, step)
 		}
+		c.reportNoPromotable(descCM, why, mem)
 		rollWait = why
 		if step != nil {
 			lastAction, applyErr = c.applyRoll(ctx, in, descCM, step, sentinelInfo, mem)

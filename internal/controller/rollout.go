@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -15,25 +14,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/handoff"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/topology"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// Handoff timing (seed 000, "Planned operations": poll with a 1 s tick and a 10 s deadline; a shorter tick
-// only shortens the write pause, so the monitored handoff polls one Sentinel every 20 ms while writes are
-// paused).
-const (
-	handoffTick     = 200 * time.Millisecond
-	handoffPollTick = 20 * time.Millisecond
-	handoffDeadline = 10 * time.Second
-	// handoffBackoff is how long a timed-out handoff waits before it is tried again.
-	handoffBackoff = time.Minute
-	// writePause bounds the CLIENT PAUSE WRITE around a monitored handoff in milliseconds; it is lifted as
-	// soon as the primary moved.
-	writePauseMs = 15000
-)
+// handoffBackoff is how long a failed primary handoff waits before it is tried again (a handoff refused
+// because no replica can be promoted waits for the observation to change instead).
+const handoffBackoff = time.Minute
 
 const revisionLabel = "controller-revision-hash"
 
@@ -70,6 +60,7 @@ func (c *InstanceController) planRoll(in spec.Instance, obs topology.Observation
 		if n.Reachable && n.Repl.Role == valkey.RoleReplica {
 			dn.LinkUp = n.Repl.LinkUp && plan.Primary != nil && in.SameAddr(*plan.Primary, n.Repl.PrimaryHost, n.Repl.PrimaryPort)
 			dn.LagBytes = primaryOffset - n.Repl.Offset()
+			dn.NeverPromote = n.Repl.ReplicaPriority == 0
 		}
 		ri.Nodes = append(ri.Nodes, dn)
 	}
@@ -102,10 +93,11 @@ func checkSettled(stss []*appsv1.StatefulSet) string {
 }
 
 // checkHandoffReplicas asks every Sentinel for SENTINEL REPLICAS and returns why a planned SENTINEL
-// FAILOVER must wait (roll.CheckHandoffReplicas), or "".
-func (c *InstanceController) checkHandoffReplicas(ctx context.Context, in spec.Instance, si spec.SentinelInfo, plan topology.Plan) string {
+// FAILOVER must wait (roll.CheckHandoffReplicas), or "", and a fingerprint of what the Sentinels listed
+// (addresses, flags, priorities), so a refused handoff is retried only once their view changed.
+func (c *InstanceController) checkHandoffReplicas(ctx context.Context, in spec.Instance, si spec.SentinelInfo, plan topology.Plan) (string, string) {
 	if plan.Primary == nil {
-		return "no primary"
+		return "no primary", ""
 	}
 	var want []string
 	for _, n := range in.Nodes {
@@ -114,6 +106,7 @@ func (c *InstanceController) checkHandoffReplicas(ctx context.Context, in spec.I
 		}
 	}
 	views := map[string][]roll.SentinelReplica{}
+	var print []string
 	for _, addr := range si.Addrs() {
 		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
 		if err != nil {
@@ -126,11 +119,24 @@ func (c *InstanceController) checkHandoffReplicas(ctx context.Context, in spec.I
 		}
 		l := make([]roll.SentinelReplica, 0, len(reps))
 		for _, r := range reps {
-			l = append(l, roll.SentinelReplica{Addr: net.JoinHostPort(spec.NormalizeHost(r.Host), strconv.Itoa(r.Port)), Flags: r.Flags, LinkOK: r.PrimaryLinkUp})
+			ra := net.JoinHostPort(spec.NormalizeHost(r.Host), strconv.Itoa(r.Port))
+			l = append(l, roll.SentinelReplica{Addr: ra, Flags: r.Flags, LinkOK: r.PrimaryLinkUp})
+			print = append(print, fmt.Sprintf("%s:%s:%s:%d", addr, ra, strings.Join(r.Flags, ","), r.Priority))
 		}
 		views[addr] = l
 	}
-	return roll.CheckHandoffReplicas(views, want)
+	sort.Strings(print)
+	return roll.CheckHandoffReplicas(views, want), strings.Join(print, " ")
+}
+
+// handoffPrint fingerprints what decides whether a replica can be promoted: each node's readiness, role,
+// link and replica-priority (not its offset, which moves all the time).
+func handoffPrint(obs topology.Observation) string {
+	var l []string
+	for _, n := range obs.Nodes {
+		l = append(l, fmt.Sprintf("%s:%v:%v:%s:%v:%d", n.Node.Pod, n.PodReady, n.Reachable, n.Repl.Role, n.Repl.LinkUp, n.Repl.ReplicaPriority))
+	}
+	return strings.Join(l, " ")
 }
 
 // applyRoll executes one roll step.
@@ -146,18 +152,25 @@ func (c *InstanceController) applyRoll(ctx context.Context, in spec.Instance, de
 		c.log.Info("roll: deleted pod", "instance", in.Name, "pod", step.Node.Pod, "reason", step.Reason)
 		return "roll: replaced " + step.Node.Pod, nil
 	case roll.HandOff:
-		var err error
-		if si != nil && in.Monitored() {
-			err = c.handOffSentinel(ctx, in, step, *si, mem)
-		} else {
-			err = c.handOffDirect(ctx, in, step, mem)
-		}
+		res, err := c.handOff(ctx, in, step, si, mem)
 		if err != nil {
-			mem.handoffDeferredUntil = time.Now().Add(handoffBackoff)
+			switch handoff.ReasonOf(err) {
+			case handoff.ReasonNoGoodReplica:
+				// not retried until the observation changes (the print of this pass)
+				mem.handoffRefused = handoffRefusal{print: mem.handoffPrint, why: "handoff refused: " + err.Error()}
+			case handoff.ReasonFailoverInFlight:
+				// look again next pass: the planner holds still while a failover runs
+			default:
+				mem.handoffDeferredUntil = time.Now().Add(handoffBackoff)
+			}
 			c.recorder.Eventf(descCM, corev1.EventTypeWarning, "RollDeferred", "primary handoff from %s deferred: %v", step.Node.Pod, err)
 			return "", err
 		}
-		c.recorder.Eventf(descCM, corev1.EventTypeNormal, "PrimaryHandedOff", "primary moved off %s before its replacement", step.Node.Pod)
+		how := fmt.Sprintf("writes paused %s", res.Paused.Round(time.Millisecond))
+		if res.DemotedEarly {
+			how += ", demoted before the promotion completed (the pause budget ran out)"
+		}
+		c.recorder.Eventf(descCM, corev1.EventTypeNormal, "PrimaryHandedOff", "primary moved off %s to %s before its replacement (%s)", step.Node.Pod, res.NewPrimary, how)
 		return "roll: handed the primary off " + step.Node.Pod, nil
 	}
 	return "", nil
@@ -174,68 +187,19 @@ func (c *InstanceController) sentinelOpts(tls bool) valkey.Options {
 	return valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(tls, c.opts.TLSCAFile)
 }
 
-// handOffSentinel pauses writes on the primary, waits until every replica has its offset (so no acknowledged
-// write is lost), asks Sentinel to fail over, and polls GET-MASTER-ADDR-BY-NAME until the primary moved. The
-// pause is always lifted.
-//
-// The failover is asked of the last Sentinel that answers (see planFailoverOrder); the leader's own
-// GET-MASTER-ADDR-BY-NAME names the promoted replica as soon as it saw the promotion (Sentinel docs,
-// "Sentinel API": the address is the promoted replica's once the failover reached reconf-slaves), which is
-// when the old primary is demoted and the pause lifted.
-func (c *InstanceController) handOffSentinel(ctx context.Context, in spec.Instance, step *roll.DataStep, si spec.SentinelInfo, mem *instanceMemory) error {
-	pc, err := c.pool.get(ctx, in.Addr(step.Node), c.opOptions(in, mem))
-	if err != nil {
-		return err
+// handOff hands the primary off step.Node with internal/handoff: SENTINEL FAILOVER asked of the Sentinels in
+// planFailoverOrder when monitored, FAILOVER TO step.Target otherwise.
+func (c *InstanceController) handOff(ctx context.Context, in spec.Instance, step *roll.DataStep, si *spec.SentinelInfo, mem *instanceMemory) (handoff.Result, error) {
+	cfg := handoff.Config{Primary: in.Addr(step.Node), NodeOptions: c.opOptions(in, mem),
+		Log: c.log.With("instance", in.Name, "pod", step.Node.Pod)}
+	if si != nil && in.Monitored() {
+		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, planFailoverOrder(si.Addrs()), c.sentinelOpts(si.TLS)
+	} else {
+		cfg.Target = in.Addr(step.Target)
 	}
-	if _, err := pc.Do(ctx, "CLIENT", "PAUSE", strconv.Itoa(writePauseMs), "WRITE"); err != nil {
-		return err
-	}
-	defer func() { _, _ = pc.Do(context.WithoutCancel(ctx), "CLIENT", "UNPAUSE") }()
-	// WAIT makes the replicas acknowledge now (REPLCONF GETACK) instead of at their next 1 s ACK
-	if n, err := pc.Do(ctx, "WAIT", strconv.Itoa(len(in.Nodes)-1), "2000"); err != nil || n != int64(len(in.Nodes)-1) {
-		if err := waitReplicasCaughtUp(ctx, pc, len(in.Nodes)-1); err != nil {
-			return err
-		}
-	}
-	var sc *valkey.Client
-	for _, addr := range planFailoverOrder(si.Addrs()) {
-		if sc, err = c.pool.get(ctx, addr, c.sentinelOpts(si.TLS)); err == nil {
-			if err = sc.SentinelFailover(ctx, in.MonitorName); err == nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		return err
-	}
-	c.log.Info("roll: SENTINEL FAILOVER", "instance", in.Name, "from", step.Node.Pod)
-	deadline := time.Now().Add(handoffDeadline)
-	for time.Now().Before(deadline) {
-		host, port, found, err := sc.SentinelPrimaryAddr(ctx, in.MonitorName)
-		if err == nil && found && !in.SameAddr(step.Node, host, port) {
-			// Demote the old primary before the pause is lifted: clients that have not heard +switch-master
-			// yet would otherwise write to it and have those acknowledged writes dropped when Sentinel
-			// demotes it. REPLICAOF towards Sentinel's new primary agrees with Sentinel, so it never fights it.
-			if err := pc.ReplicaOf(ctx, host, port); err != nil {
-				return fmt.Errorf("demote %s after the handoff: %w", step.Node.Pod, err)
-			}
-			// The leader publishes +switch-master only at +failover-end, about 1 s after the other
-			// Sentinels (it waits for the remaining replicas' next INFO). Closing its Pub/Sub clients makes
-			// clients subscribed to it reconnect and ask GET-MASTER-ADDR-BY-NAME, which it already answers
-			// with the new primary: the same nudge Sentinel gives clients of a reconfigured server (CLIENT
-			// KILL TYPE pubsub). Best effort: a client that misses it still hears +switch-master.
-			if _, err := sc.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
-				c.log.Info("roll: could not close the failover leader's Pub/Sub clients", "instance", in.Name, "err", err)
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(handoffPollTick):
-		}
-	}
-	return fmt.Errorf("Sentinel did not move the primary within %s", handoffDeadline)
+	// the handoff dials its own connections; the pooled one to the old primary is stale afterwards
+	defer c.pool.drop(cfg.Primary)
+	return handoff.Run(ctx, cfg)
 }
 
 // planFailoverOrder returns the Sentinel addresses in the order a planned SENTINEL FAILOVER tries them: last
@@ -251,56 +215,6 @@ func planFailoverOrder(addrs []string) []string {
 		out = append(out, addrs[i])
 	}
 	return out
-}
-
-// handOffDirect uses FAILOVER TO on an unmonitored primary: the server pauses writes, waits for the target to
-// catch up and swaps roles itself (Valkey docs, "FAILOVER"). The remaining replicas are repointed by the repair
-// rule on the next passes.
-func (c *InstanceController) handOffDirect(ctx context.Context, in spec.Instance, step *roll.DataStep, mem *instanceMemory) error {
-	pc, err := c.pool.get(ctx, in.Addr(step.Node), c.opOptions(in, mem))
-	if err != nil {
-		return err
-	}
-	if _, err := pc.Do(ctx, "FAILOVER", "TO", step.Target.Host, strconv.Itoa(in.PortOf(step.Target)), "TIMEOUT", strconv.Itoa(int(handoffDeadline/time.Millisecond))); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(handoffDeadline + 2*time.Second)
-	for time.Now().Before(deadline) {
-		r, err := pc.InfoReplication(ctx)
-		if err == nil && r.Role == valkey.RoleReplica {
-			return nil
-		}
-		if err == nil && r.FailoverState == "no-failover" && r.Role == valkey.RolePrimary && time.Until(deadline) < handoffDeadline {
-			return errors.New("FAILOVER aborted: the primary is still primary")
-		}
-		time.Sleep(handoffTick)
-	}
-	return fmt.Errorf("FAILOVER TO %s did not complete within %s", step.Target.Pod, handoffDeadline)
-}
-
-// waitReplicasCaughtUp polls the primary's INFO replication until every one of want replicas acknowledged
-// the primary's offset.
-func waitReplicasCaughtUp(ctx context.Context, pc *valkey.Client, want int) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r, err := pc.InfoReplication(ctx)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, rep := range r.Replicas {
-			if rep.State == "online" && rep.Offset >= r.MasterReplOffset {
-				n++
-			}
-		}
-		if n >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d replicas caught up with offset %d", n, want, r.MasterReplOffset)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // planResetAfterScaleIn gathers each Sentinel's replica list and returns the Sentinel to RESET (if any) so
@@ -353,4 +267,43 @@ func (c *InstanceController) applyReset(ctx context.Context, in spec.Instance, d
 	c.recorder.Eventf(descCM, corev1.EventTypeNormal, "SentinelReset", "SENTINEL RESET %s on %s: it listed a replica that is gone", in.MonitorName, addr)
 	c.log.Info("SENTINEL RESET after scale-in", "instance", in.Name, "sentinel", addr)
 	return "SENTINEL RESET on " + addr, nil
+}
+
+// handoffRefusal is a handoff refused because no replica could be promoted, with the print of the
+// observation it was refused under.
+type handoffRefusal struct{ print, why string }
+
+// gateHandoff holds a planned handoff back while a Sentinel does not list every replica as a healthy one
+// (checkHandoffReplicas), and while the view of the replicas is the one under which the last handoff was
+// refused for want of a promotable replica.
+func (c *InstanceController) gateHandoff(ctx context.Context, in spec.Instance, obs topology.Observation, plan topology.Plan,
+	si *spec.SentinelInfo, mem *instanceMemory, step *roll.DataStep) (*roll.DataStep, string) {
+	print, wait := handoffPrint(obs), ""
+	if si != nil && in.Monitored() {
+		var views string
+		wait, views = c.checkHandoffReplicas(ctx, in, *si, plan)
+		print += " " + views
+	}
+	mem.handoffPrint = print
+	switch {
+	case wait != "":
+		return nil, wait
+	case mem.handoffRefused.why != "" && mem.handoffRefused.print == print:
+		return nil, mem.handoffRefused.why
+	}
+	mem.handoffRefused = handoffRefusal{}
+	return step, ""
+}
+
+// reportNoPromotable sends one Warning Event when the roll starts waiting because no replica may be
+// promoted, not one per pass.
+func (c *InstanceController) reportNoPromotable(descCM *corev1.ConfigMap, why string, mem *instanceMemory) {
+	if why != roll.NoPromotableReplica {
+		mem.noPromoteEvent = ""
+		return
+	}
+	if mem.noPromoteEvent != why {
+		mem.noPromoteEvent = why
+		c.recorder.Eventf(descCM, corev1.EventTypeWarning, "HandoffImpossible", "%s", why)
+	}
 }

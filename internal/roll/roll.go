@@ -25,6 +25,9 @@ type DataNode struct {
 	// LinkUp and LagBytes describe a replica's link to the primary.
 	LinkUp   bool
 	LagBytes int64
+	// NeverPromote is true for a replica with replica-priority 0 (INFO replication slave_priority): Sentinel
+	// never promotes it, and neither does a planned handoff.
+	NeverPromote bool
 }
 
 // DataInput is the input of PlanData.
@@ -59,6 +62,11 @@ const (
 	// monitored, FAILOVER TO <best replica> otherwise.
 	HandOff DataStepKind = "hand-off"
 )
+
+// NoPromotableReplica is the wait reason when only the primary is stale and every replica has
+// replica-priority 0: nothing can take over, so the primary is neither handed off nor replaced, and
+// nothing is retried until a replica's priority changes.
+const NoPromotableReplica = "no replica may be promoted (replica-priority 0 on every replica): the primary cannot be handed over; set replica-priority > 0 on at least one replica"
 
 // DataStep is the next step, with the node it acts on (and for HandOff the replica to promote when
 // unmonitored).
@@ -132,8 +140,12 @@ func PlanData(in DataInput) (*DataStep, string) {
 	if len(in.Nodes) == 1 {
 		return &DataStep{Kind: DeletePod, Node: primary.Node, Reason: "single node: nothing to hand over to"}, ""
 	}
+	best, ok := bestReplica(in.Nodes)
+	if !ok {
+		return nil, NoPromotableReplica
+	}
 	if in.HandoffDeferred {
-		return nil, "the last primary handoff timed out; backing off"
+		return nil, "the last primary handoff failed; backing off"
 	}
 	if ok, why := caughtUp(-1); !ok {
 		return nil, why
@@ -141,23 +153,24 @@ func PlanData(in DataInput) (*DataStep, string) {
 	if in.Monitored && !in.QuorumOK {
 		return nil, "SENTINEL CKQUORUM fails: no handoff without a quorum"
 	}
-	best := bestReplica(in.Nodes)
 	return &DataStep{Kind: HandOff, Node: primary.Node, Target: best.Node,
 		Reason: "stale primary: hand over before replacing it"}, ""
 }
 
-func bestReplica(nodes []DataNode) DataNode {
+// bestReplica returns the promotable replica with the least lag (lowest index on a tie); ok is false when
+// no replica may be promoted.
+func bestReplica(nodes []DataNode) (DataNode, bool) {
 	var best DataNode
 	found := false
 	for _, n := range nodes {
-		if n.Primary {
+		if n.Primary || n.NeverPromote {
 			continue
 		}
 		if !found || n.LagBytes < best.LagBytes || (n.LagBytes == best.LagBytes && n.Node.Index < best.Node.Index) {
 			best, found = n, true
 		}
 	}
-	return best
+	return best, found
 }
 
 // SentinelPod is one Sentinel pod as the Sentinel roll planner needs it.

@@ -15,6 +15,8 @@ func dn(i int, primary, stale bool) DataNode {
 		Ready: true, Reachable: true, LinkUp: !primary}
 }
 
+func noPromote(n DataNode) DataNode { n.NeverPromote = true; return n }
+
 func TestPlanData(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -37,8 +39,16 @@ func TestPlanData(t *testing.T) {
 			"", "", "", "SENTINEL CKQUORUM fails: no handoff without a quorum"},
 		{"frozen during failover", DataInput{Nodes: []DataNode{dn(0, true, false), dn(1, false, true)}, Frozen: true},
 			"", "", "", "a failover is in flight or the primary is down"},
-		{"handoff deferred after a timeout", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false)}, Monitored: true, QuorumOK: true, HandoffDeferred: true},
-			"", "", "", "the last primary handoff timed out; backing off"},
+		{"handoff deferred after a failure", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false)}, Monitored: true, QuorumOK: true, HandoffDeferred: true},
+			"", "", "", "the last primary handoff failed; backing off"},
+		{"no handoff when every replica has replica-priority 0", DataInput{Nodes: []DataNode{dn(0, true, true), noPromote(dn(1, false, false)), noPromote(dn(2, false, false))}, Monitored: true, QuorumOK: true},
+			"", "", "", NoPromotableReplica},
+		{"unmonitored: no FAILOVER TO a replica with replica-priority 0 either", DataInput{Nodes: []DataNode{dn(0, true, true), noPromote(dn(1, false, false))}},
+			"", "", "", NoPromotableReplica},
+		{"stale replicas with priority 0 are still replaced", DataInput{Nodes: []DataNode{dn(0, true, true), noPromote(dn(1, false, true))}, Monitored: true, QuorumOK: true},
+			DeletePod, "vk-1-0", "", ""},
+		{"the handoff target skips a replica with replica-priority 0", DataInput{Nodes: []DataNode{dn(0, true, true), noPromote(dn(1, false, false)), func() DataNode { n := dn(2, false, false); n.LagBytes = 10; return n }()}},
+			HandOff, "vk-0-0", "vk-2-0", ""},
 		{"single node is simply replaced", DataInput{Nodes: []DataNode{dn(0, true, true)}}, DeletePod, "vk-0-0", "", ""},
 		{"nothing while an upgrade is half applied, not even a stale replica", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false), dn(2, false, true)}, Monitored: true, QuorumOK: true,
 			Settling: "StatefulSets carry release revisions 2 and 3"}, "", "", "", "StatefulSets carry release revisions 2 and 3"},

@@ -173,9 +173,11 @@ func (c *Client) SentinelReset(ctx context.Context, pattern string) (int64, erro
 }
 
 // SentinelFailover runs SENTINEL FAILOVER name: a forced failover that needs no agreement from other
-// Sentinels. It returns once the failover has started, not finished.
+// Sentinels. It returns once the failover has started, not finished: by then this Sentinel flags the monitor
+// failover_in_progress. The refusals INPROG and NOGOODSLAVE wrap ErrFailoverInProgress and ErrNoGoodReplica;
+// an error for which IsServerError is false leaves open whether the failover started.
 func (c *Client) SentinelFailover(ctx context.Context, name string) error {
-	return c.ok(ctx, "SENTINEL FAILOVER "+name, "SENTINEL", "FAILOVER", name)
+	return classifyFailoverError(c.ok(ctx, "SENTINEL FAILOVER "+name, "SENTINEL", "FAILOVER", name))
 }
 
 // SentinelFailoverCoordinated runs SENTINEL FAILOVER name COORDINATED (Valkey 9.0 and later; older Sentinels

@@ -1,0 +1,316 @@
+// Package handoff moves the primary role off one data node on purpose without losing an acknowledged write
+// (issue 12): the planned handoff of a data roll (internal/controller) and of a data pod's preStop hook,
+// which has no Kubernetes API. It takes addresses, credentials and timeouts, returns a Result or an *Error
+// with a Reason, and imports nothing from Kubernetes.
+//
+// Monitored (Sentinel owns failover), Run does:
+//
+//  1. Observe. The primary answers as primary. The first Sentinel in Config.Sentinels that answers names it,
+//     runs no failover and does not see it down; only connection failures move on to the next Sentinel. Its
+//     replicas that a failover may pick are the candidates: replica-priority > 0 and not s_down, o_down or
+//     disconnected. The replica link is deliberately not a filter: Sentinel also promotes a replica whose
+//     link has been down for less than ten times down-after-milliseconds (Sentinel docs, "Replica
+//     selection and priority"). No candidate: NoGoodReplica, nothing paused.
+//  2. CLIENT PAUSE WRITE on the primary, then read its master_repl_offset O. While paused the primary sends
+//     nothing to its replicas, so O stays put.
+//  3. Catch-up. Poll every candidate's INFO replication until it follows the primary's history
+//     (master_replid) at an offset of at least O. When that does not happen within CatchUpTimeout: unpause,
+//     ReplicasLag. WAIT cannot do this: it counts only acknowledgements of the caller's own writes, and this
+//     connection never writes (F1).
+//  4. SENTINEL FAILOVER, on that one Sentinel only. NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover
+//     of someone else runs. It is watched like ours, because the pause protects it too. No other Sentinel is
+//     ever asked: it would start a second failover in a new epoch (F2).
+//  5. Watch while the pause budget lasts. Once the Sentinel names the promoted replica (its
+//     GET-MASTER-ADDR-BY-NAME does so from the promotion on), demote the old primary to it with REPLICAOF,
+//     close the Sentinel's Pub/Sub clients so that subscribed clients ask it again at once, and unpause.
+//     If the Sentinel ends the failover without a promotion, unpause: FailoverAborted. The old primary is
+//     still the primary and nothing was promoted, so writes to it are safe.
+//  6. Budget spent while the failover still runs. Demote the old primary to the replica the failover
+//     selected, then unpause. The selected replica is the one Sentinel flags "promoted"; when the Sentinel
+//     does not answer, the first candidate, because every candidate holds offset O and nothing was written
+//     since. Clients now get READONLY, never an acknowledgement that a later promotion would throw away
+//     (F2). Keep watching until the failover ends (its failover-timeout plus a margin). Promoted: done
+//     (Result.DemotedEarly). Ended without promotion: make the old primary primary again, but only when
+//     every Sentinel that answers (a majority at least) names it and runs no failover. Nothing was written
+//     anywhere meanwhile. FailoverAborted either way.
+//
+// Why a budget: CLIENT PAUSE WRITE also holds Sentinel's hello PUBLISH to the primary, and so every PING
+// that Sentinel sends on that connection after it. A pause as long as down-after-milliseconds therefore
+// makes every Sentinel declare the primary down and start failovers of its own. The budget defaults to
+// half of down-after-milliseconds. The server-side pause ends by itself one second after the budget, in
+// case this process dies; a death between steps 4 and 6 can still lose writes, as any failover can.
+//
+// Unmonitored, Run uses FAILOVER TO Config.Target: the server pauses writes, waits until the target has its
+// offset and swaps roles itself; when the target does not catch up in time the server aborts and resumes.
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// Config says which node to hand off and how to reach everything involved.
+type Config struct {
+	// Primary is the node to hand off, "host:port" as Sentinel and its replicas name it.
+	Primary string
+	// NodeOptions connect to data nodes (the _operator user).
+	NodeOptions valkey.Options
+	// MonitorName is the Sentinel monitor; empty means unmonitored (FAILOVER TO Target).
+	MonitorName string
+	// Sentinels are the Sentinel addresses ("host:port") in the order to ask them; the first that answers
+	// is the only one asked to fail over.
+	Sentinels       []string
+	SentinelOptions valkey.Options
+	// Target is the replica to promote when unmonitored ("host:port").
+	Target string
+
+	// PauseBudget bounds how long the primary stays write-paused while still primary. 0 means half of the
+	// monitor's down-after-milliseconds; unmonitored, it is the FAILOVER TIMEOUT (default 10 s).
+	PauseBudget time.Duration
+	// CatchUpTimeout bounds step 3 (default half the budget).
+	CatchUpTimeout time.Duration
+	// FailoverWait bounds the wait for the failover to end after the budget was spent (default the
+	// monitor's failover-timeout plus 5 s).
+	FailoverWait time.Duration
+	// Poll is the interval of every wait (default 20 ms).
+	Poll time.Duration
+	// Log receives the steps (default: discarded).
+	Log *slog.Logger
+}
+
+// Result describes a completed handoff.
+type Result struct {
+	// NewPrimary is the promoted node, "host:port".
+	NewPrimary string
+	// Sentinel is the Sentinel that was asked (empty when unmonitored).
+	Sentinel string
+	// Offset is the primary's master_repl_offset while paused, which every candidate reached.
+	Offset int64
+	// Paused is how long writes were paused on the old primary while it was still primary.
+	Paused time.Duration
+	// DemotedEarly is true when the pause budget ran out before the promotion and the old primary was made
+	// a replica first (clients saw errors instead of waiting).
+	DemotedEarly bool
+}
+
+// Reason classifies why a handoff did not complete.
+type Reason string
+
+// The reasons.
+const (
+	// ReasonNotPrimary: the node does not answer as primary, or Sentinel names another primary.
+	ReasonNotPrimary Reason = "NotPrimary"
+	// ReasonUnreachable: the primary, or every Sentinel, did not answer.
+	ReasonUnreachable Reason = "Unreachable"
+	// ReasonPrimaryDown: the Sentinel sees the primary down; Sentinel is about to act on its own.
+	ReasonPrimaryDown Reason = "PrimaryDown"
+	// ReasonNoGoodReplica: no replica may be promoted (replica-priority 0, down, NOGOODSLAVE). Retrying
+	// helps only once that changes.
+	ReasonNoGoodReplica Reason = "NoGoodReplica"
+	// ReasonFailoverInFlight: a failover that is not ours runs or ran (INPROG): stop and look again.
+	ReasonFailoverInFlight Reason = "FailoverInFlight"
+	// ReasonReplicasLag: a candidate did not reach the paused primary's offset in time; writes resumed on
+	// the primary, nothing was promoted.
+	ReasonReplicasLag Reason = "ReplicasLag"
+	// ReasonFailoverAborted: the failover ended without a promotion (or never started).
+	ReasonFailoverAborted Reason = "FailoverAborted"
+	// ReasonFailoverTimeout: the failover was still running when the wait ended; the old primary is a
+	// replica of the selected one and Sentinel finishes or aborts on its own.
+	ReasonFailoverTimeout Reason = "FailoverTimeout"
+	// ReasonCommandFailed: a command was refused or failed (see the wrapped error).
+	ReasonCommandFailed Reason = "CommandFailed"
+)
+
+// Error is a handoff that did not complete, with what was observed.
+type Error struct {
+	Reason Reason
+	// Detail says what was observed, for status and Events.
+	Detail string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := string(e.Reason) + ": " + e.Detail
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the Reason of an *Error in err's chain, or "" for any other error.
+func ReasonOf(err error) Reason {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Reason
+	}
+	return ""
+}
+
+func fail(r Reason, err error, format string, args ...any) *Error {
+	return &Error{Reason: r, Detail: fmt.Sprintf(format, args...), Err: err}
+}
+
+// serverPauseMargin is how much longer than the budget the server-side pause lasts, so that it only ends
+// by itself when this process is gone.
+const serverPauseMargin = time.Second
+
+func (c Config) withDefaults() Config {
+	if c.Poll <= 0 {
+		c.Poll = 20 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if _, _, err := splitAddr(c.Primary); err != nil {
+		return fmt.Errorf("handoff: Primary: %w", err)
+	}
+	if c.MonitorName != "" && len(c.Sentinels) == 0 {
+		return errors.New("handoff: MonitorName is set but Sentinels is empty")
+	}
+	if c.MonitorName == "" {
+		if _, _, err := splitAddr(c.Target); err != nil {
+			return fmt.Errorf("handoff: Target (needed without a monitor): %w", err)
+		}
+	}
+	return nil
+}
+
+// Run hands the primary role off Config.Primary (see the package doc).
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	h := &handoff{cfg: cfg, log: cfg.Log.With("primary", cfg.Primary), clients: map[string]*valkey.Client{}}
+	defer h.closeAll()
+	pc, err := h.dial(ctx, cfg.Primary, cfg.NodeOptions)
+	if err != nil {
+		return Result{}, fail(ReasonUnreachable, err, "primary %s", cfg.Primary)
+	}
+	h.pc = pc
+	r, err := pc.InfoReplication(ctx)
+	if err != nil {
+		return Result{}, fail(ReasonUnreachable, err, "primary %s", cfg.Primary)
+	}
+	if r.Role != valkey.RolePrimary {
+		return Result{}, fail(ReasonNotPrimary, nil, "%s is a %s", cfg.Primary, r.Role)
+	}
+	if cfg.MonitorName == "" {
+		return h.direct(ctx)
+	}
+	return h.monitored(ctx)
+}
+
+type handoff struct {
+	cfg     Config
+	log     *slog.Logger
+	clients map[string]*valkey.Client
+	pc      *valkey.Client
+}
+
+func (h *handoff) dial(ctx context.Context, addr string, o valkey.Options) (*valkey.Client, error) {
+	if c, ok := h.clients[addr]; ok {
+		return c, nil
+	}
+	c, err := valkey.Dial(ctx, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	h.clients[addr] = c
+	return c, nil
+}
+
+// drop forgets a client whose connection may be stuck behind an unanswered command.
+func (h *handoff) drop(addr string) {
+	if c, ok := h.clients[addr]; ok {
+		c.Close()
+		delete(h.clients, addr)
+	}
+}
+
+func (h *handoff) closeAll() {
+	for _, c := range h.clients {
+		c.Close()
+	}
+}
+
+func splitAddr(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 || host == "" {
+		return "", 0, fmt.Errorf("address %q: want host:port", addr)
+	}
+	return host, port, nil
+}
+
+// sameAddr compares "host:port" with a host and port as Sentinel names them (host names case-insensitive,
+// without a trailing dot).
+func sameAddr(addr, host string, port int) bool {
+	h, p, err := splitAddr(addr)
+	return err == nil && p == port && spec.NormalizeHost(h) == spec.NormalizeHost(host)
+}
+
+func joinAddr(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// candidate is a replica a failover may promote.
+type candidate struct {
+	addr     string
+	priority int64
+	offset   int64
+	promoted bool
+}
+
+// planCandidates returns the replicas Sentinel may promote, in Sentinel's order of preference (lowest
+// replica-priority first, then the highest offset it knows, then the address for a stable order).
+func planCandidates(reps []valkey.SentinelReplica) []candidate {
+	var out []candidate
+	for _, r := range reps {
+		if r.Priority <= 0 || r.HasFlag("s_down") || r.HasFlag("o_down") || r.HasFlag("disconnected") {
+			continue
+		}
+		out = append(out, candidate{addr: joinAddr(r.Host, r.Port), priority: r.Priority, offset: r.ReplOffset, promoted: r.HasFlag("promoted")})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.priority != b.priority {
+			return a.priority < b.priority
+		}
+		if a.offset != b.offset {
+			return a.offset > b.offset
+		}
+		return a.addr < b.addr
+	})
+	return out
+}
+
+func describeReplicas(reps []valkey.SentinelReplica) string {
+	if len(reps) == 0 {
+		return "Sentinel lists no replica"
+	}
+	var l []string
+	for _, r := range reps {
+		l = append(l, fmt.Sprintf("%s priority %d flags %s", joinAddr(r.Host, r.Port), r.Priority, strings.Join(r.Flags, ",")))
+	}
+	return "no replica may be promoted: " + strings.Join(l, "; ")
+}

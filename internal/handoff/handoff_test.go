@@ -1,0 +1,254 @@
+package handoff
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+func TestPlanCandidates(t *testing.T) {
+	rep := func(host string, prio, off int64, flags ...string) valkey.SentinelReplica {
+		return valkey.SentinelReplica{Host: host, Port: 6379, Priority: prio, ReplOffset: off, Flags: append([]string{"slave"}, flags...)}
+	}
+	got := planCandidates([]valkey.SentinelReplica{
+		rep("c", 100, 10), rep("a", 100, 20), rep("b", 50, 5),
+		rep("never", 0, 99), rep("down", 100, 99, "s_down"), rep("odown", 100, 99, "o_down"), rep("gone", 100, 99, "disconnected"),
+		rep("promoted", 100, 1, "promoted"),
+	})
+	var addrs []string
+	for _, c := range got {
+		addrs = append(addrs, c.addr)
+	}
+	assert.Equal(t, []string{"b:6379", "a:6379", "c:6379", "promoted:6379"}, addrs,
+		"priority 0 and down replicas are never promoted; the rest in Sentinel's order: priority, then offset")
+	assert.True(t, got[3].promoted)
+	assert.Empty(t, planCandidates(nil))
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Primary: "nohost"}, "Primary"},
+		{Config{Primary: "h:1", MonitorName: "vk"}, "Sentinels is empty"},
+		{Config{Primary: "h:1"}, "Target"},
+		{Config{Primary: "h:1", Target: "h:99999"}, "Target"},
+	} {
+		_, err := Run(context.Background(), tt.cfg)
+		if assert.Error(t, err) {
+			assert.Contains(t, err.Error(), tt.want)
+		}
+	}
+}
+
+// configFor hands off the topology's node 0 through its Sentinels, in their order.
+func configFor(top *valkeytest.Topology) Config {
+	cfg := Config{Primary: top.Nodes[0].Addr(), NodeOptions: top.Options(acl.Operator), MonitorName: top.Cfg.MonitorName,
+		SentinelOptions: top.SentinelOptions()}
+	for _, s := range top.Sentinels {
+		cfg.Sentinels = append(cfg.Sentinels, s.Addr())
+	}
+	return cfg
+}
+
+// writeKeys writes n keys to c and returns them; every one was acknowledged.
+func writeKeys(t *testing.T, c *valkey.Client, prefix string, n int) []string {
+	var keys []string
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("__valkey-ha:%s:%d", prefix, i)
+		_, err := c.Do(context.Background(), "SET", k, "1")
+		require.NoError(t, err)
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func missingKeys(t *testing.T, c *valkey.Client, keys []string) int {
+	n := 0
+	for _, k := range keys {
+		v, err := c.Do(context.Background(), "GET", k)
+		if err != nil && !valkey.IsNil(err) {
+			t.Fatalf("GET %s: %v", k, err)
+		}
+		if v != "1" {
+			n++
+		}
+	}
+	return n
+}
+
+// configEpoch returns the monitor's config-epoch on s: the number of failovers it has seen.
+func configEpoch(t *testing.T, top *valkeytest.Topology, s *valkeytest.Proc) int64 {
+	m, found, err := s.Client(top.SentinelOptions()).SentinelMaster(context.Background(), top.Cfg.MonitorName)
+	require.NoError(t, err)
+	require.True(t, found)
+	return m.ConfigEpoch
+}
+
+// TestRunWaitsForLaggingReplicas: every replica trails the primary by 300 ms; writes acknowledged just
+// before the handoff are all on the promoted replica, the old primary follows it, and writes were paused
+// for less than the budget.
+func TestRunWaitsForLaggingReplicas(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000, FaultLinks: true})
+	top.DelayReplication(300 * time.Millisecond)
+	keys := writeKeys(t, top.Nodes[0].Client(top.Options(acl.Operator)), "lag", 300)
+	res, err := Run(context.Background(), configFor(top))
+	require.NoError(t, err)
+	t.Logf("handoff over a 300 ms replication delay: %+v", res)
+	assert.NotEqual(t, top.Nodes[0].Addr(), res.NewPrimary)
+	assert.False(t, res.DemotedEarly)
+	assert.Less(t, res.Paused, 2500*time.Millisecond, "within half of down-after-milliseconds")
+	assert.Equal(t, top.Sentinels[len(top.Sentinels)-1].Addr(), configFor(top).Sentinels[len(top.Sentinels)-1])
+	_, port, _ := splitAddr(res.NewPrimary)
+	assert.Zero(t, missingKeys(t, top.NodeByPort(port).Client(top.Options(acl.Operator)), keys), "every acknowledged write is on the new primary")
+	r, err := top.Replication(top.Nodes[0])
+	require.NoError(t, err)
+	assert.Equal(t, valkey.RoleReplica, r.Role)
+	assert.Equal(t, port, r.PrimaryPort, "the old primary follows the new one")
+}
+
+// TestRunRefusesWithoutPromotableReplica: the only replica has replica-priority 0, so nothing may take
+// over: NoGoodReplica, before anything is paused or any failover is asked.
+func TestRunRefusesWithoutPromotableReplica(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, ExtraServerLines: []string{"replica-priority 0"}})
+	_, err := Run(context.Background(), configFor(top))
+	require.Error(t, err)
+	assert.Equal(t, ReasonNoGoodReplica, ReasonOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "priority 0")
+	for _, s := range top.Sentinels {
+		assert.NotContains(t, s.Logs(), "+try-failover", "no failover asked of %s", s.Addr())
+	}
+	start := time.Now()
+	writeKeys(t, top.Nodes[0].Client(top.Options(acl.Operator)), "after", 1)
+	assert.Less(t, time.Since(start), time.Second, "writes are not paused")
+}
+
+// TestRunNOGOODSLAVEUnpauses: Sentinel itself refuses the failover (NOGOODSLAVE) because the replica turned
+// replica-priority 0 after it was checked; writes resume at once and nothing is retried on another
+// Sentinel.
+func TestRunNOGOODSLAVEUnpauses(t *testing.T) {
+	// NoACL: the test changes replica-priority with CONFIG SET, which _operator may not run
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, NoACL: true})
+	ctx := context.Background()
+	for _, s := range top.Sentinels {
+		_, err := s.Client(top.SentinelOptions()).Do(ctx, "SENTINEL", "DEBUG", "INFO-PERIOD", "100")
+		require.NoError(t, err)
+	}
+	cfg := configFor(top)
+	asked := top.Sentinels[0]
+	replica := top.Nodes[1]
+	setHook(t, func() {
+		_, err := replica.Client(top.Options(acl.Operator)).Do(ctx, "CONFIG", "SET", "replica-priority", "0")
+		require.NoError(t, err)
+		valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "Sentinel sees priority 0", func() error {
+			reps, err := asked.Client(top.SentinelOptions()).SentinelReplicas(ctx, top.Cfg.MonitorName)
+			if err == nil && (len(reps) != 1 || reps[0].Priority != 0) {
+				err = fmt.Errorf("replicas %+v", reps)
+			}
+			return err
+		})
+	})
+	_, err := Run(ctx, cfg)
+	require.Error(t, err)
+	assert.Equal(t, ReasonNoGoodReplica, ReasonOf(err), "%v", err)
+	assert.ErrorIs(t, err, valkey.ErrNoGoodReplica)
+	start := time.Now()
+	writeKeys(t, top.Nodes[0].Client(top.Options(acl.Operator)), "after", 1)
+	assert.Less(t, time.Since(start), time.Second, "writes resumed")
+	for _, s := range top.Sentinels[1:] {
+		assert.NotContains(t, s.Logs(), "+try-failover", "no other Sentinel was asked")
+	}
+}
+
+func setHook(t *testing.T, fn func()) {
+	beforeFailover = fn
+	t.Cleanup(func() { beforeFailover = nil })
+}
+
+// TestRunINPROGAsksNoOtherSentinel (F2): a failover of someone else starts on the asked Sentinel right
+// before ours is asked, with its replica stopped, so SENTINEL FAILOVER answers INPROG. The handoff asks no
+// other Sentinel (which would start a second failover in a new epoch), keeps writes paused within the
+// budget, demotes the old primary to the selected replica once the budget is spent, and reports the move
+// as FailoverInFlight. Exactly one failover happens.
+func TestRunINPROGAsksNoOtherSentinel(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	ctx := context.Background()
+	replica := top.Nodes[1]
+	asked := top.Sentinels[0]
+	keys := writeKeys(t, top.Nodes[0].Client(top.Options(acl.Operator)), "inprog", 100)
+	setHook(t, func() {
+		replica.PauseFor(4 * time.Second)
+		require.NoError(t, asked.Client(top.SentinelOptions()).SentinelFailover(ctx, top.Cfg.MonitorName))
+	})
+	res, err := Run(ctx, configFor(top))
+	require.Error(t, err)
+	t.Logf("%+v: %v", res, err)
+	assert.Equal(t, ReasonFailoverInFlight, ReasonOf(err))
+	assert.ErrorIs(t, err, valkey.ErrFailoverInProgress)
+	assert.Equal(t, replica.Addr(), res.NewPrimary)
+	assert.True(t, res.DemotedEarly, "the pause budget (2.5 s) ran out before the stopped replica was promoted")
+	assert.Less(t, res.Paused, 3*time.Second)
+	for _, s := range top.Sentinels[1:] {
+		assert.NotContains(t, s.Logs(), "+try-failover", "no other Sentinel was asked")
+	}
+	top.WaitPrimaryMoved(top.Nodes[0].Port, 20*time.Second)
+	for _, s := range top.Sentinels {
+		assert.EqualValues(t, 1, configEpoch(t, top, s), "one failover, one epoch")
+	}
+	assert.Zero(t, missingKeys(t, replica.Client(top.Options(acl.Operator)), keys))
+}
+
+// TestRunReplicasLagAbortsAndResumes: the only replica's link is blackholed, so it never reaches the paused
+// primary's offset: ReplicasLag within the catch-up bound, writes resume on the primary, and no failover
+// was asked.
+func TestRunReplicasLagAbortsAndResumes(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FaultLinks: true})
+	primary, replica := top.Nodes[0], top.Nodes[1]
+	top.Link(replica, primary).Blackhole()
+	writeKeys(t, primary.Client(top.Options(acl.Operator)), "held", 10)
+	cfg := configFor(top)
+	cfg.CatchUpTimeout = 500 * time.Millisecond
+	res, err := Run(context.Background(), cfg)
+	require.Error(t, err)
+	assert.Equal(t, ReasonReplicasLag, ReasonOf(err), "%v", err)
+	assert.Contains(t, err.Error(), replica.Addr()+" at offset")
+	assert.Less(t, res.Paused, 2*time.Second)
+	start := time.Now()
+	writeKeys(t, primary.Client(top.Options(acl.Operator)), "after", 1)
+	assert.Less(t, time.Since(start), time.Second, "writes resumed")
+	for _, s := range top.Sentinels {
+		assert.NotContains(t, s.Logs(), "+try-failover")
+	}
+	r, err := top.Replication(primary)
+	require.NoError(t, err)
+	assert.Equal(t, valkey.RolePrimary, r.Role)
+}
+
+// TestRunDirectUnmonitored: without Sentinel, FAILOVER TO moves the primary to the target and the old primary
+// follows it.
+func TestRunDirectUnmonitored(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: -1})
+	keys := writeKeys(t, top.Nodes[0].Client(top.Options(acl.Operator)), "direct", 50)
+	res, err := Run(context.Background(), Config{Primary: top.Nodes[0].Addr(), NodeOptions: top.Options(acl.Operator), Target: top.Nodes[1].Addr()})
+	require.NoError(t, err)
+	assert.Equal(t, top.Nodes[1].Addr(), res.NewPrimary)
+	r, err := top.Replication(top.Nodes[0])
+	require.NoError(t, err)
+	assert.Equal(t, valkey.RoleReplica, r.Role)
+	assert.Equal(t, strconv.Itoa(top.Nodes[1].Port), strconv.Itoa(r.PrimaryPort))
+	assert.Zero(t, missingKeys(t, top.Nodes[1].Client(top.Options(acl.Operator)), keys))
+	_, err = Run(context.Background(), Config{Primary: top.Nodes[0].Addr(), NodeOptions: top.Options(acl.Operator), Target: top.Nodes[1].Addr()})
+	assert.Equal(t, ReasonNotPrimary, ReasonOf(err), "a replica is not handed off: %v", err)
+	assert.True(t, strings.Contains(err.Error(), "replica"))
+}

@@ -1,0 +1,509 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// pollTimeout bounds one poll of a Sentinel or a replica, so a stopped process cannot hold a wait past its
+// bound.
+const pollTimeout = 300 * time.Millisecond
+
+// sentinelAnswerTimeout bounds how long one Sentinel may take to answer before the next one is tried (only
+// before anything was asked of it).
+const sentinelAnswerTimeout = 2 * time.Second
+
+// monitored is the Sentinel procedure of the package doc.
+func (h *handoff) monitored(ctx context.Context) (Result, error) {
+	cfg := h.cfg
+	sc, saddr, m, err := h.pickSentinel(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	log := h.log.With("sentinel", saddr)
+	switch {
+	case !sameAddr(cfg.Primary, m.Host, m.Port):
+		return Result{}, fail(ReasonNotPrimary, nil, "Sentinel %s names %s as primary", saddr, joinAddr(m.Host, m.Port))
+	case m.FailoverInProgress():
+		return Result{}, fail(ReasonFailoverInFlight, nil, "Sentinel %s runs a failover (%s)", saddr, m.FailoverState)
+	case m.SubjectivelyDown() || m.ObjectivelyDown():
+		return Result{}, fail(ReasonPrimaryDown, nil, "Sentinel %s flags the primary %s", saddr, strings.Join(m.Flags, ","))
+	}
+	reps, err := sc.SentinelReplicas(ctx, cfg.MonitorName)
+	if err != nil {
+		return Result{}, fail(ReasonCommandFailed, err, "Sentinel %s", saddr)
+	}
+	cands := planCandidates(reps)
+	if len(cands) == 0 {
+		return Result{}, fail(ReasonNoGoodReplica, nil, "%s", describeReplicas(reps))
+	}
+	budget, catchUp, failoverWait := h.timings(m)
+
+	// 2. pause
+	if err := h.pc.ClientPauseWrite(ctx, budget+serverPauseMargin); err != nil {
+		return Result{}, fail(ReasonCommandFailed, err, "pause writes on %s", cfg.Primary)
+	}
+	pausedAt := time.Now()
+	res := Result{Sentinel: saddr}
+	paused := true
+	unpause := func() {
+		if !paused {
+			return
+		}
+		paused = false
+		res.Paused = time.Since(pausedAt)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		if err := h.pc.ClientUnpause(uctx); err != nil {
+			log.Warn("handoff: CLIENT UNPAUSE failed; the pause ends by itself", "err", err)
+		}
+	}
+	defer unpause()
+	pr, err := h.pc.InfoReplication(ctx)
+	switch {
+	case err != nil:
+		return res, fail(ReasonCommandFailed, err, "read the paused primary's offset")
+	case pr.Role != valkey.RolePrimary:
+		return res, fail(ReasonNotPrimary, nil, "%s turned %s", cfg.Primary, pr.Role)
+	}
+	res.Offset = pr.MasterReplOffset
+
+	// 3. catch-up
+	var ferr error
+	accepted, foreign := true, false
+	if err := h.catchUp(ctx, cands, pr.ReplID, pr.MasterReplOffset, pausedAt.Add(catchUp)); err != nil {
+		// never unpause while a failover that started meanwhile may still promote someone
+		if st := h.observeSentinel(ctx, saddr, time.Now().Add(pollTimeout)); !st.inProgress && !st.moved {
+			return res, err
+		}
+		foreign, ferr = true, err
+		log.Warn("handoff: a failover started while writes were paused; watching it, asking for none", "err", err)
+	} else {
+		log.Info("handoff: every candidate has the paused primary's offset", "offset", pr.MasterReplOffset,
+			"candidates", len(cands), "after", time.Since(pausedAt).Round(time.Millisecond))
+		if beforeFailover != nil {
+			beforeFailover()
+		}
+		// 4. SENTINEL FAILOVER on this Sentinel only
+		ferr = sc.SentinelFailover(ctx, cfg.MonitorName)
+	}
+	failoverAt := time.Now()
+	switch {
+	case foreign:
+	case ferr == nil:
+		log.Info("handoff: SENTINEL FAILOVER accepted")
+	case errors.Is(ferr, valkey.ErrNoGoodReplica):
+		return res, fail(ReasonNoGoodReplica, ferr, "Sentinel %s refused the failover", saddr)
+	case errors.Is(ferr, valkey.ErrFailoverInProgress):
+		foreign = true
+		log.Warn("handoff: a failover runs already; watching it with writes paused, asking no other Sentinel", "err", ferr)
+	case valkey.IsServerError(ferr):
+		return res, fail(ReasonCommandFailed, ferr, "Sentinel %s refused the failover", saddr)
+	default:
+		// no reply: the failover may or may not have started; never ask another Sentinel
+		accepted = false
+		h.drop(saddr)
+		log.Warn("handoff: SENTINEL FAILOVER got no reply; watching that Sentinel", "err", ferr)
+	}
+
+	// 5. watch within the budget
+	deadline := pausedAt.Add(budget)
+	for {
+		st := h.observeSentinel(ctx, saddr, deadline)
+		accepted = accepted || st.inProgress
+		if st.moved {
+			if !isCandidate(cands, st.primary) {
+				log.Warn("handoff: Sentinel promoted a replica that was not a candidate when the catch-up was checked", "newPrimary", st.primary)
+			}
+			if err := h.demote(ctx, st.primary, pausedAt.Add(budget+serverPauseMargin)); err != nil {
+				paused = false // the connection is gone: the pause ends by itself
+				return res, err
+			}
+			h.closePubSub(ctx, saddr)
+			unpause()
+			res.NewPrimary = st.primary
+			log.Info("handoff: done", "newPrimary", st.primary, "paused", res.Paused.Round(time.Millisecond))
+			return res, foreignMove(foreign, ferr, st.primary)
+		}
+		if st.ended && accepted {
+			unpause()
+			if foreign {
+				return res, fail(ReasonFailoverInFlight, ferr, "a failover that was not ours ended without a promotion")
+			}
+			return res, fail(ReasonFailoverAborted, nil, "Sentinel %s ended the failover without a promotion; %s is still primary", saddr, cfg.Primary)
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
+		if !sleep(ctx, cfg.Poll) {
+			return res, fail(ReasonCommandFailed, ctx.Err(), "waiting for the promotion")
+		}
+	}
+
+	// 6. budget spent: demote first, then unpause, then wait for the failover's end
+	target := h.selected(ctx, saddr, cands)
+	if err := h.demote(ctx, target, pausedAt.Add(budget+serverPauseMargin)); err != nil {
+		paused = false
+		return res, err
+	}
+	unpause()
+	res.DemotedEarly = true
+	log.Warn("handoff: pause budget spent before the promotion; demoted the old primary to the selected replica", "budget", budget, "selected", target)
+	end := failoverAt.Add(failoverWait)
+	for time.Now().Before(end) {
+		st := h.observeSentinel(ctx, saddr, end)
+		accepted = accepted || st.inProgress
+		if st.moved {
+			if st.primary != target {
+				if err := h.demote(ctx, st.primary, end); err != nil {
+					return res, err
+				}
+			}
+			h.closePubSub(ctx, saddr)
+			res.NewPrimary = st.primary
+			log.Info("handoff: done after demoting first", "newPrimary", st.primary)
+			return res, foreignMove(foreign, ferr, st.primary)
+		}
+		if st.ended && accepted {
+			return res, fail(ReasonFailoverAborted, nil, "Sentinel %s ended the failover without a promotion after %s had been demoted to %s; %s",
+				saddr, cfg.Primary, target, h.restore(ctx))
+		}
+		if !sleep(ctx, cfg.Poll) {
+			return res, fail(ReasonCommandFailed, ctx.Err(), "waiting for the failover's end")
+		}
+	}
+	if !accepted {
+		return res, fail(ReasonUnreachable, ferr, "Sentinel %s never showed the failover running; %s", saddr, h.restore(ctx))
+	}
+	return res, fail(ReasonFailoverTimeout, nil, "Sentinel %s still runs the failover after %s; %s is a replica of %s until Sentinel ends it",
+		saddr, failoverWait, cfg.Primary, target)
+}
+
+// beforeFailover, when set (tests only), runs right before SENTINEL FAILOVER is sent: the moment a failover
+// of someone else can make the reply INPROG.
+var beforeFailover func()
+
+// foreignMove is the error of a handoff whose primary was moved by a failover that was not ours (nil when
+// it was ours): the old primary follows the new one, but the caller should look again before going on.
+func foreignMove(foreign bool, cause error, newPrimary string) error {
+	if !foreign {
+		return nil
+	}
+	return fail(ReasonFailoverInFlight, cause, "a failover that was not ours moved the primary to %s; the old primary follows it", newPrimary)
+}
+
+// timings returns the pause budget, the catch-up bound and the wait for a failover's end.
+func (h *handoff) timings(m valkey.Monitor) (budget, catchUp, failoverWait time.Duration) {
+	budget = h.cfg.PauseBudget
+	if budget <= 0 {
+		budget = time.Duration(m.DownAfterMs) * time.Millisecond / 2
+	}
+	if budget <= 0 {
+		budget = time.Second
+	}
+	catchUp = h.cfg.CatchUpTimeout
+	if catchUp <= 0 || catchUp > budget {
+		catchUp = budget / 2
+	}
+	failoverWait = h.cfg.FailoverWait
+	if failoverWait <= 0 {
+		failoverWait = time.Duration(m.FailoverTimeoutMs)*time.Millisecond + 5*time.Second
+	}
+	return budget, catchUp, failoverWait
+}
+
+// pickSentinel returns the first Sentinel in order that answers SENTINEL MASTER and knows the monitor.
+func (h *handoff) pickSentinel(ctx context.Context) (*valkey.Client, string, valkey.Monitor, error) {
+	var why []string
+	for _, addr := range h.cfg.Sentinels {
+		actx, cancel := context.WithTimeout(ctx, sentinelAnswerTimeout)
+		c, err := h.dial(actx, addr, h.cfg.SentinelOptions)
+		if err != nil {
+			cancel()
+			why = append(why, err.Error())
+			continue
+		}
+		m, found, err := c.SentinelMaster(actx, h.cfg.MonitorName)
+		cancel()
+		if err != nil {
+			h.drop(addr)
+			why = append(why, err.Error())
+			continue
+		}
+		if !found {
+			why = append(why, addr+" does not know monitor "+h.cfg.MonitorName)
+			continue
+		}
+		return c, addr, m, nil
+	}
+	return nil, "", valkey.Monitor{}, fail(ReasonUnreachable, nil, "no Sentinel answered for %s: %s", h.cfg.MonitorName, strings.Join(why, "; "))
+}
+
+// catchUp polls every candidate until it follows history replID at offset or more; after until it gives up
+// with ReasonReplicasLag naming the laggards.
+func (h *handoff) catchUp(ctx context.Context, cands []candidate, replID string, offset int64, until time.Time) error {
+	done := map[string]bool{}
+	for {
+		behind := map[string]string{}
+		for _, c := range cands {
+			if done[c.addr] {
+				continue
+			}
+			why := h.checkReplica(ctx, c.addr, replID, offset, until)
+			if why == "" {
+				done[c.addr] = true
+				continue
+			}
+			behind[c.addr] = why
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		promoted := false
+		for _, w := range behind {
+			promoted = promoted || w == "is a "+string(valkey.RolePrimary)
+		}
+		if promoted || !time.Now().Before(until) {
+			var l []string
+			for a, w := range behind {
+				l = append(l, a+" "+w)
+			}
+			sort.Strings(l)
+			return fail(ReasonReplicasLag, nil, "not every replica that may be promoted reached offset %d within the catch-up bound: %s",
+				offset, strings.Join(l, "; "))
+		}
+		if !sleep(ctx, h.cfg.Poll) {
+			return fail(ReasonCommandFailed, ctx.Err(), "waiting for the replicas")
+		}
+	}
+}
+
+// checkReplica returns why addr has not caught up yet, or "".
+func (h *handoff) checkReplica(ctx context.Context, addr, replID string, offset int64, until time.Time) string {
+	pctx, cancel := pollContext(ctx, until)
+	defer cancel()
+	c, err := h.dial(pctx, addr, h.cfg.NodeOptions)
+	if err != nil {
+		return "unreachable: " + err.Error()
+	}
+	r, err := c.InfoReplication(pctx)
+	switch {
+	case err != nil:
+		h.drop(addr)
+		return "unreachable: " + err.Error()
+	case r.Role != valkey.RoleReplica:
+		return "is a " + string(r.Role)
+	case r.ReplID != replID:
+		return fmt.Sprintf("follows another history (replid %s)", r.ReplID)
+	case r.ReplicaReplOffset < offset:
+		return fmt.Sprintf("at offset %d", r.ReplicaReplOffset)
+	}
+	return ""
+}
+
+// sentinelState is one look at the asked Sentinel.
+type sentinelState struct {
+	// moved: GET-MASTER-ADDR-BY-NAME names primary, another node than the one handed off.
+	moved   bool
+	primary string
+	// inProgress: SENTINEL MASTER flags the failover running; ended: it answered, runs none, and still names
+	// the handed-off node.
+	inProgress bool
+	ended      bool
+}
+
+func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.Time) sentinelState {
+	var st sentinelState
+	pctx, cancel := pollContext(ctx, until)
+	defer cancel()
+	c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
+	if err != nil {
+		return st
+	}
+	host, port, found, err := c.SentinelPrimaryAddr(pctx, h.cfg.MonitorName)
+	if err != nil {
+		h.drop(addr)
+		return st
+	}
+	if found && !sameAddr(h.cfg.Primary, host, port) {
+		st.moved, st.primary = true, joinAddr(host, port)
+		return st
+	}
+	m, found, err := c.SentinelMaster(pctx, h.cfg.MonitorName)
+	if err != nil {
+		h.drop(addr)
+		return st
+	}
+	if !found {
+		return st
+	}
+	st.inProgress = m.FailoverInProgress()
+	if !st.inProgress {
+		if sameAddr(h.cfg.Primary, m.Host, m.Port) {
+			st.ended = true
+		} else {
+			st.moved, st.primary = true, joinAddr(m.Host, m.Port)
+		}
+	}
+	return st
+}
+
+func isCandidate(cands []candidate, addr string) bool {
+	for _, c := range cands {
+		if h, p, err := splitAddr(addr); err == nil && sameAddr(c.addr, h, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// selected returns the replica the running failover promotes (flag "promoted" on the asked Sentinel), or
+// the first candidate when that cannot be read.
+func (h *handoff) selected(ctx context.Context, saddr string, cands []candidate) string {
+	pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+	defer cancel()
+	if c, err := h.dial(pctx, saddr, h.cfg.SentinelOptions); err == nil {
+		reps, err := c.SentinelReplicas(pctx, h.cfg.MonitorName)
+		if err != nil {
+			h.drop(saddr)
+		}
+		for _, r := range reps {
+			if r.HasFlag("promoted") {
+				return joinAddr(r.Host, r.Port)
+			}
+		}
+	}
+	return cands[0].addr
+}
+
+// demote makes the old primary a replica of addr, retrying on a fresh connection until the deadline (a
+// REPLICAOF that never arrives would let the end of the pause hand writes to a primary about to be demoted).
+func (h *handoff) demote(ctx context.Context, addr string, until time.Time) error {
+	host, port, err := splitAddr(addr)
+	if err != nil {
+		return fail(ReasonCommandFailed, err, "demote %s", h.cfg.Primary)
+	}
+	for {
+		err = h.pc.ReplicaOf(ctx, host, port)
+		if err == nil {
+			return nil
+		}
+		if valkey.IsServerError(err) || !time.Now().Before(until) {
+			return fail(ReasonCommandFailed, err, "demote %s to a replica of %s", h.cfg.Primary, addr)
+		}
+		h.drop(h.cfg.Primary)
+		if pc, derr := h.dial(ctx, h.cfg.Primary, h.cfg.NodeOptions); derr == nil {
+			h.pc = pc
+		}
+		if !sleep(ctx, h.cfg.Poll) {
+			return fail(ReasonCommandFailed, ctx.Err(), "demote %s", h.cfg.Primary)
+		}
+	}
+}
+
+// closePubSub closes the asked Sentinel's Pub/Sub clients. The leader of a failover publishes
+// +switch-master only at +failover-end, about 1 s after the other Sentinels (it waits for the remaining
+// replicas' next INFO); its subscribers then reconnect and ask GET-MASTER-ADDR-BY-NAME, which it already
+// answers with the new primary: the nudge Sentinel itself gives clients of a reconfigured server. Best
+// effort: a client that misses it still hears +switch-master.
+func (h *handoff) closePubSub(ctx context.Context, saddr string) {
+	pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+	defer cancel()
+	c, err := h.dial(pctx, saddr, h.cfg.SentinelOptions)
+	if err == nil {
+		_, err = c.ClientKillPubSub(pctx)
+	}
+	if err != nil {
+		h.log.Info("handoff: could not close the Sentinel's Pub/Sub clients", "sentinel", saddr, "err", err)
+	}
+}
+
+// restore makes the demoted old primary primary again after a failover that promoted nobody, but only when
+// a majority of the Sentinels answers and every one that answers names it and runs no failover. It
+// returns what it did, for the error's detail.
+func (h *handoff) restore(ctx context.Context) string {
+	agree := 0
+	for _, addr := range h.cfg.Sentinels {
+		pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+		c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
+		if err != nil {
+			cancel()
+			continue
+		}
+		m, found, err := c.SentinelMaster(pctx, h.cfg.MonitorName)
+		cancel()
+		if err != nil {
+			h.drop(addr)
+			continue
+		}
+		if !found {
+			continue
+		}
+		if !sameAddr(h.cfg.Primary, m.Host, m.Port) || m.FailoverInProgress() {
+			return fmt.Sprintf("left as a replica: Sentinel %s names %s (failover running: %v)", addr, joinAddr(m.Host, m.Port), m.FailoverInProgress())
+		}
+		agree++
+	}
+	if agree < len(h.cfg.Sentinels)/2+1 {
+		return fmt.Sprintf("left as a replica: only %d of %d Sentinels answered", agree, len(h.cfg.Sentinels))
+	}
+	if err := h.pc.PromoteToPrimary(ctx); err != nil {
+		return "left as a replica: " + err.Error()
+	}
+	return "made primary again (every Sentinel names it)"
+}
+
+// direct hands off an unmonitored primary with FAILOVER TO.
+func (h *handoff) direct(ctx context.Context) (Result, error) {
+	host, port, _ := splitAddr(h.cfg.Target)
+	timeout := h.cfg.PauseBudget
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if err := h.pc.FailoverTo(ctx, host, port, timeout); err != nil {
+		return Result{}, fail(ReasonCommandFailed, err, "FAILOVER TO %s", h.cfg.Target)
+	}
+	start := time.Now()
+	deadline := start.Add(timeout + 2*time.Second)
+	for {
+		r, err := h.pc.InfoReplication(ctx)
+		if err == nil && r.Role == valkey.RoleReplica {
+			return Result{NewPrimary: h.cfg.Target, Paused: time.Since(start)}, nil
+		}
+		if err == nil && r.Role == valkey.RolePrimary && r.FailoverState == "no-failover" {
+			return Result{}, fail(ReasonFailoverAborted, nil, "the server aborted FAILOVER TO %s (the target did not catch up within %s); %s is still primary",
+				h.cfg.Target, timeout, h.cfg.Primary)
+		}
+		if !time.Now().Before(deadline) {
+			return Result{}, fail(ReasonFailoverTimeout, err, "FAILOVER TO %s did not complete within %s", h.cfg.Target, timeout)
+		}
+		if !sleep(ctx, h.cfg.Poll) {
+			return Result{}, fail(ReasonCommandFailed, ctx.Err(), "waiting for FAILOVER TO %s", h.cfg.Target)
+		}
+	}
+}
+
+// pollContext bounds one poll by pollTimeout and by until.
+func pollContext(ctx context.Context, until time.Time) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(pollTimeout)
+	if until.Before(d) && until.After(time.Now()) {
+		d = until
+	}
+	return context.WithDeadline(ctx, d)
+}
+
+// sleep waits d or until ctx ends; it returns false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

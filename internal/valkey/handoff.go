@@ -1,0 +1,82 @@
+package valkey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	vk "github.com/valkey-io/valkey-go"
+)
+
+// The commands of a planned primary handoff (internal/handoff). Each has its typed method here so that no
+// caller builds them by hand.
+
+// Errors SentinelFailover wraps for the two refusals a caller must act on (Sentinel docs, "SENTINEL
+// FAILOVER"; the reply texts are "-INPROG Failover already in progress" and "-NOGOODSLAVE No suitable replica
+// to promote").
+var (
+	// ErrFailoverInProgress: this Sentinel runs a failover of the monitor already. A caller must not ask
+	// another Sentinel then: that would start a second failover in a new epoch.
+	ErrFailoverInProgress = errors.New("a failover of this monitor is already in progress")
+	// ErrNoGoodReplica: no replica qualifies for promotion (replica-priority 0, down, disconnected, or
+	// without recent INFO).
+	ErrNoGoodReplica = errors.New("no replica can be promoted")
+)
+
+// IsServerError reports whether err carries an error reply of the server: the command arrived and was
+// refused. Any other error (connection refused or lost, timeout) leaves open whether the command ran.
+func IsServerError(err error) bool {
+	var ve *vk.ValkeyError
+	return errors.As(err, &ve) && !ve.IsNil()
+}
+
+// ClientPauseWrite runs CLIENT PAUSE <ms> WRITE (Valkey docs, "CLIENT PAUSE"): commands that may write,
+// PUBLISH and expiry included, wait until CLIENT UNPAUSE or until d has passed; reads go on. While paused the
+// primary sends its replicas nothing, not even PINGs, so its master_repl_offset stays put. d is rounded down
+// to milliseconds and must be at least 1 ms.
+func (c *Client) ClientPauseWrite(ctx context.Context, d time.Duration) error {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		return c.wrap("CLIENT PAUSE", errors.New("pause shorter than 1 ms"))
+	}
+	return c.ok(ctx, "CLIENT PAUSE", "CLIENT", "PAUSE", strconv.FormatInt(ms, 10), "WRITE")
+}
+
+// ClientUnpause runs CLIENT UNPAUSE: paused clients go on at once.
+func (c *Client) ClientUnpause(ctx context.Context) error {
+	return c.ok(ctx, "CLIENT UNPAUSE", "CLIENT", "UNPAUSE")
+}
+
+// ClientKillPubSub runs CLIENT KILL TYPE pubsub and returns how many connections were closed: clients
+// subscribed to this server (on a Sentinel: to its event channels) reconnect and ask again.
+func (c *Client) ClientKillPubSub(ctx context.Context) (int64, error) {
+	n, err := c.do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").AsInt64()
+	return n, c.wrap("CLIENT KILL TYPE pubsub", err)
+}
+
+// FailoverTo runs FAILOVER TO host port TIMEOUT <ms> on a primary (Valkey docs, "FAILOVER"): the primary
+// pauses writes, waits until host:port has its offset, demotes itself and has the target promote itself;
+// when the target does not catch up within timeout the failover is aborted and writes go on. It returns
+// once the failover has started; INFO replication's master_failover_state tells its progress.
+func (c *Client) FailoverTo(ctx context.Context, host string, port int, timeout time.Duration) error {
+	return c.ok(ctx, "FAILOVER TO "+host, "FAILOVER", "TO", host, strconv.Itoa(port),
+		"TIMEOUT", strconv.FormatInt(timeout.Milliseconds(), 10))
+}
+
+// classifyFailoverError wraps the typed errors for SENTINEL FAILOVER's refusals.
+func classifyFailoverError(err error) error {
+	if err == nil || !IsServerError(err) {
+		return err
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "INPROG"):
+		return fmt.Errorf("%w: %w", ErrFailoverInProgress, err)
+	case strings.Contains(msg, "NOGOODSLAVE"):
+		return fmt.Errorf("%w: %w", ErrNoGoodReplica, err)
+	}
+	return err
+}
