@@ -142,12 +142,16 @@ func TestBenchmarks(t *testing.T) {
 	took := time.Since(begin)
 	load1 := loadavg()
 	fmt.Print(renderSummary(figs, took))
+	path := filepath.Join(repoRoot(t), "BENCHMARKS.md")
 	if len(only) > 0 {
-		t.Logf("BENCH_FIGURES is set: BENCHMARKS.md left unchanged")
+		if os.Getenv("BENCH_UPDATE") != "1" {
+			t.Logf("BENCH_FIGURES is set: BENCHMARKS.md left unchanged (BENCH_UPDATE=1 replaces those figures' parts)")
+			return
+		}
+		spliceFigures(t, path, figs, took, load0, load1)
 		return
 	}
 	md := renderMarkdown(figs, took, load0, load1, repoRoot(t))
-	path := filepath.Join(repoRoot(t), "BENCHMARKS.md")
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
 		t.Fatalf("write %s: %v", path, err)
 	}
@@ -356,9 +360,43 @@ func engineVersion() string {
 	return strings.TrimSpace(string(out))
 }
 
+// spliceFigures replaces the parts of BENCHMARKS.md that belong to figs (BENCH_FIGURES with BENCH_UPDATE=1)
+// and notes when, on which commit and under which load they were measured.
+func spliceFigures(t *testing.T, path string, figs []*figure, took time.Duration, load0, load1 string) {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	var ns []int
+	var names []string
+	for _, f := range figs {
+		ns = append(ns, f.N)
+		names = append(names, strconv.Itoa(f.N))
+	}
+	root := repoRoot(t)
+	note := fmt.Sprintf("figure %s on %s (BENCH_FIGURES=%s BENCH_UPDATE=1, %s, commit %s, load %s -> %s%s); the rest is from the full run above.",
+		strings.Join(names, ", "), time.Now().UTC().Format("2006-01-02 15:04 MST"), strings.Join(names, ","), took.Round(time.Second),
+		cmdOut("git", "-C", root, "rev-parse", "--short", "HEAD"), load0, load1, knobsSuffix())
+	md, err := spliceMarkdown(string(old), renderMarkdown(figs, took, load0, load1, root), ns, note)
+	if err != nil {
+		t.Fatalf("update %s: %v", path, err)
+	}
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		t.Fatalf("write %s: %v", path, err)
+	}
+	t.Logf("replaced figure %s in %s", strings.Join(names, ", "), path)
+}
+
+func knobsSuffix() string {
+	if k := knobs(); k != "" {
+		return "; knobs " + k
+	}
+	return ""
+}
+
 func knobs() string {
 	var out []string
-	for _, k := range []string{"BENCH_ROUNDS", "BENCH_ROUNDS_5000", "BENCH_ROLLS", "BENCH_FAILOVERS", "BENCH_K", "BENCH_HANDOFFS", "BENCH_LAG_MS", "VALKEYTEST_ENGINE"} {
+	for _, k := range []string{"BENCH_ROUNDS", "BENCH_ROUNDS_5000", "BENCH_ROLLS", "BENCH_REPL_DELAY_MS", "BENCH_FAILOVERS", "BENCH_K", "BENCH_HANDOFFS", "BENCH_LAG_MS", "VALKEYTEST_ENGINE"} {
 		if v := os.Getenv(k); v != "" {
 			out = append(out, k+"="+v)
 		}

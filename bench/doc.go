@@ -8,7 +8,7 @@
 //
 // The run prints a table and rewrites BENCHMARKS.md at the repository root. Knobs (development only; the
 // published numbers come from a run without them): BENCH_FIGURES=1,3 runs a subset and leaves BENCHMARKS.md
-// alone, BENCH_ROUNDS (BENCH_ROUNDS_5000) overrides the rounds of figure 1 (at down-after 5000 ms),
-// BENCH_ROLLS the rolls of figure 2, BENCH_FAILOVERS the failovers of figure 3, BENCH_K the instance counts of
+// alone (with BENCH_UPDATE=1 it replaces only those figures' parts and says so under the header), BENCH_ROUNDS (BENCH_ROUNDS_5000) overrides the rounds of figure 1 (at down-after 5000 ms),
+// BENCH_ROLLS the rolls of figure 2, BENCH_REPL_DELAY_MS its replication-link delay (default 200, 0 = none), BENCH_FAILOVERS the failovers of figure 3, BENCH_K the instance counts of
 // figure 4 (e.g. "1,10"); BENCH_DEBUG=1 logs progress, BENCH_LOG=1 the controllers' logs.
 package bench

@@ -16,13 +16,15 @@ var figureMethod = map[int]string{
 		"`min-replicas-to-write 1` on every node (1000 ms only). failover-timeout 5000 ms. After each kill the old primary restarts as a " +
 		"replica of the new one (as the chart's bootstrap makes it) and the next round waits until replication and every Sentinel are healthy.",
 	2: "Method: *ours*: the real instance controller (defaults) sees every StatefulSet at update revision r2 and every pod at r1 " +
-		"(as internal/controller/roll_test.go) and rolls: replicas first, then CLIENT PAUSE WRITE on the primary, WAIT until the " +
-		"replicas acknowledged its offset, SENTINEL FAILOVER asked of the last Sentinel, demotion of the old primary and CLIENT " +
-		"UNPAUSE once that Sentinel names the new primary, CLIENT KILL TYPE pubsub on that Sentinel (its subscribers re-ask " +
-		"GET-MASTER-ADDR-BY-NAME instead of waiting for its late +switch-master), and the old primary replaced last. A fake kubelet replaces each deleted pod by SIGTERM + start " +
+		"(as internal/controller/roll_test.go) and rolls: replicas first, then the handoff of internal/handoff: CLIENT PAUSE WRITE on the " +
+		"primary, its master_repl_offset polled on every replica Sentinel may promote until each has it, SENTINEL FAILOVER asked of the " +
+		"last Sentinel, demotion of the old primary and CLIENT UNPAUSE once that Sentinel names the new primary, CLIENT KILL TYPE " +
+		"pubsub on that Sentinel (its subscribers re-ask GET-MASTER-ADDR-BY-NAME instead of waiting for its late +switch-master), and " +
+		"the old primary replaced last. A fake kubelet replaces each deleted pod by SIGTERM + start " +
 		"of its process. *naive*: no controller; SIGTERM + start of node 0, 1, 2 in ordinal order, each after the previous one is back " +
 		"in sync (what a RollingUpdate StatefulSet does, without a handoff). Chart defaults: down-after 5000 ms, failover-timeout " +
-		"15000 ms, no persistence. The same three writers (one per Sentinel); the two rolls alternate.",
+		"15000 ms, no persistence. Every node-to-node link delayed (see the title) through internal/valkeytest's fault links. The same " +
+		"three writers (one per Sentinel); the two rolls alternate.",
 	3: "Method: two instance controllers watch the same real topology, each through its own fake clientset: one with the " +
 		"+switch-master subscription (default), one with `NoSubscribe` (polling only, default Resync 2 s), so every SENTINEL FAILOVER " +
 		"is measured for both at once. The clock starts when +switch-master reaches the benchmark's own subscription on the Sentinel " +
@@ -64,20 +66,22 @@ var missExplained = []struct {
 		"replica reported its reconfiguration (about 1 s later, Sentinel's INFO period during a failover). A client listening to the " +
 		"leader (one time in three) therefore waits about 1.1 s more: the per-round samples are bimodal. Subscribing to every " +
 		"Sentinel, or asking GET-MASTER-ADDR-BY-NAME when writes fail, would remove it; it is the client's doing, not the controller's."},
-	{2, "planned-roll outage", "Writes are blocked from CLIENT PAUSE WRITE, just before SENTINEL FAILOVER, until the clients " +
-		"learn the new primary (internal/controller/rollout.go, handOffSentinel). The failover leader sees the promotion only in " +
+	{2, "planned-roll outage", "Writes are blocked from CLIENT PAUSE WRITE until the clients learn the new primary " +
+		"(internal/handoff). First the replicas need the link's delay to reach the paused primary's offset (the catch-up; before " +
+		"issue 12 a WAIT from a connection that never wrote returned at once and the handoff did not wait at all, losing writes). " +
+		"Then the failover leader sees the promotion only in " +
 		"its next INFO of the promoted replica: Sentinel sends that INFO once a second during a failover and the first one goes " +
 		"out as the failover starts, about 0.2 s before its REPLICAOF NO ONE, so the promotion is seen 1.0-1.1 s after SENTINEL " +
 		"FAILOVER. The other Sentinels publish +switch-master within about 60 ms of that (the leader forces a hello); the " +
 		"leader's own subscribers are sent to GET-MASTER-ADDR-BY-NAME by CLIENT KILL TYPE pubsub instead of waiting another " +
-		"second for its +failover-end. About 1.1-1.2 s is therefore the floor of a Sentinel-led handoff. Going below it would " +
+		"second for its +failover-end. About 1.1-1.2 s plus the replication delay is therefore the floor of a Sentinel-led handoff. Going below it would " +
 		"mean timing SENTINEL FAILOVER against Sentinel's INFO schedule and steering its replica choice (replica-priority): not " +
-		"done, it depends on Sentinel internals. Before WAIT replaced the wait for the replicas' 1 s REPLCONF ACK and the leader's " +
+		"done, it depends on Sentinel internals. Before the wait for the replicas' 1 s REPLCONF ACK was replaced and the leader's " +
 		"subscribers were nudged, the outage was 3.2 s (2.2 s for a client subscribed to the leader)."},
-	{2, "0 lost", "An acknowledged write is lost when the old primary accepts it after the write pause is lifted and is then " +
-		"demoted. The controller demotes the old primary itself (REPLICAOF Sentinel's new primary) before CLIENT UNPAUSE " +
-		"(internal/controller/rollout.go, handOffSentinel); before that fix about 100 acknowledged writes per roll were lost. A " +
-		"miss means that window has reopened."},
+	{2, "0 lost", "An acknowledged write is lost when the promoted replica lacks it (the handoff did not wait for the replicas' " +
+		"offsets: issue 12, F1) or when the old primary accepts it after the write pause is lifted and is then demoted (F2). " +
+		"internal/handoff waits for every promotable replica to reach the paused offset and demotes the old primary (REPLICAOF " +
+		"the new primary) before CLIENT UNPAUSE. A miss means one of those windows has reopened."},
 	{2, "outage ours / naive", "The naive roll's outage here is only SIGTERM of the primary (valkey-server waits up to a second for " +
 		"its replicas' acknowledgement before exiting) plus a restart of about 0.1 s, because the fake kubelet restarts a process at " +
 		"once; a real pod replacement takes seconds, and longer than down-after-milliseconds triggers an unplanned failover. The ratio " +

@@ -4,6 +4,8 @@ package bench
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,26 @@ import (
 //   - naive: what a RollingUpdate StatefulSet does without a handoff: SIGTERM + start of node 0, 1, 2 in
 //     ordinal order, each after the previous one is back in sync; no controller.
 // Both use the chart's Sentinel settings (down-after 5000 ms, failover-timeout 15000 ms) and its default
-// (starter) data settings: no persistence.
+// (starter) data settings: no persistence. Every replication link runs through a fault-injection link with
+// a delay (replDelay), so the replicas trail the primary as they do over a real network and "0 lost" does
+// not rest on loopback's microsecond lag.
+
+// replDelay is the one-way delay of every node-to-node link in figure 2 (BENCH_REPL_DELAY_MS, default 200;
+// 0 turns it off).
+func replDelay() time.Duration {
+	ms := 200
+	if v, err := strconv.Atoi(os.Getenv("BENCH_REPL_DELAY_MS")); err == nil && v >= 0 {
+		ms = v
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// startFig2Topo starts figure 2's topology with its replication links delayed.
+func startFig2Topo(t *testing.T) *valkeytest.Topology {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000, FaultLinks: true})
+	top.DelayReplication(replDelay())
+	return top
+}
 
 type rollResult struct {
 	took           time.Duration
@@ -69,7 +90,7 @@ func measureRolls(t *testing.T, ws []*writer, from, to time.Time, took time.Dura
 }
 
 func rollOurs(t *testing.T) []rollResult {
-	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	top := startFig2Topo(t)
 	defer stopTopology(top)
 	e := newKEnv(t, top)
 	e.markStale()
@@ -88,7 +109,7 @@ func rollOurs(t *testing.T) []rollResult {
 }
 
 func rollNaive(t *testing.T) []rollResult {
-	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	top := startFig2Topo(t)
 	defer stopTopology(top)
 	ws := startWriters(t, top)
 	time.Sleep(500 * time.Millisecond)
@@ -119,7 +140,7 @@ func fig2(t *testing.T) *figure {
 		}
 		raw = append(raw, fmt.Sprintf("roll %d: ours, writers 0-2: %s; naive: %s", i+1, strings.Join(os, ", "), strings.Join(ns, ", ")))
 	}
-	f := &figure{N: 2, Title: fmt.Sprintf("Planned roll of 1 primary + 2 replicas, %d rolls each, 3 writers (one per Sentinel): ours (replicas first, SENTINEL FAILOVER handoff) vs naive (ordinal order, no handoff)", n),
+	f := &figure{N: 2, Title: fmt.Sprintf("Planned roll of 1 primary + 2 replicas, replication links delayed %s each way, %d rolls each, 3 writers (one per Sentinel): ours (replicas first, SENTINEL FAILOVER handoff) vs naive (ordinal order, no handoff)", replDelay(), n),
 		Header: []string{"roll", "write outage per roll and writer (no ack > 100 ms, total): median (max)", "longest gap (max)", "failed-write time median",
 			"failed writes", "lost acked writes", "acked writes", "roll duration median"}}
 	type agg struct {
@@ -152,8 +173,11 @@ func fig2(t *testing.T) *figure {
 		{Name: "outage ours / naive <= 0.1 (medians)", Measured: fmt.Sprintf("%.2f", rt), Pass: rt <= 0.1},
 	}
 	f.Raw = append(f.Raw, raw...)
-	f.Notes = append(f.Notes, "Both rolls replace a pod by SIGTERM and an immediate restart of its process (about 0.1 s here); "+
-		"a real pod replacement takes seconds, which lengthens the naive roll's outage and leaves ours unchanged (it never restarts the primary while it is primary).",
+	f.Notes = append(f.Notes, fmt.Sprintf("Every node-to-node link (replication, in whichever direction a failover leaves it) delays each byte by %s "+
+		"(internal/valkeytest fault links: a toxiproxy link per pair of nodes, reached through a uid-matched iptables redirect), so the replicas trail the primary "+
+		"by that much and the handoff has to wait for them; Sentinel and client links are not delayed.", replDelay()),
+		"Both rolls replace a pod by SIGTERM and an immediate restart of its process (about 0.1 s here); "+
+			"a real pod replacement takes seconds, which lengthens the naive roll's outage and leaves ours unchanged (it never restarts the primary while it is primary).",
 		"The naive roll restarts the primary with an empty dataset (no persistence, the chart's default starter plan) and its replicas resync from it: "+
 			"it loses every write acknowledged before that restart.")
 	return f
