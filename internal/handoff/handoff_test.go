@@ -252,3 +252,29 @@ func TestRunDirectUnmonitored(t *testing.T) {
 	assert.Equal(t, ReasonNotPrimary, ReasonOf(err), "a replica is not handed off: %v", err)
 	assert.True(t, strings.Contains(err.Error(), "replica"))
 }
+
+// TestRunAbortedFailoverRestoresThePrimary: the selected replica stays stopped longer than failover-timeout,
+// so Sentinel aborts the failover after the pause budget was spent and the old primary had been demoted to
+// it. Every Sentinel then names the old primary and runs no failover, so the handoff makes it primary
+// again: FailoverAborted, writes go on there, and every write acknowledged before is still there.
+func TestRunAbortedFailoverRestoresThePrimary(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 6000})
+	primary, replica := top.Nodes[0], top.Nodes[1]
+	keys := writeKeys(t, primary.Client(top.Options(acl.Operator)), "abort", 100)
+	setHook(t, func() { replica.PauseFor(14 * time.Second) })
+	res, err := Run(context.Background(), configFor(top))
+	require.Error(t, err)
+	t.Logf("%+v: %v", res, err)
+	assert.Equal(t, ReasonFailoverAborted, ReasonOf(err))
+	assert.Contains(t, err.Error(), "made primary again")
+	assert.True(t, res.DemotedEarly)
+	r, err := top.Replication(primary)
+	require.NoError(t, err)
+	assert.Equal(t, valkey.RolePrimary, r.Role, "the old primary is primary again")
+	pc := primary.Client(top.Options(acl.Operator))
+	assert.Zero(t, missingKeys(t, pc, keys))
+	writeKeys(t, pc, "after", 1)
+	p, err := top.SentinelPrimary()
+	require.NoError(t, err)
+	assert.Equal(t, primary.Port, p, "Sentinel still names it")
+}
