@@ -374,9 +374,9 @@ func spliceFigures(t *testing.T, path string, figs []*figure, took time.Duration
 		names = append(names, strconv.Itoa(f.N))
 	}
 	root := repoRoot(t)
-	note := fmt.Sprintf("figure %s on %s (BENCH_FIGURES=%s BENCH_UPDATE=1, %s, commit %s, load %s -> %s%s); the rest is from the full run above.",
+	note := fmt.Sprintf("figure %s on %s (BENCH_FIGURES=%s BENCH_UPDATE=1, %s, commit %s, %s, load %s -> %s%s); the rest is from the full run above.",
 		strings.Join(names, ", "), time.Now().UTC().Format("2006-01-02 15:04 MST"), strings.Join(names, ","), took.Round(time.Second),
-		cmdOut("git", "-C", root, "rev-parse", "--short", "HEAD"), load0, load1, knobsSuffix())
+		cmdOut("git", "-C", root, "rev-parse", "--short", "HEAD"), engineVersion(), load0, load1, knobsSuffix())
 	md, err := spliceMarkdown(string(old), renderMarkdown(figs, took, load0, load1, root), ns, note)
 	if err != nil {
 		t.Fatalf("update %s: %v", path, err)
