@@ -74,7 +74,10 @@ var missExplained = []struct {
 		"out as the failover starts, about 0.2 s before its REPLICAOF NO ONE, so the promotion is seen 1.0-1.1 s after SENTINEL " +
 		"FAILOVER. The other Sentinels publish +switch-master within about 60 ms of that (the leader forces a hello); the " +
 		"leader's own subscribers are sent to GET-MASTER-ADDR-BY-NAME by CLIENT KILL TYPE pubsub instead of waiting another " +
-		"second for its +failover-end. About 1.1-1.2 s plus the replication delay is therefore the floor of a Sentinel-led handoff. Going below it would " +
+		"second for its +failover-end. About 1.1-1.2 s plus the replication delay is therefore the floor of a Sentinel-led handoff. " +
+		"A single roll far above it (about 3.3 s, for the writers of one or two Sentinels only) is a Sentinel that did not get the " +
+		"leader's forced hello and learned the new configuration only from the next regular hello, 2 s later (seen with valkey 9.1 in " +
+		"about one roll in four; the controller's logs show its +switch-master that late). Going below the floor would " +
 		"mean timing SENTINEL FAILOVER against Sentinel's INFO schedule and steering its replica choice (replica-priority): not " +
 		"done, it depends on Sentinel internals. Before the wait for the replicas' 1 s REPLCONF ACK was replaced and the leader's " +
 		"subscribers were nudged, the outage was 3.2 s (2.2 s for a client subscribed to the leader)."},
