@@ -102,12 +102,14 @@ func TestCaseS25ProbesNeverDependOnQuorum(t *testing.T) {
 			assert.NotContains(t, cmd, bad, "a probe must not ask about quorum or other Sentinels")
 		}
 	}
-	// data side too: liveness TCP only
+	// data side too: liveness asks only the local server (and fails only on BUSY or no answer, issue 19)
 	d := decode(t, mustRender(t, "valkey", ""))
 	for _, s := range d.statefulSets() {
 		vc := container(t, &s.Spec.Template.Spec, "valkey")
-		assert.NotNil(t, vc.LivenessProbe.TCPSocket)
-		assert.Nil(t, vc.LivenessProbe.Exec)
+		require.NotNil(t, vc.LivenessProbe.Exec)
+		cmd := strings.Join(vc.LivenessProbe.Exec.Command, " ")
+		assert.NotContains(t, cmd, "-h ", "liveness asks the local server only")
+		assert.NotContains(t, strings.ToLower(cmd), "sentinel")
 	}
 }
 

@@ -326,9 +326,10 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 		}
 	}
 	// every customer line starts from a clean slate, with the preset rules
-	assert.Regexp(t, `^user analytics on resetpass #[0-9a-f]{64} resetkeys ~events:\* resetchannels nocommands -@all \+@read \+@connection -@admin \+info \+role$`, lines["analytics"])
-	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role$`, lines["writer"])
-	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -acl\|setuser -acl\|deluser -acl\|load -acl\|save -acl\|list -acl\|getuser -acl\|dryrun -client\|kill -client\|pause -client\|unpause -replicaof -slaveof -failover -sync -psync -replconf -shutdown -debug -module -config\|set -config\|rewrite -monitor$`, lines["app"])
+	restricted := regexp.QuoteMeta(" " + acl.RestrictedKeyRules)
+	assert.Regexp(t, `^user analytics on resetpass #[0-9a-f]{64} resetkeys ~events:\* resetchannels nocommands -@all \+@read \+@connection -@admin \+info \+role`+restricted+`$`, lines["analytics"])
+	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role`+restricted+`$`, lines["writer"])
+	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -@admin \+role`+restricted+`$`, lines["app"])
 
 	// users.json re-renders users.acl exactly
 	users := aclJSON(t, objs)
@@ -369,7 +370,7 @@ func TestSizingEveryPreset(t *testing.T) {
 			mq := resource.MustParse(want.maxmemory)
 			maxmemory := mq.Value()
 			assert.Contains(t, conf, fmt.Sprintf("\nmaxmemory %d\n", maxmemory))
-			assert.Contains(t, conf, fmt.Sprintf("\nmaxclients %d\n", want.maxclients))
+			assert.Contains(t, conf, fmt.Sprintf("\nmaxclients %d\n", want.maxclients+32+2*2), "plan clients + 32 + 2 per replica for the system users")
 			for _, s := range objs.statefulSets() {
 				c := container(t, &s.Spec.Template.Spec, "valkey")
 				limit := c.Resources.Limits[corev1.ResourceMemory]
@@ -486,6 +487,8 @@ func TestDataPodContract(t *testing.T) {
 	assert.Equal(t, valkeyF+"-sentinels", sv.ConfigMap.Name)
 	assert.True(t, *sv.ConfigMap.Optional, "F-sentinels is optional: no file means not monitored")
 	assert.Equal(t, valkeyF+"-acl", volume(t, spec, "acl").Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "_probe", Path: "_probe"}, {Key: "_replication", Path: "_replication"}},
+		volume(t, spec, "system").Secret.Items, "only the passwords the server container uses")
 	assert.NotNil(t, volume(t, spec, "runtime").EmptyDir)
 	assert.NotNil(t, volume(t, spec, "bin").EmptyDir)
 	assert.NotNil(t, volume(t, spec, "data").EmptyDir, "no persistence by default")
@@ -499,8 +502,8 @@ func TestDataPodContract(t *testing.T) {
 
 	require.NotNil(t, c.StartupProbe.TCPSocket)
 	assert.GreaterOrEqual(t, c.StartupProbe.FailureThreshold*c.StartupProbe.PeriodSeconds, int32(300), "generous startup")
-	require.NotNil(t, c.LivenessProbe.TCPSocket, "liveness is TCP only")
-	assert.Nil(t, c.LivenessProbe.Exec)
+	require.NotNil(t, c.LivenessProbe.Exec, "liveness fails on BUSY or no answer (TestSecurityScriptJamRestartsTheNode)")
+	assert.Equal(t, []string{"sh", "-c", `out=$(valkey-cli --user _probe -p 6379 ping 2>&1); case "$out" in BUSY*|*"Could not connect"*) echo "$out"; exit 1;; esac`}, c.LivenessProbe.Exec.Command)
 	assert.Equal(t, []string{"sh", "-c", "valkey-cli --user _probe -p 6379 ping | grep -q PONG"}, c.ReadinessProbe.Exec.Command)
 	require.Len(t, c.Env, 1)
 	assert.Equal(t, "REDISCLI_AUTH", c.Env[0].Name)
@@ -930,7 +933,8 @@ func testACLAndConfig(t *testing.T, e valkeytest.Engine) {
 	assert.True(t, strings.HasPrefix(probe.do(t, "CONFIG", "GET", "maxmemory"), "-NOPERM"))
 
 	exporter := login("_exporter", pw(valkeyF+"-system", "_exporter"))
-	assert.Contains(t, exporter.do(t, "CONFIG", "GET", "maxmemory"), "192000000")
+	assert.Contains(t, exporter.do(t, "INFO", "memory"), "maxmemory:192000000", "the exporter reads maxmemory from INFO")
+	assert.True(t, strings.HasPrefix(exporter.do(t, "CONFIG", "GET", "maxmemory"), "-NOPERM"), "no CONFIG GET: it would read masterauth")
 	assert.True(t, strings.HasPrefix(exporter.do(t, "GET", "k"), "-NOPERM"), "_exporter cannot read keys")
 	assert.True(t, strings.HasPrefix(exporter.do(t, "CONFIG", "SET", "maxmemory", "1"), "-NOPERM"))
 
@@ -969,12 +973,38 @@ func writeFile(t testing.TB, path, content string) {
 
 var ipLiteral = regexp.MustCompile(`\b(\d{1,3}\.){3}\d{1,3}\b`)
 
-// TestCustomerPresetsMatchController: the chart renders each access preset exactly as internal/acl defines it,
-// so the ACL file and the controller's live sync agree.
+// TestCustomerPresetsMatchController: the chart renders every customer user exactly as internal/acl's
+// CustomerRules builds it (presets, key bounds, channels), so the ACL file and the controller's live sync agree.
 func TestCustomerPresetsMatchController(t *testing.T) {
-	lines := aclLines(t, decode(t, mustRender(t, "valkey", usersValues)))
-	for user, preset := range map[string]string{"app": "full", "analytics": "readonly", "writer": "readwrite"} {
-		assert.True(t, strings.HasSuffix(lines[user], " nocommands "+acl.Presets[preset]), "%s (%s): %s", user, preset, lines[user])
+	users := []struct {
+		access         string
+		keys, channels []string
+	}{
+		{"full", []string{"app:*"}, []string{"app.*"}}, {"full", []string{"*"}, nil}, {"full", nil, nil},
+		{"readonly", []string{"events:*"}, nil}, {"readonly", []string{"*"}, []string{"news"}},
+		{"readwrite", []string{"w:*", "shared:*"}, []string{"w.*", "x"}}, {"readwrite", []string{"*"}, nil},
+	}
+	var values strings.Builder
+	values.WriteString("users:\n")
+	for i, u := range users {
+		k, _ := json.Marshal(u.keys)
+		c, _ := json.Marshal(u.channels)
+		if u.keys == nil {
+			k = []byte("[]")
+		}
+		if u.channels == nil {
+			c = []byte("[]")
+		}
+		fmt.Fprintf(&values, "  - {name: u%d, access: %s, keys: %s, channels: %s}\n", i, u.access, k, c)
+	}
+	byName := map[string]aclUser{}
+	for _, u := range aclJSON(t, decode(t, mustRender(t, "valkey", values.String()))) {
+		byName[u.Name] = u
+	}
+	for i, u := range users {
+		want, err := acl.CustomerRules(u.access, u.keys, u.channels)
+		require.NoError(t, err)
+		assert.Equal(t, want, byName[fmt.Sprintf("u%d", i)].Rules, "%s keys %v channels %v", u.access, u.keys, u.channels)
 	}
 }
 

@@ -65,6 +65,8 @@ var SystemUsers = []SystemUser{
 		{"+acl|setuser", "live ACL sync"},
 		{"+acl|deluser", "live ACL sync removes users no longer wanted"},
 		{"+acl|users", "live ACL sync lists users"},
+		{"+acl|getuser", "live ACL sync reads which password hashes a node still accepts"},
+		{"+client|kill", "live ACL sync closes the sessions of a revoked password (CLIENT KILL USER)"},
 		{"+acl|whoami", "checks its own identity in tests"},
 		{"+acl|log", "reports denied commands in status"},
 		{"+get", "helm test reads the marker key back"},
@@ -102,8 +104,8 @@ var SystemUsers = []SystemUser{
 	{Name: Exporter, Perms: []Permission{
 		{"+hello", "client connection setup"},
 		{"+ping", "scrape health"},
-		{"+info", "server statistics"},
-		{"+config|get", "maxmemory and similar gauges"},
+		{"+info", "server statistics, maxmemory included (no CONFIG GET: it would also read masterauth, the replication " +
+			"password; the exporter runs with --config-command=-)"},
 		{"+client|list", "client gauges"},
 		{"+slowlog|get", "slow log metrics"},
 		{"+slowlog|len", "slow log metrics"},
@@ -169,7 +171,8 @@ var DefaultOffRules = []string{"off", "resetpass", "resetkeys", "resetchannels",
 
 // Presets are the customer access levels (the chart's `users[].access`), rendered after nocommands. They
 // follow seed 003's customer rules, adapted to replication: ACL rules instead of rename-command, so the
-// system users keep REPLICAOF, CONFIG REWRITE and FAILOVER while customers cannot reach them.
+// system users keep REPLICAOF, CONFIG REWRITE and FAILOVER while customers cannot reach them. A user whose
+// key patterns are not exactly ["*"] also gets RestrictedKeyRules (CustomerRules adds them).
 var Presets = map[string]string{
 	// read commands only; -@admin also drops CLIENT KILL/PAUSE that @connection would grant. ROLE (an @admin
 	// command that reveals only the replication topology) stays: Sentinel-aware clients such as valkey-go
@@ -178,10 +181,84 @@ var Presets = map[string]string{
 	// reads and writes, transactions and pub/sub; nothing administrative or dangerous (FLUSHALL, KEYS, ...);
 	// ROLE as for readonly
 	"readwrite": "-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role",
-	// everything except what could harm the system users or replication (seed 003, "Why there's a separate
-	// internal user"): ACL writes and reads of other users, killing or pausing clients (the probe's
-	// connection), replication and failover commands, shutdown, debug, modules and config changes
-	"full": "+@all -acl|setuser -acl|deluser -acl|load -acl|save -acl|list -acl|getuser -acl|dryrun " +
-		"-client|kill -client|pause -client|unpause -replicaof -slaveof -failover -sync -psync -replconf " +
-		"-shutdown -debug -module -config|set -config|rewrite -monitor",
+	// everything but @admin (issue 19): no ACL reads or writes, CONFIG (GET would read masterauth, the
+	// replication password; RESETSTAT resets what the exporter reads), CLIENT KILL/PAUSE/LIST/UNBLOCK (the
+	// probe's and the controller's connections), replication and failover commands, SHUTDOWN, DEBUG, MODULE,
+	// MONITOR, SAVE/BGSAVE, SLOWLOG, LATENCY; ROLE as for readonly. Scripting stays (queues, rate limiters and
+	// locks need EVAL): a script that never ends is handled by the liveness probe (README, Security model).
+	"full": "+@all -@admin +role",
+}
+
+// RestrictedKeyRules are subtracted from a customer whose key patterns are not exactly ["*"]: commands that
+// list, pick or drop keys regardless of the patterns (KEYS, RANDOMKEY, FLUSHALL, FLUSHDB, SWAPDB) and that
+// drop the server-wide script and function libraries other users rely on. SCAN stays: clients need it, and
+// Valkey cannot filter it by key pattern, so key names (not values) remain visible there.
+const RestrictedKeyRules = "-keys -randomkey -flushall -flushdb -swapdb -script|flush -function|flush -function|delete -function|restore"
+
+// SentinelHelloChannel is the channel Sentinels use on every monitored node to discover each other and to
+// spread a new configuration (Sentinel docs, "Sentinels and replicas auto discovery"). A forged message on
+// it with a newer config epoch makes every Sentinel switch the primary to any address (issue 19).
+const SentinelHelloChannel = "__sentinel__:hello"
+
+// ChannelPatternReachesSentinel reports whether a channel pattern could match a __sentinel__: channel. Valkey
+// ACL channel rules only allow (there is no way to subtract a channel), so such a pattern must never reach a
+// customer. The test is conservative: the literal prefix of the pattern (up to the first *, ?, [ or \) must
+// diverge from "__sentinel__:"; "*", "_*", "?_sentinel..." and "__sentinel__:x" are all refused.
+func ChannelPatternReachesSentinel(pattern string) bool {
+	lit := pattern
+	if i := strings.IndexAny(pattern, "*?[\\"); i >= 0 {
+		lit = pattern[:i]
+	}
+	const p = "__sentinel__:"
+	return strings.HasPrefix(lit, p) || strings.HasPrefix(p, lit)
+}
+
+var patternRE = regexp.MustCompile(`^[^\s"'\\]{1,64}$`)
+
+// CustomerRules returns the rules of a customer user after its password hashes, in the order the chart
+// renders them: resetkeys ~<key>... resetchannels &<channel>... nocommands <preset> [RestrictedKeyRules]. It
+// refuses an unknown access level, a pattern with whitespace, quotes or a backslash (seed 003: a pattern must
+// not smuggle a second rule) and a channel pattern that could match a __sentinel__: channel.
+func CustomerRules(access string, keys, channels []string) (string, error) {
+	preset, ok := Presets[access]
+	if !ok {
+		return "", fmt.Errorf("access %q is not readonly, readwrite or full", access)
+	}
+	rules := []string{"resetkeys"}
+	for _, k := range keys {
+		if !patternRE.MatchString(k) {
+			return "", fmt.Errorf("key pattern %q: 1 to 64 characters without spaces, quotes or backslashes", k)
+		}
+		rules = append(rules, "~"+k)
+	}
+	rules = append(rules, "resetchannels")
+	for _, c := range channels {
+		if !patternRE.MatchString(c) {
+			return "", fmt.Errorf("channel pattern %q: 1 to 64 characters without spaces, quotes or backslashes", c)
+		}
+		if ChannelPatternReachesSentinel(c) {
+			return "", fmt.Errorf("channel pattern %q could match %s (a forged message there moves Sentinel's primary); use a prefix of your own such as app.*", c, SentinelHelloChannel)
+		}
+		rules = append(rules, "&"+c)
+	}
+	rules = append(rules, "nocommands", preset)
+	if !(len(keys) == 1 && keys[0] == "*") {
+		rules = append(rules, RestrictedKeyRules)
+	}
+	return strings.Join(rules, " "), nil
+}
+
+// CheckCustomerRules refuses rules (as users.json carries them) that grant a channel pattern which could
+// match a __sentinel__: channel, or every channel: the live sync applies nothing such a file asks for, whoever
+// wrote it.
+func CheckCustomerRules(rules string) error {
+	for _, f := range strings.Fields(rules) {
+		switch {
+		case f == "allchannels":
+			return fmt.Errorf("rule allchannels would grant %s", SentinelHelloChannel)
+		case strings.HasPrefix(f, "&") && ChannelPatternReachesSentinel(f[1:]):
+			return fmt.Errorf("channel rule %q could match %s", f, SentinelHelloChannel)
+		}
+	}
+	return nil
 }

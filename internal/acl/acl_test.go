@@ -3,7 +3,6 @@ package acl_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,12 +15,11 @@ import (
 )
 
 func user(name, preset string, keys []string, pws ...acl.Password) acl.DesiredUser {
-	rules := []string{"resetkeys"}
-	for _, k := range keys {
-		rules = append(rules, "~"+k)
+	rules, err := acl.CustomerRules(preset, keys, []string{name + ".*"})
+	if err != nil {
+		panic(err)
 	}
-	rules = append(rules, "resetchannels", "&*", "nocommands", acl.Presets[preset])
-	return acl.DesiredUser{Name: name, Rules: strings.Join(rules, " "), Passwords: pws}
+	return acl.DesiredUser{Name: name, Rules: rules, Passwords: pws}
 }
 
 func pw(s string) acl.Password { return acl.Password{Hash: acl.HashPassword(s)} }
@@ -65,6 +63,60 @@ func TestParseUsers(t *testing.T) {
 	}
 }
 
+func TestChannelPatternReachesSentinel(t *testing.T) {
+	for p, want := range map[string]bool{
+		"*": true, "_*": true, "__*": true, "__sentinel__:*": true, "__sentinel__:hello": true, "__sentinel__:x": true,
+		"?_sentinel__:hello": true, "[_]_sentinel__:hello": true, "*hello": true, `\__sentinel__:hello`: true, "__sentinel__": true,
+		"app.*": false, "events": false, "_app*": false, "__s3ntinel*": false, "a*": false, "x?": false,
+	} {
+		assert.Equal(t, want, acl.ChannelPatternReachesSentinel(p), "%q", p)
+	}
+}
+
+func TestCustomerRules(t *testing.T) {
+	r, err := acl.CustomerRules("full", []string{"app:*"}, []string{"app.*"})
+	require.NoError(t, err)
+	assert.Equal(t, "resetkeys ~app:* resetchannels &app.* nocommands +@all -@admin +role "+acl.RestrictedKeyRules, r)
+	r, err = acl.CustomerRules("readwrite", []string{"*"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "resetkeys ~* resetchannels nocommands "+acl.Presets["readwrite"], r, "every key: nothing else to protect")
+	r, err = acl.CustomerRules("readonly", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "resetkeys resetchannels nocommands "+acl.Presets["readonly"]+" "+acl.RestrictedKeyRules, r, "no key at all")
+	for _, bad := range []struct {
+		access         string
+		keys, channels []string
+		want           string
+	}{
+		{"admin", nil, nil, "access"},
+		{"full", []string{"a b"}, nil, "key pattern"},
+		{"full", nil, []string{"*"}, "__sentinel__:hello"},
+		{"readwrite", nil, []string{"__sentinel__:hello"}, "__sentinel__:hello"},
+		{"full", nil, []string{`a"`}, "channel pattern"},
+	} {
+		_, err := acl.CustomerRules(bad.access, bad.keys, bad.channels)
+		require.Error(t, err, "%+v", bad)
+		assert.Contains(t, err.Error(), bad.want)
+	}
+}
+
+// TestParseUsersRefusesSentinelChannel: users.json is refused whole when a customer's rules grant a channel
+// that could match __sentinel__:hello (or every channel), or a customer poses as a system user; the live sync
+// then applies nothing (AccessConverged=False), whoever wrote the Secret.
+func TestParseUsersRefusesSentinelChannel(t *testing.T) {
+	h := acl.HashPassword("p")
+	for _, rules := range []string{"resetkeys resetchannels &* nocommands +@all", "resetkeys resetchannels allchannels nocommands +@all",
+		"resetkeys resetchannels &app.* &__sentinel__:* nocommands +@all"} {
+		_, err := acl.ParseUsers([]byte(`[{"name":"app","rules":"` + rules + `","passwords":[{"hash":"` + h + `"}]}]`))
+		require.Error(t, err, rules)
+		assert.Contains(t, err.Error(), "__sentinel__:hello")
+	}
+	_, err := acl.ParseUsers([]byte(`[{"name":"app","system":true,"rules":"resetkeys resetchannels &* nocommands","passwords":[{"hash":"` + h + `"}]}]`))
+	require.Error(t, err, "a customer posing as a system user")
+	_, err = acl.ParseUsers([]byte(`[{"name":"_sentinel","system":true,"rules":"resetkeys resetchannels &__sentinel__:hello nocommands +publish","passwords":[{"hash":"` + h + `"}]}]`))
+	require.NoError(t, err, "the _sentinel system user keeps its channel")
+}
+
 // The following run against a real valkey-server with the system users loaded and the default user off.
 
 func startNode(t *testing.T) (*valkeytest.Topology, *valkey.Client) {
@@ -106,8 +158,7 @@ func TestPresetsAgainstRealServer(t *testing.T) {
 		assert.Contains(t, cli(n, u[0], u[1], "CLIENT", "KILL", "USER", "_probe"), "NOPERM", "%s cannot kill clients", u[0])
 	}
 	assert.Equal(t, "OK", cli(n, "app", "a", "SET", "k", "v"))
-	for _, cmd := range [][]string{{"ACL", "SETUSER", "evil", "on", ">x", "+@all"}, {"CLIENT", "KILL", "USER", "_probe"},
-		{"REPLICAOF", "localhost", "1"}, {"CONFIG", "SET", "maxmemory", "1"}, {"ACL", "GETUSER", "_operator"}, {"SHUTDOWN"}, {"FAILOVER"}} {
+	for _, cmd := range fullRefuses {
 		assert.Contains(t, cli(n, "app", "a", cmd...), "NOPERM", "full customer must not run %v", cmd)
 	}
 	assert.Contains(t, cli(n, "", "", "PING"), "NOAUTH", "the default user cannot log in")
@@ -115,6 +166,28 @@ func TestPresetsAgainstRealServer(t *testing.T) {
 	assert.Contains(t, cli(n, acl.Exporter, top.Passwords[acl.Exporter], "GET", "k"), "NOPERM", "_exporter cannot read keys")
 	assert.Contains(t, cli(n, acl.Probe, top.Passwords[acl.Probe], "GET", "k"), "NOPERM", "_probe cannot read keys")
 	assert.Equal(t, "PONG", cli(n, acl.Probe, top.Passwords[acl.Probe], "PING"))
+}
+
+// fullRefuses is what the `full` preset must refuse: everything the preset subtracted one by one before it
+// became +@all -@admin (issue 19), and what issue 19 found still allowed (CONFIG GET masterauth, CLIENT LIST,
+// ACL USERS, ACL LOG RESET, CONFIG RESETSTAT, SLOWLOG RESET, SAVE).
+var fullRefuses = [][]string{{"ACL", "SETUSER", "evil", "on", ">x", "+@all"}, {"ACL", "DELUSER", "_probe"}, {"ACL", "LOAD"}, {"ACL", "SAVE"},
+	{"ACL", "LIST"}, {"ACL", "GETUSER", "_operator"}, {"ACL", "DRYRUN", "_probe", "PING"}, {"ACL", "USERS"}, {"ACL", "LOG", "RESET"},
+	{"CLIENT", "KILL", "USER", "_probe"}, {"CLIENT", "PAUSE", "100"}, {"CLIENT", "UNPAUSE"}, {"CLIENT", "LIST"}, {"CLIENT", "UNBLOCK", "1"},
+	{"REPLICAOF", "localhost", "1"}, {"SLAVEOF", "localhost", "1"}, {"FAILOVER"}, {"SYNC"}, {"PSYNC", "?", "-1"}, {"REPLCONF", "listening-port", "1"},
+	{"SHUTDOWN"}, {"MODULE", "LIST"}, {"CONFIG", "SET", "maxmemory", "1"}, {"CONFIG", "GET", "masterauth"}, {"CONFIG", "REWRITE"},
+	{"CONFIG", "RESETSTAT"}, {"MONITOR"}, {"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"}, {"SLOWLOG", "RESET"}, {"LATENCY", "RESET"}}
+
+// TestFullPresetRefusesAdminOnRedis: the same refusals on redis-server 7.0 (engine redis), whose ACL
+// categories the preset relies on too.
+func TestFullPresetRefusesAdminOnRedis(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: valkeytest.Redis, Replicas: -1, Sentinels: -1})
+	c := top.Nodes[0].Client(top.Options(acl.Operator))
+	sync(t, c, []acl.DesiredUser{user("app", "full", []string{"*"}, pw("a"))}, time.Now())
+	for _, cmd := range fullRefuses {
+		assert.Contains(t, cli(top.Nodes[0], "app", "a", cmd...), "NOPERM", "full customer must not run %v on redis", cmd)
+	}
+	assert.Equal(t, "OK", cli(top.Nodes[0], "app", "a", "SET", "k", "v"))
 }
 
 // TestRotationGracePeriod: during the grace period both passwords authenticate; after previousValidUntil the

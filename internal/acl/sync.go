@@ -30,7 +30,8 @@ type DesiredUser struct {
 }
 
 // ParseUsers decodes and validates users.json. Names must be non-empty and unique, "default" may not appear
-// (it is always off), and every hash must be a hex SHA-256.
+// (it is always off), exactly the system user names carry system: true, a customer's rules may not grant a
+// channel that could match __sentinel__:hello (CheckCustomerRules), and every hash must be a hex SHA-256.
 func ParseUsers(b []byte) ([]DesiredUser, error) {
 	var us []DesiredUser
 	if err := json.Unmarshal(b, &us); err != nil {
@@ -45,6 +46,14 @@ func ParseUsers(b []byte) ([]DesiredUser, error) {
 			return nil, fmt.Errorf("users.json[%d]: duplicate user %q", i, u.Name)
 		}
 		seen[u.Name] = true
+		if IsReserved(u.Name) != u.System {
+			return nil, fmt.Errorf("users.json[%d] %s: system is %v, but only the system users (%s, ...) are system users", i, u.Name, u.System, Operator)
+		}
+		if !u.System {
+			if err := CheckCustomerRules(u.Rules); err != nil {
+				return nil, fmt.Errorf("users.json[%d] %s: %w", i, u.Name, err)
+			}
+		}
 		if len(u.Passwords) == 0 {
 			return nil, fmt.Errorf("users.json[%d] %s: no password", i, u.Name)
 		}

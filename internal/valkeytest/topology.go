@@ -43,6 +43,10 @@ type TopologyConfig struct {
 	// the first such connection opens: Topology.Link and DelayReplication switch faults on. Needs root and
 	// iptables (RequireFaults); not with TLS.
 	FaultLinks bool
+	// ACL, when set, is the ACL file every node loads instead of RenderSystemACL (e.g. the users.acl a chart
+	// rendered); Passwords then must hold the plaintext of every system user it names.
+	ACL       string
+	Passwords map[string]string
 }
 
 // Topology is a running replicated instance: Nodes[0] starts as the primary.
@@ -119,8 +123,14 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 	top := &Topology{t: t, Cfg: cfg, Passwords: map[string]string{}, links: map[[2]*Proc]*Link{}}
 	for _, u := range acl.SystemUsers {
 		top.Passwords[u.Name] = RandomPassword(t)
+		if pw, ok := cfg.Passwords[u.Name]; ok {
+			top.Passwords[u.Name] = pw
+		}
 	}
 	aclText := RenderSystemACL(top.Passwords)
+	if cfg.ACL != "" {
+		aclText = cfg.ACL
+	}
 	var primaryAddr string
 	for i := 0; i <= cfg.Replicas; i++ {
 		lines := append([]string{}, cfg.ExtraServerLines...)

@@ -157,6 +157,16 @@ maxmemory about 70% of the memory limit: the fork of an RDB/AOF rewrite needs co
 {{- end -}}
 
 {{/*
+Server maxclients: the customers' connections (maxclients, or the plan's) plus headroom for the system users,
+32 + 2 per replica (replication links, two links per Sentinel, the controller, the probes, the exporter, the
+helm test), so customers using their whole allowance never lock the readiness probe out (issue 19).
+*/}}
+{{- define "valkey.maxclients" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- add (int $s.maxclients) 32 (mul 2 (int .Values.replicas)) -}}
+{{- end -}}
+
+{{/*
 valkey.conf: server settings only (hashed into valkey.io/config-hash). No users, no passwords, no announce
 settings: the bootstrap appends replica-announce-ip, masteruser, masterauth and replicaof to a writable copy.
 */}}
@@ -182,7 +192,7 @@ dir /data
 aclfile /etc/valkey-ha/acl/users.acl
 maxmemory {{ include "valkey.bytes" $s.maxmemory }}
 maxmemory-policy {{ .Values.maxmemoryPolicy }}
-maxclients {{ int $s.maxclients }}
+maxclients {{ include "valkey.maxclients" . }}
 {{- if $s.persistence }}
 appendonly yes
 appendfsync everysec
@@ -292,32 +302,46 @@ passwords survive upgrades. Returns JSON:
 {{/*
 System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal/acl holds the same table; a test compares them.
   _operator     controller: observe (INFO, ROLE, CLIENT LIST), repair (REPLICAOF), CONFIG REWRITE after it,
-                live ACL sync (ACL SETUSER/DELUSER/USERS/WHOAMI/LOG), `test` writes a marker key under
+                live ACL sync (ACL SETUSER/DELUSER/USERS/GETUSER/WHOAMI/LOG, CLIENT KILL USER to close the
+                sessions of a revoked password), `test` writes a marker key under
                 __valkey-ha:*, WAIT, and subscribes to Sentinel hello channels.
   _replication  replicas authenticate to the primary with it (masteruser): PSYNC, REPLCONF, PING only.
   _sentinel     exactly what Sentinel sends (Sentinel docs, "ACL"), plus FAILOVER for Valkey 9.
   _probe        readiness probe (valkey-cli with REDISCLI_AUTH): PING and INFO only.
-  _exporter     metrics: stats only, no key access (no ~pattern), no CONFIG SET.
+  _exporter     metrics: stats only, no key access (no ~pattern), no CONFIG at all (GET would read masterauth;
+                the exporter runs with --config-command=-).
 */}}
 {{- define "valkey.systemUserRules" -}}
 {{- toJson (list
-  (list "_operator" "~__valkey-ha:* +hello +client|setname +client|list +ping +info +role +replicaof +failover +client|pause +client|unpause +config|get +config|rewrite +acl|setuser +acl|deluser +acl|users +acl|whoami +acl|log +get +set +del +wait +dbsize")
+  (list "_operator" "~__valkey-ha:* +hello +client|setname +client|list +ping +info +role +replicaof +failover +client|pause +client|unpause +config|get +config|rewrite +acl|setuser +acl|deluser +acl|users +acl|getuser +client|kill +acl|whoami +acl|log +get +set +del +wait +dbsize")
   (list "_replication" "+psync +replconf +ping")
   (list "_sentinel" "&__sentinel__:hello +multi +exec +ping +info +role +replicaof +slaveof +config|rewrite +client|setname +client|kill +script|kill +publish +subscribe +failover")
   (list "_probe" "+ping +info")
-  (list "_exporter" "+hello +ping +info +config|get +client|list +slowlog|get +slowlog|len +latency|latest")
+  (list "_exporter" "+hello +ping +info +client|list +slowlog|get +slowlog|len +latency|latest")
 ) -}}
 {{- end -}}
 
-{{/* Customer access presets: rules after `nocommands`. */}}
+{{/*
+Customer access presets: rules after `nocommands` (internal/acl.Presets; a test compares them). `full` is
++@all without @admin: no ACL, CONFIG (GET would read masterauth), CLIENT KILL/PAUSE/LIST, replication,
+SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY.
+*/}}
 {{- define "valkey.accessPreset" -}}
 {{- if eq . "readonly" -}}
 -@all +@read +@connection -@admin +info +role
 {{- else if eq . "readwrite" -}}
 -@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role
 {{- else -}}
-+@all -acl|setuser -acl|deluser -acl|load -acl|save -acl|list -acl|getuser -acl|dryrun -client|kill -client|pause -client|unpause -replicaof -slaveof -failover -sync -psync -replconf -shutdown -debug -module -config|set -config|rewrite -monitor
++@all -@admin +role
 {{- end -}}
+{{- end -}}
+
+{{/*
+Subtracted from a customer whose keys are not exactly ["*"] (internal/acl.RestrictedKeyRules): commands that
+list, pick or drop keys whatever the patterns, and that drop the script and function libraries of everyone.
+*/}}
+{{- define "valkey.restrictedKeyRules" -}}
+-keys -randomkey -flushall -flushdb -swapdb -script|flush -function|flush -function|delete -function|restore
 {{- end -}}
 
 {{/*
@@ -345,6 +369,9 @@ The `default` user is not in the list: it is always `off` in users.acl.
 {{- range $u.channels | default list -}}{{- $chans = append $chans (printf "&%s" .) -}}{{- end -}}
 {{- $rules := list "resetkeys" -}}
 {{- $rules = concat $rules $keys (list "resetchannels") $chans (list "nocommands" (include "valkey.accessPreset" ($u.access | default "readonly"))) -}}
+{{- if not (and (eq (len ($u.keys | default list)) 1) (eq (index $u.keys 0) "*")) -}}
+{{- $rules = append $rules (include "valkey.restrictedKeyRules" .) -}}
+{{- end -}}
 {{- $out = append $out (dict "name" $u.name "rules" (join " " $rules) "passwords" $pws "system" false) -}}
 {{- end -}}
 {{- toJson $out -}}
@@ -461,6 +488,12 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 {{- fail (printf "users[%d].name: user %q is listed twice; user names must be unique" $i $u.name) -}}
 {{- end -}}
 {{- $_ := set $seen $u.name true -}}
+{{- range $j, $c := $u.channels | default list -}}
+{{- $lit := regexFind "^[^*?\\[\\\\]*" $c -}}
+{{- if or (hasPrefix "__sentinel__:" $lit) (hasPrefix $lit "__sentinel__:") -}}
+{{- fail (printf "users[%d].channels[%d]: %q could match Sentinel's channel __sentinel__:hello, where a forged message moves the primary to any address; use a prefix of your own such as %q" $i $j $c (printf "%s.*" $u.name)) -}}
+{{- end -}}
+{{- end -}}
 {{- $rot := $u.rotation | default dict -}}
 {{- if and $u.passwordSecret $rot -}}
 {{- fail (printf "users[%d].rotation: rotation applies to chart-generated passwords only; with passwordSecret, update that Secret instead (or drop passwordSecret)" $i) -}}

@@ -1,0 +1,302 @@
+package templatestests
+
+// Negative security tests of issue 19: a customer user (or whoever reaches a port) tries the forbidden thing
+// against real valkey-server / valkey-sentinel processes loaded with the chart's own rendered users.acl and
+// server settings, and the test shows it refused.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// helloChannelPatterns are channel patterns a customer might ask for; every one the chart accepts is tried.
+var helloChannelPatterns = []string{"*", "__sentinel__:*", "__sentinel__:hello", "_*", "__*", "*hello", "?_sentinel__:hello",
+	"[_]_sentinel__:hello", "\\__sentinel__:hello", "app.*", "events"}
+
+// TestSecurityCustomerCannotMoveSentinelsPrimary (issue 19, critical): a customer user with pub/sub rights
+// publishes a forged Sentinel hello message (a newer config epoch naming another primary) on the monitored
+// node. With a channel pattern that matches __sentinel__:hello, Sentinel believed it (+switch-master to the
+// forged address). Every pattern the chart accepts must leave PUBLISH and SUBSCRIBE on __sentinel__:hello
+// refused and Sentinel's primary where it was.
+func TestSecurityCustomerCannotMoveSentinelsPrimary(t *testing.T) {
+	needBinary(t, "valkey-sentinel")
+	var accepted []string
+	var users strings.Builder
+	users.WriteString("users:\n")
+	for i, p := range helloChannelPatterns {
+		for _, access := range []string{"readwrite", "full"} {
+			one := fmt.Sprintf("users:\n  - {name: probe, access: %s, keys: [\"app:*\"], channels: [%q]}\n", access, p)
+			if _, err := renderChart(t, "valkey", one, renderOpts{}); err != nil {
+				t.Logf("channels [%q] (%s) refused: %v", p, access, firstLine(err.Error()))
+				continue
+			}
+			accepted = append(accepted, fmt.Sprintf("%s/%s", access, p))
+			fmt.Fprintf(&users, "  - {name: u%d-%s, access: %s, keys: [\"app:*\"], channels: [%q]}\n", i, access, access, p)
+		}
+	}
+	require.NotEmpty(t, accepted, "the chart accepts some channel patterns (app.*, events)")
+	ci := renderInstance(t, users.String())
+	top := ci.start(t, 0, 1)
+	primary := top.Nodes[0]
+	fake := valkeytest.StartServer(t, valkeytest.Valkey, valkeytest.ServerConfig{}) // the attacker's server
+	ctx := context.Background()
+	sc := top.Sentinels[0].Client(valkey.Options{})
+	m, found, err := sc.SentinelMaster(ctx, top.Cfg.MonitorName)
+	require.NoError(t, err)
+	require.True(t, found)
+	epoch, _ := strconv.Atoi(m.Fields["config-epoch"])
+
+	moved := 0
+	for i, p := range helloChannelPatterns {
+		for _, access := range []string{"readwrite", "full"} {
+			name := fmt.Sprintf("u%d-%s", i, access)
+			if _, ok := ci.pw[name]; !ok {
+				continue
+			}
+			c := ci.login(t, primary.Port, name)
+			epoch += 10
+			hello := fmt.Sprintf("127.0.0.1,%d,%s,%d,%s,%s,%d,%d", valkeytest.FreePort(t), strings.Repeat(strconv.Itoa(i%10), 40),
+				epoch, top.Cfg.MonitorName, valkeytest.Host, fake.Port, epoch)
+			pub := c.do(t, "PUBLISH", "__sentinel__:hello", hello)
+			assert.True(t, strings.HasPrefix(pub, "-NOPERM"), "%s with channels [%q] may PUBLISH on __sentinel__:hello: %s", access, p, pub)
+			sub := dialRESP(t, primary.Port)
+			require.Equal(t, "OK", sub.do(t, "AUTH", name, ci.pw[name]))
+			got := sub.do(t, "SUBSCRIBE", "__sentinel__:hello")
+			assert.True(t, strings.HasPrefix(got, "-NOPERM"), "%s with channels [%q] may SUBSCRIBE to __sentinel__:hello: %s", access, p, got)
+			// Sentinel handles a hello as soon as it arrives; give it a moment and look (once it moved, it stays)
+			deadline := time.Now().Add(1500 * time.Millisecond)
+			for moved == 0 && time.Now().Before(deadline) {
+				port, err := top.SentinelPrimary()
+				if err == nil && port != primary.Port {
+					moved++
+					t.Errorf("%s with channels [%q] moved Sentinel's primary to %s:%d (+switch-master on a forged hello)", access, p, valkeytest.Host, port)
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	t.Logf("accepted patterns tried: %v; Sentinel primary moved %d time(s)", accepted, moved)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// TestSecurityReplicationPasswordNotReadable (issue 19, high): no customer preset and no system user but
+// _operator may read masterauth (CONFIG GET). With it, a throwaway server attached as a replica received the
+// whole dataset, keys outside the user's patterns included.
+func TestSecurityReplicationPasswordNotReadable(t *testing.T) {
+	ci := renderInstance(t, `
+users:
+  - {name: app, access: full, keys: ["app:*"], channels: ["app.*"]}
+  - {name: owner, access: full, keys: ["*"]}
+  - {name: writer, access: readwrite, keys: ["*"]}
+  - {name: reader, access: readonly, keys: ["*"]}
+`)
+	top := ci.start(t, 0, 0)
+	primary := top.Nodes[0]
+	owner := ci.login(t, primary.Port, "owner")
+	for i := 0; i < 50; i++ {
+		require.Equal(t, "OK", owner.do(t, "SET", fmt.Sprintf("other:%d", i), "secret"))
+	}
+	replPW := ci.pw[acl.Replication]
+	for _, user := range []string{"app", "owner", "writer", "reader", acl.Exporter, acl.Probe, acl.Sentinel, acl.Replication} {
+		c := ci.login(t, primary.Port, user)
+		for _, pattern := range []string{"masterauth", "*"} {
+			got := c.do(t, "CONFIG", "GET", pattern)
+			if !strings.Contains(got, replPW) {
+				continue
+			}
+			// show what the password buys: a replica of the whole dataset
+			thief := valkeytest.StartServer(t, valkeytest.Valkey, valkeytest.ServerConfig{ReplicaOf: primary.Addr(),
+				Lines: []string{"masteruser " + acl.Replication, "masterauth " + replPW}})
+			var keys string
+			valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "stolen replica synced", func() error {
+				keys = dialRESP(t, thief.Port).do(t, "DBSIZE")
+				if keys == "0" {
+					return fmt.Errorf("no keys yet")
+				}
+				return nil
+			})
+			thief.Kill()
+			t.Errorf("%s read the replication password with CONFIG GET %s; a throwaway replica then copied %s keys (%s may touch only its own patterns)",
+				user, pattern, keys, user)
+		}
+	}
+}
+
+// TestSecurityScriptJamRestartsTheNode (issue 19, high): a `full` user writes inside an endless script
+// (EVAL "while true do end"): every other client, system users included, gets BUSY and SCRIPT KILL is
+// UNKILLABLE. Decision (README, Security model): scripting stays in `full` (queues, rate limiters and locks
+// need it) and the liveness probe fails on BUSY, so the kubelet restarts the jammed server (Sentinel has
+// failed the primary over long before). The probe must still pass while the server is merely full
+// (maxclients) or loading, which is not a reason to restart.
+func TestSecurityScriptJamRestartsTheNode(t *testing.T) {
+	ci := renderInstance(t, "users:\n  - {name: owner, access: full, keys: [\"*\"]}\n")
+	top := ci.start(t, 0, 0)
+	n := top.Nodes[0]
+	live, ready := ci.data.LivenessProbe, ci.data.ReadinessProbe
+	ok, detail := probeResult(t, live, n.Port, ci.pw[acl.Probe])
+	require.True(t, ok, "liveness passes on a healthy node: %s", detail)
+	ok, detail = probeResult(t, ready, n.Port, ci.pw[acl.Probe])
+	require.True(t, ok, "readiness passes on a healthy node: %s", detail)
+
+	owner := ci.login(t, n.Port, "owner")
+	require.Equal(t, "OK", owner.do(t, "SET", "k", "v"))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	jam := exec.CommandContext(ctx, "valkey-cli", "-h", "127.0.0.1", "-p", strconv.Itoa(n.Port), "--user", "owner",
+		"EVAL", "redis.call('SET', 'k', 'w') while true do end", "0")
+	jam.Env = []string{"REDISCLI_AUTH=" + ci.pw["owner"]}
+	require.NoError(t, jam.Start())
+	t.Cleanup(func() { n.Kill(); _ = jam.Wait() })
+	valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "server BUSY", func() error {
+		out, _ := n.CLI(acl.Probe, ci.pw[acl.Probe], "PING")
+		if !strings.HasPrefix(out, "BUSY") {
+			return fmt.Errorf("PING: %s", out)
+		}
+		return nil
+	})
+	s := ci.login(t, n.Port, acl.Sentinel)
+	assert.True(t, strings.HasPrefix(s.do(t, "SCRIPT", "KILL"), "-UNKILLABLE"), "the script wrote: only a restart ends it")
+	ok, detail = probeResult(t, live, n.Port, ci.pw[acl.Probe])
+	assert.False(t, ok, "liveness must fail while the server is BUSY, or the kubelet never restarts it: %s", detail)
+	ok, detail = probeResult(t, ready, n.Port, ci.pw[acl.Probe])
+	assert.False(t, ok, "readiness fails while BUSY: %s", detail)
+	restartAfter := time.Duration(live.PeriodSeconds*live.FailureThreshold) * time.Second
+	assert.LessOrEqual(t, restartAfter, 2*time.Minute, "a jammed server is restarted within two minutes")
+	t.Logf("liveness: %s; restart after about %s of BUSY (plus busy-reply-threshold)", detail, restartAfter)
+}
+
+// TestSecurityProbeNotLockedOutByCustomerConnections (issue 19, medium): with the plan's maxclients worth of
+// customer connections open, the readiness probe still gets in (the chart sizes maxclients with headroom for
+// the system users), and liveness never fails because the server is full (a flood must not make the kubelet
+// restart and empty the node).
+func TestSecurityProbeNotLockedOutByCustomerConnections(t *testing.T) {
+	ci := renderInstance(t, "plan: starter\nusers:\n  - {name: owner, access: full, keys: [\"*\"]}\n")
+	top := ci.start(t, 0, 0)
+	n := top.Nodes[0]
+	const planClients = 100 // the starter plan's client count (values.yaml)
+	for i := 0; i < planClients; i++ {
+		ci.login(t, n.Port, "owner")
+	}
+	ok, detail := probeResult(t, ci.data.ReadinessProbe, n.Port, ci.pw[acl.Probe])
+	assert.True(t, ok, "readiness with %d customer connections open: %s", planClients, detail)
+	ok, detail = probeResult(t, ci.data.LivenessProbe, n.Port, ci.pw[acl.Probe])
+	assert.True(t, ok, "liveness with %d customer connections open: %s", planClients, detail)
+
+	// beyond the headroom (a flood from a source the NetworkPolicy admits) readiness fails, liveness does not
+	var flood int
+	for ; flood < 1000; flood++ {
+		c := dialRESP(t, n.Port)
+		if strings.Contains(c.do(t, "PING"), "max number of clients") {
+			break
+		}
+	}
+	ok, detail = probeResult(t, ci.data.LivenessProbe, n.Port, ci.pw[acl.Probe])
+	assert.True(t, ok, "liveness while the server is full (%d extra sockets): %s", flood, detail)
+	t.Logf("server full after %d customer + %d unauthenticated connections", planClients, flood)
+}
+
+// TestSecurityKeyPatternsBoundTenantCommands (issue 19, medium): a user limited to key patterns cannot list
+// or pick other users' keys (KEYS, RANDOMKEY) nor run what touches the instance's operators: flushing or
+// swapping every database, resetting the logs and statistics the controller and exporter read, saving,
+// listing every client or user. SCAN stays (clients need it): key names remain visible there, documented.
+func TestSecurityKeyPatternsBoundTenantCommands(t *testing.T) {
+	ci := renderInstance(t, `
+users:
+  - {name: reader, access: readonly, keys: ["app:*"]}
+  - {name: writer, access: readwrite, keys: ["app:*"]}
+  - {name: app, access: full, keys: ["app:*"]}
+  - {name: owner, access: full, keys: ["*"]}
+`)
+	top := ci.start(t, 0, 0)
+	port := top.Nodes[0].Port
+	owner := ci.login(t, port, "owner")
+	require.Equal(t, "OK", owner.do(t, "SET", "other:1", "x"))
+	require.Equal(t, "OK", owner.do(t, "SET", "app:1", "x"))
+	op := ci.login(t, port, acl.Operator)
+	require.Equal(t, "OK", op.do(t, "SET", "__valkey-ha:marker", "x"))
+
+	refused := func(user string, cmd ...string) {
+		t.Helper()
+		got := ci.login(t, port, user).do(t, cmd...)
+		// DEBUG is also off by enable-debug-command, which answers before the ACL check
+		assert.True(t, strings.HasPrefix(got, "-NOPERM") || strings.HasPrefix(got, "-ERR DEBUG command not allowed"),
+			"%s must not run %v: %q", user, cmd, got)
+	}
+	for _, u := range []string{"reader", "writer", "app"} {
+		refused(u, "KEYS", "*")
+		refused(u, "RANDOMKEY")
+	}
+	for _, cmd := range [][]string{{"FLUSHALL"}, {"FLUSHDB"}, {"SWAPDB", "0", "1"}, {"ACL", "LOG"}, {"ACL", "LOG", "RESET"},
+		{"CONFIG", "RESETSTAT"}, {"CONFIG", "GET", "maxmemory"}, {"SLOWLOG", "GET"}, {"SLOWLOG", "RESET"}, {"LATENCY", "RESET"},
+		{"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"}, {"CLIENT", "LIST"}, {"CLIENT", "UNBLOCK", "1"}, {"ACL", "USERS"}, {"DEBUG", "SLEEP", "0"}} {
+		refused("app", cmd...)
+	}
+	for _, cmd := range [][]string{{"CLIENT", "LIST"}, {"ACL", "USERS"}, {"ACL", "LOG", "RESET"}, {"CONFIG", "RESETSTAT"}, {"SLOWLOG", "RESET"}} {
+		refused("owner", cmd...)
+	}
+	assert.Equal(t, "(nil)", ci.login(t, port, "app").do(t, "GET", "app:none"), "own keys still work")
+	assert.Contains(t, ci.login(t, port, "reader").do(t, "SCAN", "0", "COUNT", "1000"), "other:1",
+		"documented: SCAN shows every key name (Valkey cannot filter it by ACL)")
+	assert.Equal(t, "OK", owner.do(t, "FLUSHDB"), "a full user over every key (~*) may still empty the database (Django/Rails cache clear)")
+}
+
+// TestSecurityDataPodsMountOnlyTheirCredentials (issue 19, low): the server container sees only the system
+// passwords it uses (_probe for the bootstrap and readiness, _replication for masterauth), the exporter only
+// _exporter, the init container nothing; _operator never reaches a data pod.
+func TestSecurityDataPodsMountOnlyTheirCredentials(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey", "metrics: {enabled: true}\n"))
+	for _, sts := range objs.statefulSets() {
+		spec := &sts.Spec.Template.Spec
+		reach := map[string]map[string]bool{}
+		for _, c := range allContainers(spec) {
+			keys := map[string]bool{}
+			for _, m := range c.VolumeMounts {
+				for _, v := range spec.Volumes {
+					if v.Name != m.Name || v.Secret == nil {
+						continue
+					}
+					if len(v.Secret.Items) == 0 {
+						keys[v.Secret.SecretName+"/*"] = true
+					}
+					for _, it := range v.Secret.Items {
+						keys[v.Secret.SecretName+"/"+it.Key] = true
+					}
+				}
+			}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					keys[e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key] = true
+				}
+			}
+			for _, ef := range c.EnvFrom {
+				if ef.SecretRef != nil {
+					keys[ef.SecretRef.Name+"/*"] = true
+				}
+			}
+			reach[c.Name] = keys
+		}
+		sys := valkeyF + "-system/"
+		assert.Equal(t, map[string]bool{sys + "_probe": true, sys + "_replication": true, valkeyF + "-acl/*": true}, reach["valkey"], "%s: server container", sts.Name)
+		assert.Equal(t, map[string]bool{sys + "_exporter": true}, reach["metrics"], "%s: exporter", sts.Name)
+		assert.Empty(t, reach["install-ctl"], "%s: init container", sts.Name)
+	}
+}
