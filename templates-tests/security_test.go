@@ -6,7 +6,10 @@ package templatestests
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -15,8 +18,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -299,4 +305,115 @@ func TestSecurityDataPodsMountOnlyTheirCredentials(t *testing.T) {
 		assert.Equal(t, map[string]bool{sys + "_exporter": true}, reach["metrics"], "%s: exporter", sts.Name)
 		assert.Empty(t, reach["install-ctl"], "%s: init container", sts.Name)
 	}
+}
+
+// TestSecurityNodeRestartedAfterExpiryRefusesOldPassword (issue 19, medium): a node that (re)starts after a
+// rotation's previousValidUntil, from the files the chart rendered during the grace period, must not accept
+// the previous password, even with no controller to sync it (controller.enabled: false). The node is started
+// the way the data pod starts it: bootstrap.WriteConfig writes the runtime config from the rendered files.
+func TestSecurityNodeRestartedAfterExpiryRefusesOldPassword(t *testing.T) {
+	oldPw := "old-password-0123456789-0123456789"
+	until := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second).Add(time.Second)
+	vals := fmt.Sprintf("controller: {enabled: false}\nupdateStrategy: RollingUpdate\nusers:\n  - name: app\n    keys: [\"*\"]\n    rotation: {generation: 2, previousValidUntil: %q}\n",
+		until.Format(time.RFC3339))
+	ci := renderInstance(t, vals, renderOpts{existing: []runtime.Object{userSecret("app", oldPw, 1, "")}, upgrade: true})
+	newPw := ci.pw["app"]
+	require.NotEqual(t, oldPw, newPw)
+	aclSecret := ci.objs.secret(t, valkeyF+"-acl")
+	require.Contains(t, string(aclSecret.Data["users.acl"]), acl.HashPassword(oldPw), "rendered during the grace period: the file carries the old hash")
+
+	root := t.TempDir()
+	rewrite := strings.NewReplacer("/etc/valkey-ha/", root+"/etc/valkey-ha/")
+	fileTree(t, root, map[string]string{
+		"etc/valkey-ha/config/valkey.conf":  rewrite.Replace(ci.objs.configMap(t, valkeyF+"-config").Data["valkey.conf"]),
+		"etc/valkey-ha/acl/users.acl":       string(aclSecret.Data["users.acl"]),
+		"etc/valkey-ha/acl/users.json":      string(aclSecret.Data["users.json"]),
+		"etc/valkey-ha/system/_probe":       ci.pw[acl.Probe],
+		"etc/valkey-ha/system/_replication": ci.pw[acl.Replication],
+	})
+	in, err := spec.ParseInstance([]byte(ci.objs.configMap(t, valkeyF+"-instance").Data["instance.json"]))
+	require.NoError(t, err)
+	in.Nodes[0].Host = valkeytest.Host
+	time.Sleep(time.Until(until) + 100*time.Millisecond) // the node restarts after the grace period
+	cfg := bootstrap.Config{Instance: in, NodeIndex: 0, SecretsDir: root + "/etc/valkey-ha/system",
+		ConfigTemplate: root + "/etc/valkey-ha/config/valkey.conf", ConfigOut: root + "/etc/valkey-ha/runtime/valkey.conf", DataDir: root + "/data"}
+	require.NoError(t, os.MkdirAll(root+"/etc/valkey-ha/runtime", 0o755))
+	require.NoError(t, bootstrap.WriteConfig(cfg, bootstrap.Decision{Kind: bootstrap.StartPrimary}))
+	out, err := os.ReadFile(cfg.ConfigOut)
+	require.NoError(t, err)
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == "port" || f[0] == "bind" || f[0] == "dir") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	n := valkeytest.StartServer(t, valkeytest.Valkey, valkeytest.ServerConfig{Lines: lines})
+	got, _ := n.CLI("app", oldPw, "PING")
+	assert.Contains(t, got, "WRONGPASS", "a node started after previousValidUntil accepts the revoked password: %s", got)
+	got, _ = n.CLI("app", newPw, "PING")
+	assert.Equal(t, "PONG", got, "the current password works")
+}
+
+// TestSecurityGraceDeadlineFixedAtRotation (issue 19, medium): the previous password's deadline is fixed when
+// the rotation happens; a later upgrade that keeps (or lowers) the generation and moves previousValidUntil
+// cannot bring the old password back, and the old plaintext is kept nowhere (only its hash, until expiry).
+func TestSecurityGraceDeadlineFixedAtRotation(t *testing.T) {
+	oldPw := "old-password-0123456789-0123456789"
+	t1 := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	t2 := time.Now().Add(6 * 24 * time.Hour).UTC().Truncate(time.Second)
+	vals := func(gen int, until time.Time) string {
+		return fmt.Sprintf("users:\n  - name: app\n    keys: [\"*\"]\n    rotation: {generation: %d, previousValidUntil: %q}\n", gen, until.Format(time.RFC3339))
+	}
+	plaintextAnywhere := func(objs objects, pw string) []string {
+		var where []string
+		for _, o := range objs.list {
+			b, _ := json.Marshal(o)
+			if strings.Contains(string(b), pw) || strings.Contains(string(b), base64.StdEncoding.EncodeToString([]byte(pw))) {
+				where = append(where, kindOf(o)+"/"+nameOf(o))
+			}
+		}
+		return where
+	}
+	previousUntil := func(objs objects) []string {
+		var out []string
+		for _, u := range aclJSON(t, objs) {
+			if u.Name != "app" {
+				continue
+			}
+			for _, p := range u.Passwords {
+				if p.Hash == sha256hex(oldPw) {
+					out = append(out, p.ValidUntil)
+				}
+			}
+		}
+		return out
+	}
+
+	// rotation at generation 2: the old password stays valid until t1
+	rotated := decode(t, mustRender(t, "valkey", vals(2, t1), renderOpts{existing: []runtime.Object{userSecret("app", oldPw, 1, "")}, upgrade: true}))
+	assert.Equal(t, []string{t1.Format(time.RFC3339)}, previousUntil(rotated))
+	assert.Empty(t, plaintextAnywhere(rotated, oldPw), "the old plaintext is not kept once rotated (only its hash)")
+	stored := asExisting(rotated.secret(t, valkeyF+"-user-app"))
+
+	// same generation, later deadline: ignored, t1 stays
+	stretched := decode(t, mustRender(t, "valkey", vals(2, t2), renderOpts{existing: []runtime.Object{stored}, upgrade: true}))
+	assert.Equal(t, []string{t1.Format(time.RFC3339)}, previousUntil(stretched), "moving previousValidUntil without a new rotation must not stretch the grace period")
+
+	// a lowered generation is refused, naming the field
+	_, err := renderChart(t, "valkey", vals(1, t2), renderOpts{existing: []runtime.Object{stored}, upgrade: true})
+	if assert.Error(t, err, "a lowered generation must be refused") {
+		assert.Contains(t, err.Error(), "users[0].rotation.generation")
+	}
+
+	// after t1 (the stored deadline in the past): the old hash is gone, whatever the values say
+	expired := stored.DeepCopy()
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	expired.Data["previousValidUntil"] = []byte(past)
+	after := decode(t, mustRender(t, "valkey", vals(2, t2), renderOpts{existing: []runtime.Object{expired}, upgrade: true}))
+	assert.Empty(t, previousUntil(after), "expired: only the current password")
+	assert.Empty(t, plaintextAnywhere(after, oldPw), "expired: the old password is nowhere")
+	s := after.secret(t, valkeyF+"-user-app")
+	assert.NotContains(t, s.Data, "previous")
+	assert.NotContains(t, s.Data, "previousHash")
 }

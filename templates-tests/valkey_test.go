@@ -734,7 +734,8 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	newPw := string(s.Data["password"])
 	assert.NotEqual(t, oldPw, newPw)
 	assert.Len(t, newPw, 40)
-	assert.Equal(t, oldPw, string(s.Data["previous"]))
+	assert.NotContains(t, s.Data, "previous", "the old plaintext is not kept")
+	assert.Equal(t, sha256hex(oldPw), string(s.Data["previousHash"]))
 	assert.Equal(t, "2", string(s.Data["generation"]))
 	assert.Equal(t, until, string(s.Data["previousValidUntil"]))
 	line := aclLines(t, objs)["app"]
@@ -756,9 +757,11 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	assert.Equal(t, s.Data, again.secret(t, valkeyF+"-user-app").Data)
 	assert.Equal(t, line, aclLines(t, again)["app"])
 
-	// after previousValidUntil the old hash is gone from the desired state
+	// after previousValidUntil (stored at rotation) the old hash is gone from the desired state
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
-	expired := decode(t, mustRender(t, "valkey", strings.Replace(vals, until, past, 1), renderOpts{existing: []runtime.Object{asExisting(s)}, upgrade: true}))
+	stale := asExisting(s)
+	stale.Data["previousValidUntil"] = []byte(past)
+	expired := decode(t, mustRender(t, "valkey", vals, renderOpts{existing: []runtime.Object{stale}, upgrade: true}))
 	assert.Equal(t, fmt.Sprintf("user app on resetpass #%s resetkeys ~* resetchannels nocommands -@all +@read +@connection -@admin +info +role", sha256hex(newPw)), aclLines(t, expired)["app"])
 
 	// the grace period is capped at 7 days

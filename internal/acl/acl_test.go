@@ -126,11 +126,36 @@ func startNode(t *testing.T) (*valkeytest.Topology, *valkey.Client) {
 
 func sync(t *testing.T, c *valkey.Client, users []acl.DesiredUser, now time.Time) {
 	ctx := context.Background()
-	cur, err := c.ACLUsers(ctx)
+	node, err := acl.ObserveNode(ctx, c, users)
 	require.NoError(t, err)
-	p, err := acl.BuildSync(users, cur, now)
+	p, err := acl.BuildNodeSync(users, node, now)
 	require.NoError(t, err)
 	require.NoError(t, acl.ApplySync(ctx, c, p))
+}
+
+func TestBuildNodeSyncKillsSessionsOfDroppedHashes(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	h := acl.HashPassword
+	desired := []acl.DesiredUser{
+		user("rotated", "readwrite", nil, pw("new"), pwUntil("old", now.Add(-time.Second))),
+		user("grace", "readwrite", nil, pw("new"), pwUntil("old", now.Add(time.Hour))),
+		user("replaced", "readwrite", nil, pw("v2")),
+		user("unchanged", "readwrite", nil, pw("same")),
+		user("expired", "readwrite", nil, pwUntil("x", now.Add(-time.Second))),
+		user("fresh", "readwrite", nil, pw("f")),
+		{Name: acl.Replication, System: true, Rules: "resetkeys resetchannels nocommands +psync", Passwords: []acl.Password{pw("r2")}},
+	}
+	node := acl.NodeACL{Users: []string{"default", "rotated", "grace", "replaced", "unchanged", "expired", acl.Replication}, Hashes: map[string][]string{
+		"rotated": {h("new"), h("old")}, "grace": {h("new"), h("old")}, "replaced": {h("v1")}, "unchanged": {h("same")},
+		"expired": {h("x")}, acl.Replication: {h("r1")},
+	}}
+	p, err := acl.BuildNodeSync(desired, node, now)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"rotated", "replaced", "expired"}, p.Kill,
+		"expired rotation, replaced password and a user switched off; not the grace period, not a new user, never a system user")
+	again, err := acl.BuildNodeSync(desired, acl.NodeACL{Users: node.Users, Hashes: map[string][]string{"rotated": {h("new")}, "replaced": {h("v2")}, "expired": {}}}, now)
+	require.NoError(t, err)
+	assert.Empty(t, again.Kill, "once the node dropped the hashes, nothing more to close")
 }
 
 func cli(n *valkeytest.Proc, user, pass string, args ...string) string {
@@ -191,7 +216,8 @@ func TestFullPresetRefusesAdminOnRedis(t *testing.T) {
 }
 
 // TestRotationGracePeriod: during the grace period both passwords authenticate; after previousValidUntil the
-// next sync revokes the old one and only the new one works. Open connections are not cut.
+// next sync revokes the old one and only the new one works, and the user's open sessions are closed (one of
+// them may have used the old password; issue 19).
 func TestRotationGracePeriod(t *testing.T) {
 	top, c := startNode(t)
 	n := top.Nodes[0]
@@ -206,7 +232,7 @@ func TestRotationGracePeriod(t *testing.T) {
 	sync(t, c, rotated, until.Add(time.Second))
 	assert.Contains(t, cli(n, "app", "old", "PING"), "WRONGPASS", "old password revoked after previousValidUntil")
 	assert.Equal(t, "PONG", cli(n, "app", "new", "PING"))
-	require.NoError(t, held.Ping(context.Background()), "revocation leaves authenticated connections open")
+	require.Error(t, held.Ping(context.Background()), "the session that authenticated with the revoked password is closed (and cannot come back)")
 }
 
 // TestSyncHundredUsersThreeNodes is the capacity figure of issue 6: 100 users synced to 3 nodes. It prints

@@ -73,13 +73,72 @@ type SetUser struct {
 }
 
 // SyncPlan is what a node needs: SETUSER for every desired user (clean slate, so always safe to resend),
-// DELUSER for users the node has that nobody wants, the revision these rules represent, and the earliest
-// future password expiry (zero when none), when the plan changes next.
+// DELUSER for users the node has that nobody wants, CLIENT KILL USER for customers whose sessions may have
+// authenticated with a password the node must no longer accept, the revision these rules represent, and
+// the earliest future password expiry (zero when none), when the plan changes next.
 type SyncPlan struct {
 	Set        []SetUser
 	Delete     []string
+	Kill       []string
 	Revision   string
 	NextExpiry time.Time
+}
+
+// NodeACL is what one node reports: its users (ACL USERS) and, for every desired user it has, the password
+// hashes it accepts now (ACL GETUSER).
+type NodeACL struct {
+	Users  []string
+	Hashes map[string][]string
+}
+
+// ObserveNode reads a node's users and the hashes each desired user accepts (one pipeline of ACL GETUSER).
+func ObserveNode(ctx context.Context, c *valkey.Client, desired []DesiredUser) (NodeACL, error) {
+	users, err := c.ACLUsers(ctx)
+	if err != nil {
+		return NodeACL{}, err
+	}
+	var names []string
+	for _, u := range desired {
+		if slices.Contains(users, u.Name) {
+			names = append(names, u.Name)
+		}
+	}
+	hashes, err := c.ACLPasswordHashes(ctx, names...)
+	if err != nil {
+		return NodeACL{}, err
+	}
+	return NodeACL{Users: users, Hashes: hashes}, nil
+}
+
+// BuildNodeSync is BuildSync for one observed node, plus Kill: every customer user the node still lets in
+// with a hash the plan drops (a rotation's expired password, a replaced passwordSecret, a user switched off).
+// The server cannot tell which password a session used, so all of that user's sessions are closed once,
+// right after the hash is gone; clients with the current password reconnect. Before this, sessions
+// authenticated with a revoked password lived on (issue 19). System users' sessions are never killed.
+func BuildNodeSync(desired []DesiredUser, node NodeACL, now time.Time) (SyncPlan, error) {
+	p, err := BuildSync(desired, node.Users, now)
+	if err != nil {
+		return p, err
+	}
+	for i, u := range desired {
+		have, ok := node.Hashes[u.Name]
+		if u.System || !ok {
+			continue
+		}
+		keep := map[string]bool{}
+		for _, a := range p.Set[i].Args {
+			if strings.HasPrefix(a, "#") {
+				keep[a[1:]] = true
+			}
+		}
+		for _, h := range have {
+			if !keep[h] {
+				p.Kill = append(p.Kill, u.Name)
+				break
+			}
+		}
+	}
+	return p, nil
 }
 
 // BuildSync computes the plan at time now. Hashes whose ValidUntil has passed are dropped, which is how a
@@ -148,8 +207,10 @@ func buildUserRules(hashes []string, rules string) ([]string, error) {
 	return append(out, fields...), nil
 }
 
-// ApplySync applies a plan to one node within the context's deadline: every SETUSER, then every DELUSER. The
-// first error stops it; a partly applied plan is safe to apply again.
+// ApplySync applies a plan to one node within the context's deadline: every SETUSER, then every DELUSER
+// (which closes the deleted users' sessions), then CLIENT KILL USER for every user in Kill, after its hash is
+// gone so no session can come back with it. The first error stops it; a partly applied plan is safe to apply
+// again (a kill that did not happen is planned again: the node still reported the hash when observed).
 func ApplySync(ctx context.Context, c *valkey.Client, p SyncPlan) error {
 	for _, s := range p.Set {
 		if err := c.ACLSetUser(ctx, s.Name, s.Args...); err != nil {
@@ -158,6 +219,11 @@ func ApplySync(ctx context.Context, c *valkey.Client, p SyncPlan) error {
 	}
 	if len(p.Delete) > 0 {
 		if _, err := c.ACLDelUser(ctx, p.Delete...); err != nil {
+			return err
+		}
+	}
+	for _, name := range p.Kill {
+		if _, err := c.ClientKillUser(ctx, name); err != nil {
 			return err
 		}
 	}

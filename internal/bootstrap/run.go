@@ -371,6 +371,8 @@ func quoteConf(s string) string {
 }
 
 // WriteConfig renders the config for the decision and writes it to cfg.ConfigOut (mode 0600, atomically).
+// When users.json sits next to the template's aclfile, the server loads a runtime copy without the
+// passwords that expired (RenderRuntimeACL) instead.
 func WriteConfig(cfg Config, d Decision) error {
 	tpl, err := os.ReadFile(cfg.ConfigTemplate)
 	if err != nil {
@@ -381,12 +383,8 @@ func WriteConfig(cfg Config, d Decision) error {
 		return fmt.Errorf("replication password %s missing in %s", acl.Replication, cfg.SecretsDir)
 	}
 	text := RenderConfig(string(tpl), cfg.Instance, cfg.Instance.Nodes[cfg.NodeIndex], pw, d)
-	tmp := cfg.ConfigOut + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
+	if text, err = rewriteACLFile(text, cfg.ConfigOut, time.Now()); err != nil {
+		return err
 	}
-	if err := os.Rename(tmp, cfg.ConfigOut); err != nil {
-		return fmt.Errorf("rename %s: %w", cfg.ConfigOut, err)
-	}
-	return nil
+	return writeAtomic(cfg.ConfigOut, text)
 }

@@ -100,15 +100,21 @@ func (c *InstanceController) syncNode(ctx context.Context, addr string, opts val
 	if err != nil {
 		return err
 	}
-	current, err := cl.ACLUsers(ctx)
+	node, err := acl.ObserveNode(ctx, cl, users)
 	if err != nil {
 		return err
 	}
-	plan, err := acl.BuildSync(users, current, now)
+	plan, err := acl.BuildNodeSync(users, node, now)
 	if err != nil {
 		return err
 	}
-	return acl.ApplySync(ctx, cl, plan)
+	if err := acl.ApplySync(ctx, cl, plan); err != nil {
+		return err
+	}
+	if len(plan.Kill) > 0 {
+		c.log.Info("closed the sessions of revoked passwords", "node", addr, "users", plan.Kill)
+	}
+	return nil
 }
 
 // podIdentity changes when the pod is replaced or its server container restarts (either may load an older

@@ -307,6 +307,39 @@ func (c *Client) ACLUsers(ctx context.Context) ([]string, error) {
 	return v, c.wrap("ACL USERS", err)
 }
 
+// ACLPasswordHashes runs ACL GETUSER for each name in one pipeline and returns the password hashes each user
+// accepts (see ParseACLGetUserPasswords). Every name must exist.
+func (c *Client) ACLPasswordHashes(ctx context.Context, names ...string) (map[string][]string, error) {
+	out := make(map[string][]string, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cmds := make(vk.Commands, len(names))
+	for i, n := range names {
+		cmds[i] = c.c.B().Arbitrary("ACL", "GETUSER", n).Build()
+	}
+	for i, r := range c.c.DoMulti(ctx, cmds...) {
+		v, err := r.ToAny()
+		if err != nil && !vk.IsValkeyNil(err) {
+			return nil, c.wrap("ACL GETUSER "+names[i], err)
+		}
+		hashes, err := ParseACLGetUserPasswords(v)
+		if err != nil {
+			return nil, c.wrap("ACL GETUSER "+names[i], err)
+		}
+		out[names[i]] = hashes
+	}
+	return out, nil
+}
+
+// ClientKillUser runs CLIENT KILL USER name and returns how many connections were closed.
+func (c *Client) ClientKillUser(ctx context.Context, name string) (int64, error) {
+	n, err := c.do(ctx, "CLIENT", "KILL", "USER", name).AsInt64()
+	return n, c.wrap("CLIENT KILL USER "+name, err)
+}
+
 // ACLWhoAmI runs ACL WHOAMI.
 func (c *Client) ACLWhoAmI(ctx context.Context) (string, error) {
 	return c.str(ctx, "ACL WHOAMI", "ACL", "WHOAMI")

@@ -553,3 +553,44 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// ParseACLGetUserPasswords returns the "passwords" field of an ACL GETUSER reply (Valkey docs, "ACL
+// GETUSER": a field list, a map in RESP3, whose "passwords" value is the list of accepted SHA-256 hashes in
+// hex). A nil reply (no such user) is an error; callers ask only for users they saw in ACL USERS.
+func ParseACLGetUserPasswords(reply any) ([]string, error) {
+	var list []any
+	switch t := reply.(type) {
+	case map[string]any:
+		for k, v := range t {
+			list = append(list, k, v)
+		}
+	case []any:
+		list = t
+	case nil:
+		return nil, malformed("no such user")
+	default:
+		return nil, malformed("expected a field list, got %T", reply)
+	}
+	if len(list)%2 != 0 {
+		return nil, malformed("odd number of elements (%d) in a field list", len(list))
+	}
+	for i := 0; i < len(list); i += 2 {
+		if k, _ := scalarString(list[i]); k != "passwords" {
+			continue
+		}
+		pws, ok := list[i+1].([]any)
+		if !ok {
+			return nil, malformed("passwords is %T, not a list", list[i+1])
+		}
+		out := make([]string, 0, len(pws))
+		for _, p := range pws {
+			s, err := scalarString(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	return nil, malformed("no passwords field")
+}

@@ -293,3 +293,17 @@ func FuzzParseText(f *testing.F) {
 		_, _ = ParseKV(s)
 	})
 }
+
+func TestParseACLGetUserPasswords(t *testing.T) {
+	h := strings.Repeat("a", 64)
+	got, err := ParseACLGetUserPasswords([]any{"flags", []any{"on"}, "passwords", []any{h}, "commands", "+@all"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{h}, got, "RESP2 field list")
+	got, err = ParseACLGetUserPasswords(map[string]any{"flags": []any{"off"}, "passwords": []any{}})
+	require.NoError(t, err)
+	assert.Empty(t, got, "RESP3 map, no password")
+	for _, bad := range []any{nil, "x", []any{"passwords"}, []any{"passwords", "notalist"}, []any{"flags", []any{}}, []any{"passwords", []any{[]any{}}}} {
+		_, err := ParseACLGetUserPasswords(bad)
+		assert.Error(t, err, "%#v", bad)
+	}
+}

@@ -220,7 +220,10 @@ Credentials of system and customer users, computed once per render and memoized 
 every template (Secrets, ACL) sees the same generated passwords. Existing Secrets are reused (lookup), so
 passwords survive upgrades. Returns JSON:
 {"system": {"_operator": pw, ...}, "sentinel": pw,
- "users": [{"name", "secretName", "managed", "password", "generation", "previous", "previousValidUntil", "previousActive"}]}
+ "users": [{"name", "secretName", "managed", "password", "generation", "previousHash", "previousValidUntil", "previousActive"}]}
+Rotation (issue 19): raising rotation.generation above the one stored in F-user-<name> issues a new password and
+stores the SHA-256 of the old one with the deadline previousValidUntil had at that moment; later renders use
+the stored deadline (values cannot stretch it) and drop both once it passed. The old plaintext is never kept.
 */}}
 {{- define "valkey.credentials" -}}
 {{- if not (hasKey . "_valkeyHACredentials") -}}
@@ -254,8 +257,7 @@ passwords survive upgrades. Returns JSON:
 {{- range $i, $u := .Values.users -}}
 {{- $rot := $u.rotation | default dict -}}
 {{- $gen := int ($rot.generation | default 0) -}}
-{{- $until := toString ($rot.previousValidUntil | default "") -}}
-{{- $e := dict "name" $u.name "generation" $gen "previous" "" "previousValidUntil" $until "previousActive" false -}}
+{{- $e := dict "name" $u.name "generation" $gen "previousHash" "" "previousValidUntil" "" "previousActive" false -}}
 {{- if $u.passwordSecret -}}
 {{- $s := lookup "v1" "Secret" $ns $u.passwordSecret.name | default dict -}}
 {{- if not $s -}}
@@ -279,18 +281,28 @@ passwords survive upgrades. Returns JSON:
 {{- else -}}
 {{- $stored := int (atoi (b64dec (toString (get $data "generation" | default (b64enc "0"))))) -}}
 {{- if gt $gen $stored -}}
-{{- /* rotation: a new password; the old one stays valid until previousValidUntil */ -}}
-{{- $_ := set $e "previous" (b64dec (toString (get $data "password"))) -}}
+{{- /* rotation: a new password; the old one's hash stays valid until previousValidUntil, fixed now */ -}}
+{{- $_ := set $e "previousHash" (sha256sum (b64dec (toString (get $data "password")))) -}}
+{{- $_ := set $e "previousValidUntil" (toString ($rot.previousValidUntil | default "")) -}}
 {{- $_ := set $e "password" (randAlphaNum 40) -}}
+{{- else if lt $gen $stored -}}
+{{- fail (printf "users[%d].rotation.generation: %d is below the generation %d stored in Secret %s; generations only go up: keep %d, or raise it above %d to rotate again" $i $gen $stored $sn $stored $stored) -}}
 {{- else -}}
 {{- $_ := set $e "password" (b64dec (toString (get $data "password"))) -}}
-{{- $_ := set $e "previous" (b64dec (toString (get $data "previous" | default ""))) -}}
-{{- $_ := set $e "generation" $stored -}}
+{{- $prevHash := b64dec (toString (get $data "previousHash" | default "")) -}}
+{{- $legacy := b64dec (toString (get $data "previous" | default "")) -}}
+{{- if and (not $prevHash) $legacy -}}{{- $prevHash = sha256sum $legacy -}}{{- end -}}
+{{- $_ := set $e "previousHash" $prevHash -}}
+{{- $_ := set $e "previousValidUntil" (b64dec (toString (get $data "previousValidUntil" | default ""))) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- if and $e.previous $until -}}
-{{- $_ := set $e "previousActive" (lt (now).Unix (mustToDate "2006-01-02T15:04:05Z07:00" $until).Unix) -}}
+{{- if and $e.previousHash $e.previousValidUntil -}}
+{{- $_ := set $e "previousActive" (lt (now).Unix (mustToDate "2006-01-02T15:04:05Z07:00" $e.previousValidUntil).Unix) -}}
+{{- end -}}
+{{- if not $e.previousActive -}}
+{{- $_ := set $e "previousHash" "" -}}
+{{- $_ := set $e "previousValidUntil" "" -}}
 {{- end -}}
 {{- $users = append $users $e -}}
 {{- end -}}
@@ -361,7 +373,7 @@ The `default` user is not in the list: it is always `off` in users.acl.
 {{- $cu := index $c.users $i -}}
 {{- $pws := list (dict "hash" (sha256sum $cu.password)) -}}
 {{- if $cu.previousActive -}}
-{{- $pws = append $pws (dict "hash" (sha256sum $cu.previous) "validUntil" $cu.previousValidUntil) -}}
+{{- $pws = append $pws (dict "hash" $cu.previousHash "validUntil" $cu.previousValidUntil) -}}
 {{- end -}}
 {{- $keys := list -}}
 {{- range $u.keys | default list -}}{{- $keys = append $keys (printf "~%s" .) -}}{{- end -}}

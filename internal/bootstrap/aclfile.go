@@ -1,0 +1,79 @@
+package bootstrap
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+)
+
+// UsersJSON is the live-sync desired state the chart puts next to users.acl in Secret F-acl
+// (docs/contract.md).
+const UsersJSON = "users.json"
+
+// RenderRuntimeACL returns the ACL file a node starting at now must load: the default user off, then every
+// user of users.json with only the passwords still valid at now (a user whose every password expired is off).
+// The chart's users.acl was rendered at install or upgrade time and keeps a rotated password's hash until
+// the next upgrade; starting from it after previousValidUntil would accept the revoked password until the
+// controller's next sync, or forever without a controller (issue 19).
+func RenderRuntimeACL(usersJSON []byte, now time.Time) (string, error) {
+	users, err := acl.ParseUsers(usersJSON)
+	if err != nil {
+		return "", err
+	}
+	plan, err := acl.BuildSync(users, nil, now)
+	if err != nil {
+		return "", err
+	}
+	lines := []string{acl.RenderLine(acl.Default, acl.DefaultOffRules)}
+	for _, s := range plan.Set {
+		lines = append(lines, acl.RenderLine(s.Name, s.Args))
+	}
+	return strings.Join(lines, "\n") + "\n", nil
+}
+
+// rewriteACLFile looks for the template's aclfile directive; when users.json sits next to that file, it
+// writes RenderRuntimeACL's output to users.acl beside configOut and returns text with the aclfile
+// directive pointing there. Without an aclfile or a users.json, text is returned unchanged.
+func rewriteACLFile(text, configOut string, now time.Time) (string, error) {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 2 || f[0] != "aclfile" {
+			continue
+		}
+		src := strings.Trim(f[1], `"`)
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(src), UsersJSON))
+		if os.IsNotExist(err) {
+			return text, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("read %s next to aclfile %s: %w", UsersJSON, src, err)
+		}
+		content, err := RenderRuntimeACL(b, now)
+		if err != nil {
+			return "", fmt.Errorf("runtime ACL file from %s: %w", UsersJSON, err)
+		}
+		out := filepath.Join(filepath.Dir(configOut), "users.acl")
+		if err := writeAtomic(out, content); err != nil {
+			return "", err
+		}
+		lines[i] = "aclfile " + out
+		return strings.Join(lines, "\n"), nil
+	}
+	return text, nil
+}
+
+func writeAtomic(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	return nil
+}
