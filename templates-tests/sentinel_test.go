@@ -47,7 +47,7 @@ func TestSentinelContract(t *testing.T) {
 	assert.Equal(t, "valkey/valkey:9.1", sc.Image)
 
 	d := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment)
-	assert.Equal(t, "valkey-sentinel-controller", d.Spec.Template.Spec.ServiceAccountName)
+	assert.Equal(t, sentinelRel+"-controller", d.Spec.Template.Spec.ServiceAccountName, "this quorum's own ServiceAccount")
 	ctl := d.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "sentinel", "--namespace", testNamespace, "--release", sentinelRel,
 		"--statefulset", sentinelRel, "--service", sentinelRel + "-headless", "--port", "26379", "--replicas", "3", "--cluster-domain", "cluster.local",
@@ -55,7 +55,7 @@ func TestSentinelContract(t *testing.T) {
 
 	pod := objs.get(t, "Pod", sentinelRel+"-test").(*corev1.Pod)
 	assert.Equal(t, "test", pod.Annotations["helm.sh/hook"])
-	assert.Equal(t, "valkey-sentinel-controller", pod.Spec.ServiceAccountName)
+	assert.Equal(t, sentinelRel+"-test", pod.Spec.ServiceAccountName)
 	tc := pod.Spec.Containers[0]
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "test", "--namespace", testNamespace, "--sentinel-release", sentinelRel, "--replicas", "3", "--cluster-domain", "cluster.local"}, append(tc.Command, tc.Args...))
 }

@@ -586,14 +586,18 @@ func TestRBACVerbsExact(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-secret", Namespace: testNamespace}, Data: map[string][]byte{"pw": []byte("s3cret-s3cret")}},
 	}}))
 	role := objs.get(t, "Role", valkeyF+"-controller").(*rbacv1.Role)
+	pods := []string{valkeyF + "-0-0", valkeyF + "-1-0", valkeyF + "-2-0"}
 	assert.Equal(t, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: pods, Verbs: []string{"patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{valkeyF + "-status"}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"},
-			ResourceNames: []string{valkeyF + "-system", valkeyF + "-acl", valkeyF + "-sentinel-auth", "my-secret"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{valkeyF + "-system", valkeyF + "-acl"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{valkeyF + "-controller"}, Verbs: []string{"get", "update"}},
 	}, role.Rules)
 	rb := objs.get(t, "RoleBinding", valkeyF+"-controller").(*rbacv1.RoleBinding)
 	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: valkeyF + "-controller", Namespace: testNamespace}}, rb.Subjects)
@@ -601,21 +605,23 @@ func TestRBACVerbsExact(t *testing.T) {
 	sa := objs.get(t, "Role", valkeyF+"-sentinel-auth").(*rbacv1.Role)
 	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{valkeyF + "-sentinel-auth"}, Verbs: []string{"get"}}}, sa.Rules)
 	sab := objs.get(t, "RoleBinding", valkeyF+"-sentinel-auth").(*rbacv1.RoleBinding)
-	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "valkey-sentinel-controller", Namespace: testNamespace}}, sab.Subjects)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "sentinel-controller", Namespace: testNamespace}}, sab.Subjects,
+		"the controller of a valkey-sentinel release named sentinel")
 
 	sobjs := decode(t, mustRender(t, "valkey-sentinel", ""))
 	srole := sobjs.get(t, "Role", sentinelRel+"-controller").(*rbacv1.Role)
 	assert.Equal(t, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{sentinelRel + "-0", sentinelRel + "-1", sentinelRel + "-2"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 	}, srole.Rules, "the sentinel controller gets no Secret access of its own")
-	ssa := sobjs.get(t, "ServiceAccount", "valkey-sentinel-controller")
-	assert.NotNil(t, ssa, "the Sentinel controller ServiceAccount is the one the instance grants")
+	ssa := sobjs.get(t, "ServiceAccount", sentinelRel+"-controller")
+	assert.NotNil(t, ssa, "each quorum has its own controller ServiceAccount")
 	srb := sobjs.get(t, "RoleBinding", sentinelRel+"-controller").(*rbacv1.RoleBinding)
-	assert.Equal(t, "valkey-sentinel-controller", srb.Subjects[0].Name)
+	assert.Equal(t, sentinelRel+"-controller", srb.Subjects[0].Name)
 	for _, o := range append(objs.ofKind("Role"), sobjs.ofKind("Role")...) {
 		for _, r := range o.(*rbacv1.Role).Rules {
 			for _, v := range r.Verbs {
@@ -645,13 +651,13 @@ func TestControllerDeploymentAndHelmTest(t *testing.T) {
 		"--metrics-addr", ":9090", "--health-addr", ":8081"}, append(c.Command, c.Args...))
 	pod := objs.get(t, "Pod", valkeyF+"-test").(*corev1.Pod)
 	assert.Equal(t, "test", pod.Annotations["helm.sh/hook"])
-	assert.Equal(t, valkeyF+"-controller", pod.Spec.ServiceAccountName)
+	assert.Equal(t, valkeyF+"-test", pod.Spec.ServiceAccountName, "its own ServiceAccount, not the controller's")
 	tc := pod.Spec.Containers[0]
-	assert.Equal(t, []string{"/valkey-sentinel-ctl", "test", "--namespace", testNamespace, "--instance", valkeyF}, append(tc.Command, tc.Args...))
+	assert.Equal(t, []string{"/valkey-sentinel-ctl", "test", "--namespace", testNamespace, "--instance", valkeyF, "--cluster-domain", "cluster.local"}, append(tc.Command, tc.Args...))
 
 	disabled := decode(t, mustRender(t, "valkey", "controller: {enabled: false}\nupdateStrategy: RollingUpdate\n"))
 	assert.Empty(t, disabled.ofKind("Deployment"))
-	assert.NotNil(t, disabled.get(t, "Role", valkeyF+"-controller"), "helm test still has its ServiceAccount and Role")
+	assert.NotNil(t, disabled.get(t, "Role", valkeyF+"-test"), "helm test still has its ServiceAccount and Role")
 	assert.Equal(t, appsv1.RollingUpdateStatefulSetStrategyType, disabled.statefulSets()[0].Spec.UpdateStrategy.Type)
 }
 
@@ -798,7 +804,8 @@ func TestExistingSecrets(t *testing.T) {
 	assert.Equal(t, "sys", volume(t, &spec, "system").Secret.SecretName)
 	assert.Equal(t, "sys", container(t, &spec, "valkey").Env[0].ValueFrom.SecretKeyRef.Name)
 	assert.Equal(t, "sys", descriptor(t, objs)["systemSecret"])
-	assert.Contains(t, objs.get(t, "Role", valkeyF+"-controller").(*rbacv1.Role).Rules[3].ResourceNames, "sys")
+	assert.Contains(t, objs.get(t, "Role", valkeyF+"-controller").(*rbacv1.Role).Rules[6].ResourceNames, "sys")
+	assert.Contains(t, objs.get(t, "Role", valkeyF+"-test").(*rbacv1.Role).Rules[1].ResourceNames, "sys")
 
 	_, err := renderChart(t, "valkey", "auth: {existingSecret: missing}\n", renderOpts{existing: []runtime.Object{ext}})
 	require.Error(t, err)

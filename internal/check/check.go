@@ -48,14 +48,20 @@ func Failed(rs []Result) []Result {
 
 // Instance checks one instance: exactly one node reports primary; every Sentinel names it; the role labels
 // match the real roles; every replica's link is up; a marker written on the primary is read back from every
-// replica; the default user is refused and the probe user cannot write.
-func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name string, timeout time.Duration) ([]Result, error) {
+// replica; the default user is refused and the probe user cannot write. A descriptor that names anything but
+// the instance's own pods and Secrets (spec.Instance.CheckCanonical with clusterDomain) is refused before
+// any password is sent. It reads the descriptor, F-sentinels, the system Secret and each data pod by name
+// (the chart's F-test Role allows exactly that).
+func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clusterDomain string, timeout time.Duration) ([]Result, error) {
 	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name+"-instance", metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get descriptor %s-instance: %w", name, err)
 	}
 	in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
 	if err != nil {
+		return nil, err
+	}
+	if err := in.CheckCanonical(cm.Name, cm.Namespace, clusterDomain); err != nil {
 		return nil, err
 	}
 	opPW, err := kube.ReadSecretKey(ctx, cs, namespace, in.SystemSecret, acl.Operator)
@@ -107,15 +113,12 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name stri
 	}
 
 	// labels
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: spec.LabelInstance + "=" + in.Name})
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
 	var bad []string
 	labelled := 0
-	for _, pod := range pods.Items {
-		n, ok := nodeByPod(in, pod.Name)
-		if !ok {
+	for _, n := range in.Nodes {
+		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, n.Pod, metav1.GetOptions{})
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("get pod %s: %v", n.Pod, err))
 			continue
 		}
 		want := spec.RoleReplica
@@ -174,15 +177,6 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name stri
 		}
 	}
 	return rs, nil
-}
-
-func nodeByPod(in spec.Instance, pod string) (spec.Node, bool) {
-	for _, n := range in.Nodes {
-		if n.Pod == pod {
-			return n, true
-		}
-	}
-	return spec.Node{}, false
 }
 
 func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.Instance, p spec.Node) Result {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/valkey-ha/valkey-ha/internal/check"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
@@ -47,15 +48,22 @@ is given that long.`,
 			if o.Namespace == "" || (o.Instance == "") == (o.SentinelRelease == "") {
 				return errors.New("--namespace and exactly one of --instance or --sentinel-release are required")
 			}
-			cs, err := kube.NewClient(o.Kubeconfig)
-			if err != nil {
-				return err
+			// only --instance needs the API (descriptor, system Secret, pods); the Sentinel check talks to the
+			// Sentinels alone, so its helm test pod runs without a token
+			var cs kubernetes.Interface
+			if o.Instance != "" {
+				c, err := kube.NewClient(o.Kubeconfig)
+				if err != nil {
+					return err
+				}
+				cs = c
 			}
+			var err error
 			deadline := time.Now().Add(o.Retry)
 			for {
 				var rs []check.Result
 				if o.Instance != "" {
-					rs, err = check.Instance(cmd.Context(), cs, o.Namespace, o.Instance, o.Timeout)
+					rs, err = check.Instance(cmd.Context(), cs, o.Namespace, o.Instance, o.ClusterDomain, o.Timeout)
 				} else {
 					addrs := make([]string, o.Replicas)
 					for i := range addrs {
@@ -93,7 +101,7 @@ is given that long.`,
 	f.StringVar(&o.Instance, "instance", "", "instance fullname F to check")
 	f.StringVar(&o.SentinelRelease, "sentinel-release", "", "Sentinel quorum fullname S to check")
 	f.IntVar(&o.Replicas, "replicas", 3, "number of Sentinel pods (with --sentinel-release)")
-	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain (Sentinel hosts; with --instance, the domain every node host of the descriptor must use)")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-check timeout (replication read-back)")
 	f.DurationVar(&o.Retry, "retry", 60*time.Second, "keep retrying failed checks this long")
 	f.BoolVar(&o.TLS, "tls", false, "the Sentinels speak TLS (with --sentinel-release; CA at "+valkey.DefaultCAFile+")")

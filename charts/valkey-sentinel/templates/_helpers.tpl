@@ -51,6 +51,14 @@ valkey.io/sentinel: {{ include "vs.fullname" . }}
 {{- printf "%s-headless" (include "vs.fullname" .) -}}
 {{- end -}}
 
+{{/*
+ServiceAccount of this quorum's controller: S-controller unless controller.serviceAccountName names one.
+Instances grant it `get` on their F-sentinel-auth Secret, so it must be this quorum's own (issue 19).
+*/}}
+{{- define "vs.controllerServiceAccount" -}}
+{{- .Values.controller.serviceAccountName | default (printf "%s-controller" (include "vs.fullname" .)) -}}
+{{- end -}}
+
 {{- define "vs.authSecretName" -}}
 {{- .Values.auth.existingSecret | default (printf "%s-auth" (include "vs.fullname" .)) -}}
 {{- end -}}

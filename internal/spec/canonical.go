@@ -1,0 +1,68 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+)
+
+// InstanceSuffix ends the name of every descriptor ConfigMap: <F>-instance.
+const InstanceSuffix = "-instance"
+
+// CheckCanonical refuses a descriptor that names anything but what charts/valkey renders for the instance
+// whose descriptor is ConfigMap cmName in namespace cmNamespace (docs/contract.md). The descriptor decides
+// where the controllers send credentials (node hosts get AUTH _operator, Sentinels are told to AUTH
+// _sentinel at the primary's host) and which Secret holds the _sentinel password, and any principal that may
+// write ConfigMaps in the namespace can change it (issue 19): only the canonical names are accepted, so a
+// rewritten descriptor can point at nothing but the instance's own pods and Secrets.
+//
+// Checked: name = cmName without "-instance", namespace = cmNamespace, node i = pod F-i-0 of StatefulSet F-i,
+// podSelector = {valkey.io/instance: F}, sentinelAuth = _sentinel in F-sentinel-auth key password, aclSecret =
+// F-acl. When clusterDomain is not empty, node i's host must be F-i-0.F-i.<namespace>.svc.<clusterDomain> and
+// its port the instance port; an empty clusterDomain skips the host check (tests that run every node on
+// loopback). systemSecret may name auth.existingSecret: the instance controller's Role bounds which Secrets it
+// can read. The error names the first offending field and what it must be.
+func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("instance.json: %s: %s (a descriptor may only name its own instance's objects; who can write ConfigMaps in %s must not redirect credentials)",
+			field, fmt.Sprintf(format, args...), cmNamespace)
+	}
+	f := strings.TrimSuffix(cmName, InstanceSuffix)
+	if f == cmName || f == "" {
+		return bad("name", "ConfigMap %q does not end in %s", cmName, InstanceSuffix)
+	}
+	if in.Name != f {
+		return bad("name", "is %q, the ConfigMap %s says %q", in.Name, cmName, f)
+	}
+	if in.Namespace != cmNamespace {
+		return bad("namespace", "is %q, the ConfigMap lives in %q", in.Namespace, cmNamespace)
+	}
+	for i, n := range in.Nodes {
+		field := fmt.Sprintf("nodes[%d]", i)
+		if want := fmt.Sprintf("%s-%d-0", f, i); n.Pod != want {
+			return bad(field+".pod", "is %q, must be %q", n.Pod, want)
+		}
+		if want := fmt.Sprintf("%s-%d", f, i); n.StatefulSet != want {
+			return bad(field+".statefulSet", "is %q, must be %q", n.StatefulSet, want)
+		}
+		if clusterDomain == "" {
+			continue
+		}
+		if want := fmt.Sprintf("%s-%d-0.%s-%d.%s.svc.%s", f, i, f, i, cmNamespace, clusterDomain); NormalizeHost(n.Host) != want {
+			return bad(field+".host", "is %q, must be %q", n.Host, want)
+		}
+		if n.Port != 0 && n.Port != in.Port {
+			return bad(field+".port", "is %d, must be the instance port %d", n.Port, in.Port)
+		}
+	}
+	if want := map[string]string{LabelInstance: f}; !maps.Equal(in.PodSelector, want) {
+		return bad("podSelector", "is %v, must be %v", in.PodSelector, want)
+	}
+	if want := (SecretRef{User: "_sentinel", SecretName: f + "-sentinel-auth", SecretKey: "password"}); in.SentinelAuth != want {
+		return bad("sentinelAuth", "is %+v, must be %+v", in.SentinelAuth, want)
+	}
+	if want := f + "-acl"; in.ACLSecret != want {
+		return bad("aclSecret", "is %q, must be %q", in.ACLSecret, want)
+	}
+	return nil
+}
