@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
@@ -416,4 +417,29 @@ func TestSecurityGraceDeadlineFixedAtRotation(t *testing.T) {
 	s := after.secret(t, valkeyF+"-user-app")
 	assert.NotContains(t, s.Data, "previous")
 	assert.NotContains(t, s.Data, "previousHash")
+}
+
+// TestRenderedDescriptorIsCanonical: every descriptor the chart renders passes the check every reader applies
+// (spec.Instance.CheckCanonical with the chart's clusterDomain), so refusing anything else never refuses the
+// chart's own output.
+func TestRenderedDescriptorIsCanonical(t *testing.T) {
+	for _, c := range []struct {
+		values, release, domain string
+	}{
+		{"", "", "cluster.local"},
+		{"replicas: 0\n", "my-valkey", "cluster.local"},
+		{"fullnameOverride: orders\nreplicas: 5\nclusterDomain: k8s.example.internal\n", "x", "k8s.example.internal"},
+		{"failover: {mode: None}\n", "", "cluster.local"},
+	} {
+		objs := decode(t, mustRender(t, "valkey", c.values, renderOpts{release: c.release}))
+		for _, o := range objs.ofKind("ConfigMap") {
+			cm := o.(*corev1.ConfigMap)
+			if !strings.HasSuffix(cm.Name, spec.InstanceSuffix) {
+				continue
+			}
+			in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
+			require.NoError(t, err)
+			assert.NoError(t, in.CheckCanonical(cm.Name, cm.Namespace, c.domain), "%q", c.values)
+		}
+	}
 }

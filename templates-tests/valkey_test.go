@@ -446,7 +446,7 @@ func TestCaseS16MasterauthAndMasteruserOnEveryNode(t *testing.T) {
 			"--secrets-dir", "/etc/valkey-ha/system",
 			"--config-template", "/etc/valkey-ha/config/valkey.conf",
 			"--config-out", "/etc/valkey-ha/runtime/valkey.conf", "--data-dir", "/data",
-			"--exec", "valkey-server",
+			"--cluster-domain", "cluster.local", "--exec", "valkey-server",
 		}, c.Command, s.Name)
 		assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "system", MountPath: "/etc/valkey-ha/system", ReadOnly: true})
 		vol := volume(t, spec, "system")
@@ -648,7 +648,7 @@ func TestControllerDeploymentAndHelmTest(t *testing.T) {
 	assert.True(t, *spec.AutomountServiceAccountToken, "the controller needs its token")
 	c := spec.Containers[0]
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "instance", "--namespace", testNamespace, "--instance", valkeyF,
-		"--metrics-addr", ":9090", "--health-addr", ":8081"}, append(c.Command, c.Args...))
+		"--cluster-domain", "cluster.local", "--metrics-addr", ":9090", "--health-addr", ":8081"}, append(c.Command, c.Args...))
 	pod := objs.get(t, "Pod", valkeyF+"-test").(*corev1.Pod)
 	assert.Equal(t, "test", pod.Annotations["helm.sh/hook"])
 	assert.Equal(t, valkeyF+"-test", pod.Spec.ServiceAccountName, "its own ServiceAccount, not the controller's")

@@ -29,6 +29,9 @@ type BootstrapOptions struct {
 	Exec           string
 	WaitLimit      time.Duration
 	Retry          time.Duration
+	// ClusterDomain, when set, makes the boot step refuse a descriptor that does not describe this pod with
+	// the chart's canonical names and FQDNs (bootstrap.CheckIdentity); the chart always sets it.
+	ClusterDomain string
 }
 
 // Validate checks the options.
@@ -70,6 +73,15 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 			if err != nil {
 				return err
 			}
+			if o.ClusterDomain != "" {
+				host, err := os.Hostname()
+				if err != nil {
+					return fmt.Errorf("host name: %w", err)
+				}
+				if err := bootstrap.CheckIdentity(in, o.NodeIndex, host, o.ClusterDomain); err != nil {
+					return err
+				}
+			}
 			log := slog.Default().With("instance", in.Name, "node", o.NodeIndex)
 			d, err := bootstrap.Run(cmd.Context(), bootstrap.Config{
 				Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile, SecretsDir: o.SecretsDir,
@@ -101,6 +113,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.StringVar(&o.Exec, "exec", "", "server binary to exec with the written config (valkey-server or redis-server)")
 	f.DurationVar(&o.WaitLimit, "wait-limit", 10*time.Minute, "give up (exit 1, the container restarts) after waiting this long for a primary")
 	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts (empty: no check)")
 	return cmd
 }
 

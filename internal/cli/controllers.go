@@ -135,9 +135,10 @@ func runLeading(ctx context.Context, o CommonOptions, cs kubernetes.Interface, l
 // InstanceCmdOptions are the flags of `instance`.
 type InstanceCmdOptions struct {
 	CommonOptions
-	Instance    string
-	Resync      time.Duration
-	NoSubscribe bool
+	Instance      string
+	Resync        time.Duration
+	NoSubscribe   bool
+	ClusterDomain string
 }
 
 func newInstanceCmd() *cobra.Command {
@@ -169,7 +170,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 				}
 			}
 			c := controller.NewInstanceController(cs, controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance,
-				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version}, m, rec, slog.Default())
+				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version, ClusterDomain: o.ClusterDomain}, m, rec, slog.Default())
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
 		},
 	}
@@ -177,6 +178,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 	cmd.Flags().StringVar(&o.Instance, "instance", "", "instance (release fullname) to manage; empty = every instance in the namespace")
 	cmd.Flags().DurationVar(&o.Resync, "resync", 2*time.Second, "polling period per instance")
 	cmd.Flags().BoolVar(&o.NoSubscribe, "no-subscribe", false, "do not subscribe to +switch-master (polling only)")
+	cmd.Flags().StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain: a descriptor whose node hosts are not <pod>.<statefulset>.<namespace>.svc.<domain> is refused")
 	return cmd
 }
 

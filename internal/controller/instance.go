@@ -52,6 +52,10 @@ type InstanceOptions struct {
 	Version     string
 	// TLSCAFile verifies TLS-only nodes and Sentinels (default valkey.DefaultCAFile).
 	TLSCAFile string
+	// ClusterDomain is the domain every node host of a descriptor must use (spec.Instance.CheckCanonical):
+	// a descriptor naming other hosts is refused before any password is sent. Empty skips the host check
+	// (tests whose nodes run on loopback); the CLI always sets it.
+	ClusterDomain string
 }
 
 // InstanceController is the data-side controller.
@@ -264,6 +268,9 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 		return true, fmt.Errorf("get descriptor %s-instance: %w", name, err)
 	}
 	in, err := spec.ParseInstance([]byte(descCM.Data[spec.InstanceKey]))
+	if err == nil {
+		err = in.CheckCanonical(descCM.Name, descCM.Namespace, c.opts.ClusterDomain)
+	}
 	if err != nil {
 		c.recorder.Eventf(descCM, corev1.EventTypeWarning, "InvalidDescriptor", "%v", err)
 		c.writeInvalid(ctx, descCM, name, err)

@@ -2,15 +2,25 @@ package controller
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -89,5 +99,104 @@ func TestSecurityRevokedPasswordSessionsClosed(t *testing.T) {
 	t.Logf("sessions of the revoked password closed %s after previousValidUntil", closedAfter.Round(10*time.Millisecond))
 	for _, n := range e.top.Nodes {
 		require.Equal(t, "PONG", cli(n, "app", "new"), "the current password still works")
+	}
+}
+
+// honeypot is a TCP listener standing in for an attacker's server: it records every byte a client sends.
+type honeypot struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	got  bytes.Buffer
+	port int
+}
+
+func newHoneypot(t *testing.T) *honeypot {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := &honeypot{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					h.mu.Lock()
+					h.got.Write(buf[:n])
+					h.mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return h
+}
+
+func (h *honeypot) received() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got.String()
+}
+
+// tamper rewrites the descriptor ConfigMap as a principal with ConfigMap write access could.
+func (e *env) tamper(fn func(in *spec.Instance)) {
+	in := e.in
+	in.Nodes = append([]spec.Node(nil), e.in.Nodes...)
+	fn(&in)
+	b, _ := json.Marshal(in)
+	desc, err := e.cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "vk-instance", metav1.GetOptions{})
+	require.NoError(e.t, err)
+	desc.Data[spec.InstanceKey] = string(b)
+	_, err = e.cs.CoreV1().ConfigMaps(ns).Update(context.Background(), desc, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
+}
+
+// TestSecurityTamperedDescriptorGetsNoCredentials (issue 19): the descriptor ConfigMap decides where the
+// controllers send credentials. Rewritten to point a node at another host, the instance controller must not
+// log in there (AUTH _operator <password>), and a Sentinel controller must not hand the _sentinel password
+// to it or register it: both refuse a descriptor whose hosts are not the chart's canonical FQDNs.
+func TestSecurityTamperedDescriptorGetsNoCredentials(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, SkipMonitor: true})
+	trap := newHoneypot(t)
+	e.tamper(func(in *spec.Instance) { in.Nodes[1].Port = trap.port })
+	e.startInstanceController(InstanceOptions{ClusterDomain: "cluster.local"})
+	sel, _ := labels.Parse("tier=cache")
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3, ClusterDomain: "cluster.local",
+		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx, nil); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// both controllers looked at the descriptor and refused it (several passes: resync 500 ms and 300 ms)
+	seen := map[string]int{}
+	valkeytest.Eventually(t, 10*time.Second, 200*time.Millisecond, "both controllers refused the descriptor", func() error {
+		for _, ev := range drainEvents(e.rec, "") {
+			for _, r := range []string{"InvalidDescriptor", "MonitorRefused"} {
+				if strings.Contains(ev, r) {
+					seen[r]++
+				}
+			}
+		}
+		if seen["InvalidDescriptor"] < 2 || seen["MonitorRefused"] < 1 {
+			return fmt.Errorf("refusal events so far: %v", seen)
+		}
+		return nil
+	})
+	got := trap.received()
+	for _, u := range []string{acl.Operator, acl.Sentinel, acl.Probe} {
+		assert.NotContains(t, got, e.top.Passwords[u], "the %s password reached the host a rewritten descriptor named", u)
+	}
+	for _, s := range e.top.Sentinels {
+		_, found, err := s.Client(valkey.Options{}).SentinelMaster(ctx, e.in.MonitorName)
+		require.NoError(t, err)
+		assert.False(t, found, "a descriptor with foreign hosts must not be registered")
 	}
 }

@@ -43,7 +43,9 @@ type SentinelOptions struct {
 	Service     string
 	Port        int
 	// Replicas is the number of Sentinel pods (the quorum default is Replicas/2+1).
-	Replicas      int
+	Replicas int
+	// ClusterDomain builds the Sentinel FQDNs, and every node host of a selected descriptor must use it
+	// (spec.Instance.CheckCanonical; empty skips that check, for tests on loopback).
 	ClusterDomain string
 	// Selector selects instance descriptors by label; an empty selector matches nothing.
 	Selector labels.Selector
@@ -235,6 +237,10 @@ func (c *SentinelController) selectInstances() (sel []selected, unowned string, 
 			continue
 		}
 		in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
+		if err == nil {
+			// the descriptor decides where the _sentinel password goes: only the chart's names and FQDNs
+			err = in.CheckCanonical(cm.Name, cm.Namespace, c.opts.ClusterDomain)
+		}
 		if err != nil {
 			if in.MonitorName == "" && unowned == "" {
 				unowned = fmt.Sprintf("descriptor %s cannot be read (%v), so the monitor it owns is unknown", cm.Name, err)

@@ -1,0 +1,59 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func canonicalInstance() Instance {
+	in := Instance{Name: "cache-valkey", Namespace: "ns1", Release: "cache", Engine: "valkey", MonitorName: "cache-valkey",
+		FailoverMode: FailoverSentinel, Port: 6379, PodSelector: map[string]string{LabelInstance: "cache-valkey"},
+		SentinelAuth: SecretRef{User: "_sentinel", SecretName: "cache-valkey-sentinel-auth", SecretKey: "password"},
+		SystemSecret: "cache-valkey-system", ACLSecret: "cache-valkey-acl"}
+	for i := 0; i < 3; i++ {
+		in.Nodes = append(in.Nodes, Node{Index: i, Pod: fmt.Sprintf("cache-valkey-%d-0", i), StatefulSet: fmt.Sprintf("cache-valkey-%d", i),
+			Host: fmt.Sprintf("cache-valkey-%d-0.cache-valkey-%d.ns1.svc.cluster.local", i, i)})
+	}
+	return in
+}
+
+func TestCheckCanonical(t *testing.T) {
+	require.NoError(t, canonicalInstance().CheckCanonical("cache-valkey-instance", "ns1", "cluster.local"))
+	ok := canonicalInstance()
+	ok.SystemSecret = "my-existing-secret"
+	ok.Nodes[0].Host = "CACHE-valkey-0-0.cache-valkey-0.ns1.svc.cluster.local."
+	require.NoError(t, ok.CheckCanonical("cache-valkey-instance", "ns1", "cluster.local"), "auth.existingSecret; host case and trailing dot")
+
+	for field, tamper := range map[string]func(in *Instance){
+		"name":                 func(in *Instance) { in.Name = "other-valkey" },
+		"namespace":            func(in *Instance) { in.Namespace = "ns2" },
+		"nodes[1].host":        func(in *Instance) { in.Nodes[1].Host = "evil.example.com" },
+		"nodes[2].host":        func(in *Instance) { in.Nodes[2].Host = "cache-valkey-2-0.cache-valkey-2.ns1.svc.attacker.example" },
+		"nodes[0].host":        func(in *Instance) { in.Nodes[0].Host = "other-valkey-0-0.other-valkey-0.ns1.svc.cluster.local" },
+		"nodes[1].port":        func(in *Instance) { in.Nodes[1].Port = 7000 },
+		"nodes[0].pod":         func(in *Instance) { in.Nodes[0].Pod = "app-pod" },
+		"nodes[1].statefulSet": func(in *Instance) { in.Nodes[1].StatefulSet = "other" },
+		"podSelector":          func(in *Instance) { in.PodSelector = map[string]string{"app": "x"} },
+		"sentinelAuth":         func(in *Instance) { in.SentinelAuth.SecretName = "other-valkey-sentinel-auth" },
+		"aclSecret":            func(in *Instance) { in.ACLSecret = "" },
+	} {
+		in := canonicalInstance()
+		in.Nodes = append([]Node(nil), in.Nodes...)
+		tamper(&in)
+		err := in.CheckCanonical("cache-valkey-instance", "ns1", "cluster.local")
+		if assert.Error(t, err, field) {
+			assert.True(t, strings.HasPrefix(err.Error(), "instance.json: "+field+":"), "%s: %v", field, err)
+		}
+	}
+	err := canonicalInstance().CheckCanonical("cache-valkey-config", "ns1", "cluster.local")
+	assert.ErrorContains(t, err, "does not end in -instance")
+
+	loop := canonicalInstance()
+	loop.Nodes[0].Host, loop.Nodes[0].Port = "localhost", 40001
+	assert.NoError(t, loop.CheckCanonical("cache-valkey-instance", "ns1", ""), "no cluster domain: hosts are not checked (loopback tests)")
+	assert.Error(t, loop.CheckCanonical("cache-valkey-instance", "ns1", "cluster.local"))
+}
