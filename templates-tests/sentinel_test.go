@@ -323,7 +323,7 @@ func TestCaseS18TLSOnlySentinel(t *testing.T) {
 // controllers and test pods of a valkey release and reaches its data pods; the valkey policy lets in and
 // reaches the Sentinel pods. Checked by matching the rendered selectors against the rendered pod labels.
 func TestNetworkPoliciesAdmitEachOther(t *testing.T) {
-	sobjs := decode(t, mustRender(t, "valkey-sentinel", "networkPolicy: {enabled: true, clientPodSelector: {matchLabels: {app: web}}}\nallowedSources: [10.0.0.0/8]\n"))
+	sobjs := decode(t, mustRender(t, "valkey-sentinel", "networkPolicy: {enabled: true, allowSameNamespace: false, clientPodSelector: {matchLabels: {app: web}}}\nallowedSources: [10.0.0.0/8]\n"))
 	vobjs := decode(t, mustRender(t, "valkey", "networkPolicy: {enabled: true}\n"))
 	snp := sobjs.get(t, "NetworkPolicy", sentinelRel).(*networkingv1.NetworkPolicy)
 	vnp := vobjs.get(t, "NetworkPolicy", valkeyF).(*networkingv1.NetworkPolicy)
@@ -394,5 +394,5 @@ func TestNetworkPoliciesAdmitEachOther(t *testing.T) {
 	for _, want := range []string{`"cidr":"10.0.0.0/8"`, `"port":53`, `"port":26379`} {
 		assert.Contains(t, string(b), want)
 	}
-	assert.Empty(t, decode(t, mustRender(t, "valkey-sentinel", "")).ofKind("NetworkPolicy"), "off by default")
+	assert.Len(t, decode(t, mustRender(t, "valkey-sentinel", "")).ofKind("NetworkPolicy"), 1, "on by default (issue 19)")
 }
