@@ -36,6 +36,7 @@ func (e *env) addSingleNodeInstance(name string, downAfterMs, failoverTimeoutMs 
 	in.PodSelector = map[string]string{spec.LabelInstance: name}
 	in.SentinelConfig = map[string]string{"down-after-milliseconds": strconv.Itoa(downAfterMs), "failover-timeout": strconv.Itoa(failoverTimeoutMs)}
 	in.SentinelAuth.SecretName = name + "-sentinel-auth"
+	in.ACLSecret = name + "-acl" // the chart's canonical name (spec.Instance.CheckCanonical)
 	in.Nodes = []spec.Node{{Index: 0, Pod: name + "-0-0", StatefulSet: name + "-0", Host: valkeytest.Host, Port: p.Port}}
 	require.NoError(t, in.Validate())
 	b, _ := json.Marshal(in)
