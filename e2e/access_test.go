@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -39,8 +41,16 @@ func TestCaseS17RotatePasswordNoRestart(t *testing.T) {
 	if err != nil || p2 == "" || p2 == p1 {
 		t.Fatalf("after the rotation %s holds password %q (old %q): %v", secret, p2, p1, err)
 	}
-	if prev, err := d.SecretKey(ctx, secret, "previous"); err != nil || prev != p1 {
-		t.Errorf("%s previous: %v (want the old password)", secret, err)
+	// issue 19: the old password is kept only as its SHA-256, with the deadline fixed at this rotation
+	if prev, _ := d.SecretKey(ctx, secret, "previous"); prev != "" {
+		t.Errorf("%s keeps the old plaintext in key previous", secret)
+	}
+	sum := sha256.Sum256([]byte(p1))
+	if h, err := d.SecretKey(ctx, secret, "previousHash"); err != nil || h != hex.EncodeToString(sum[:]) {
+		t.Errorf("%s previousHash: %q, %v (want the old password's SHA-256)", secret, h, err)
+	}
+	if u, err := d.SecretKey(ctx, secret, "previousValidUntil"); err != nil || u != validUntil.Format(time.RFC3339) {
+		t.Errorf("%s previousValidUntil: %q, %v (want %s)", secret, u, err, validUntil.Format(time.RFC3339))
 	}
 	Eventually(t, 30*time.Second, time.Second, "the new password works on every node", func(ctx context.Context) (bool, error) {
 		return in.passwordWorksEverywhere(ctx, "app", p2, true)
