@@ -64,17 +64,18 @@ func portMatches(ports []networkingv1.NetworkPolicyPort, port int) bool {
 	return false
 }
 
-// admits reports whether policy np lets e in on port (ingress) of the pods it selects.
-func admits(t testing.TB, np *networkingv1.NetworkPolicy, e endpoint, port int) bool {
-	for _, r := range np.Spec.Ingress {
-		if !portMatches(r.Ports, port) {
+// allowed reports whether any of a policy's rules (peers and ports of one direction) names e on port; a rule
+// without peers names everything.
+func allowed(t testing.TB, ns string, rules []rule, e endpoint, port int) bool {
+	for _, r := range rules {
+		if !portMatches(r.ports, port) {
 			continue
 		}
-		if len(r.From) == 0 {
+		if len(r.peers) == 0 {
 			return true
 		}
-		for _, p := range r.From {
-			if peerMatches(t, p, np.Namespace, e) {
+		for _, p := range r.peers {
+			if peerMatches(t, p, ns, e) {
 				return true
 			}
 		}
@@ -82,22 +83,27 @@ func admits(t testing.TB, np *networkingv1.NetworkPolicy, e endpoint, port int) 
 	return false
 }
 
+type rule = struct {
+	peers []networkingv1.NetworkPolicyPeer
+	ports []networkingv1.NetworkPolicyPort
+}
+
+// admits reports whether policy np lets e in on port (ingress) of the pods it selects.
+func admits(t testing.TB, np *networkingv1.NetworkPolicy, e endpoint, port int) bool {
+	var rs []rule
+	for _, r := range np.Spec.Ingress {
+		rs = append(rs, rule{r.From, r.Ports})
+	}
+	return allowed(t, np.Namespace, rs, e, port)
+}
+
 // reaches reports whether policy np lets its pods connect to e on port (egress).
 func reaches(t testing.TB, np *networkingv1.NetworkPolicy, e endpoint, port int) bool {
+	var rs []rule
 	for _, r := range np.Spec.Egress {
-		if !portMatches(r.Ports, port) {
-			continue
-		}
-		if len(r.To) == 0 {
-			return true
-		}
-		for _, p := range r.To {
-			if peerMatches(t, p, np.Namespace, e) {
-				return true
-			}
-		}
+		rs = append(rs, rule{r.To, r.Ports})
 	}
-	return false
+	return allowed(t, np.Namespace, rs, e, port)
 }
 
 func policyOf(t testing.TB, objs objects, name string) *networkingv1.NetworkPolicy {

@@ -32,7 +32,7 @@ func TestInstanceRefusesARewrittenDescriptor(t *testing.T) {
 	in := spec.Instance{Name: "db", Namespace: "ns", Release: "db", Engine: "valkey", MonitorName: "db", FailoverMode: spec.FailoverNone,
 		Port: 6379, PodSelector: map[string]string{spec.LabelInstance: "db"}, SystemSecret: "db-system", ACLSecret: "db-acl",
 		SentinelAuth: spec.SecretRef{User: "_sentinel", SecretName: "db-sentinel-auth", SecretKey: "password"},
-		Nodes: []spec.Node{{Index: 0, Pod: "db-0-0", StatefulSet: "db-0", Host: "localhost", Port: ln.Addr().(*net.TCPAddr).Port}}}
+		Nodes:        []spec.Node{{Index: 0, Pod: "db-0-0", StatefulSet: "db-0", Host: "localhost", Port: ln.Addr().(*net.TCPAddr).Port}}}
 	b, _ := json.Marshal(in)
 	cs := fake.NewClientset(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "db-instance", Namespace: "ns"}, Data: map[string]string{spec.InstanceKey: string(b)}},

@@ -434,19 +434,9 @@ func ParseACLLog(reply []any) ([]ACLLogEntry, error) {
 // PairsToMapLoose is PairsToMap for replies that mix scalars with numbers formatted as floats (ACL LOG's
 // age-seconds); nested values are skipped instead of refused.
 func PairsToMapLoose(v any) (map[string]string, error) {
-	var list []any
-	switch t := v.(type) {
-	case map[string]any:
-		for k, val := range t {
-			list = append(list, k, val)
-		}
-	case []any:
-		list = t
-	default:
-		return nil, malformed("expected a field list, got %T", v)
-	}
-	if len(list)%2 != 0 {
-		return nil, malformed("odd number of elements (%d) in a field list", len(list))
+	list, err := fieldList(v)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]string, len(list)/2)
 	for i := 0; i < len(list); i += 2 {
@@ -558,21 +548,12 @@ func truncate(s string) string {
 // GETUSER": a field list, a map in RESP3, whose "passwords" value is the list of accepted SHA-256 hashes in
 // hex). A nil reply (no such user) is an error; callers ask only for users they saw in ACL USERS.
 func ParseACLGetUserPasswords(reply any) ([]string, error) {
-	var list []any
-	switch t := reply.(type) {
-	case map[string]any:
-		for k, v := range t {
-			list = append(list, k, v)
-		}
-	case []any:
-		list = t
-	case nil:
+	if reply == nil {
 		return nil, malformed("no such user")
-	default:
-		return nil, malformed("expected a field list, got %T", reply)
 	}
-	if len(list)%2 != 0 {
-		return nil, malformed("odd number of elements (%d) in a field list", len(list))
+	list, err := fieldList(reply)
+	if err != nil {
+		return nil, err
 	}
 	for i := 0; i < len(list); i += 2 {
 		if k, _ := scalarString(list[i]); k != "passwords" {
@@ -593,4 +574,23 @@ func ParseACLGetUserPasswords(reply any) ([]string, error) {
 		return out, nil
 	}
 	return nil, malformed("no passwords field")
+}
+
+// fieldList returns a RESP2 field list ([k1, v1, k2, v2, ...]) or a RESP3 map as a flat key/value list.
+func fieldList(v any) ([]any, error) {
+	var list []any
+	switch t := v.(type) {
+	case map[string]any:
+		for k, val := range t {
+			list = append(list, k, val)
+		}
+	case []any:
+		list = t
+	default:
+		return nil, malformed("expected a field list, got %T", v)
+	}
+	if len(list)%2 != 0 {
+		return nil, malformed("odd number of elements (%d) in a field list", len(list))
+	}
+	return list, nil
 }
