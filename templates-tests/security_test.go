@@ -57,7 +57,7 @@ func TestSecurityCustomerCannotMoveSentinelsPrimary(t *testing.T) {
 	ci := renderInstance(t, users.String())
 	top := ci.start(t, 0, 1)
 	primary := top.Nodes[0]
-	fake := valkeytest.StartServer(t, valkeytest.Valkey, valkeytest.ServerConfig{}) // the attacker's server
+	fake := valkeytest.StartServer(t, valkeytest.Default, valkeytest.ServerConfig{}) // the attacker's server
 	ctx := context.Background()
 	sc := top.Sentinels[0].Client(valkey.Options{})
 	m, found, err := sc.SentinelMaster(ctx, top.Cfg.MonitorName)
@@ -131,7 +131,7 @@ users:
 				continue
 			}
 			// show what the password buys: a replica of the whole dataset
-			thief := valkeytest.StartServer(t, valkeytest.Valkey, valkeytest.ServerConfig{ReplicaOf: primary.Addr(),
+			thief := valkeytest.StartServer(t, valkeytest.Default, valkeytest.ServerConfig{ReplicaOf: primary.Addr(),
 				Lines: []string{"masteruser " + acl.Replication, "masterauth " + replPW}})
 			var keys string
 			valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "stolen replica synced", func() error {
@@ -349,7 +349,7 @@ func TestSecurityNodeRestartedAfterExpiryRefusesOldPassword(t *testing.T) {
 		}
 		lines = append(lines, l)
 	}
-	n := valkeytest.StartServer(t, valkeytest.Valkey, valkeytest.ServerConfig{Lines: lines})
+	n := valkeytest.StartServer(t, valkeytest.Default, valkeytest.ServerConfig{Lines: lines})
 	got, _ := n.CLI("app", oldPw, "PING")
 	assert.Contains(t, got, "WRONGPASS", "a node started after previousValidUntil accepts the revoked password: %s", got)
 	got, _ = n.CLI("app", newPw, "PING")
