@@ -174,3 +174,12 @@ func TestSecurityOnlyOneQuorumReadsTheSentinelPassword(t *testing.T) {
 		assert.False(t, r.can(qsa, "delete", "", "pods", pod), "quorum's controller deletes %s", pod)
 	}
 }
+
+// TestSentinelNotesNameTheServiceAccountToGrant: the Sentinel chart's NOTES say which
+// sentinel.controllerServiceAccount the monitored valkey releases must set.
+func TestSentinelNotesNameTheServiceAccountToGrant(t *testing.T) {
+	notes := mustRender(t, "valkey-sentinel", "", renderOpts{release: "quorum", withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.Contains(t, notes, "sentinel.controllerServiceAccount=quorum-controller (the valkey chart's default, sentinel-controller, is another quorum's)")
+	notes = mustRender(t, "valkey-sentinel", "", renderOpts{release: "sentinel", withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.Contains(t, notes, "sentinel.controllerServiceAccount=sentinel-controller.")
+}
