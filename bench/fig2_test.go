@@ -129,7 +129,10 @@ func fig2(t *testing.T) *figure {
 	var ours, naive []rollResult // one per roll and writer
 	var raw []string
 	for i := 0; i < n; i++ { // alternated, so both see the same conditions
-		o, nv := rollOurs(t), rollNaive(t)
+		// each roll in its own subtest, so its processes, fault links and iptables rules go when it ends
+		var o, nv []rollResult
+		t.Run(fmt.Sprintf("ours-%d", i+1), func(t *testing.T) { o = rollOurs(t) })
+		t.Run(fmt.Sprintf("naive-%d", i+1), func(t *testing.T) { nv = rollNaive(t) })
 		ours, naive = append(ours, o...), append(naive, nv...)
 		var os, ns []string
 		for j := range o {
