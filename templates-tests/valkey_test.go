@@ -1051,3 +1051,40 @@ func TestReleaseNamedLikeABoolean(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "fullnameOverride")
 }
+
+// TestDefaultSpreadSurvivesANode: by default the data pods of an instance and the Sentinels of a quorum prefer
+// different nodes (soft pod anti-affinity on kubernetes.io/hostname) and spread over zones (a soft topology
+// spread constraint on topology.kubernetes.io/zone, maxSkew 1), each selecting only its own pods; the soft
+// forms never leave a pod Pending on a small cluster. A user's own affinity or constraints replace them.
+// (Proven live by the multi-node e2e tests: one data pod and one Sentinel per node of a 3-node cluster.)
+func TestDefaultSpreadSurvivesANode(t *testing.T) {
+	for _, c := range []struct {
+		chart, key, value string
+	}{{"valkey", "valkey.io/instance", valkeyF}, {"valkey-sentinel", "valkey.io/sentinel", "quorum"}} {
+		stss := decode(t, mustRender(t, c.chart, "")).statefulSets()
+		require.NotEmpty(t, stss, c.chart)
+		for _, s := range stss {
+			where := c.chart + "/" + s.Name
+			spec := s.Spec.Template.Spec
+			require.NotNil(t, spec.Affinity, where)
+			require.NotNil(t, spec.Affinity.PodAntiAffinity, where)
+			pref := spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+			require.Len(t, pref, 1, where)
+			assert.Empty(t, spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "%s: soft only", where)
+			assert.Equal(t, "kubernetes.io/hostname", pref[0].PodAffinityTerm.TopologyKey, where)
+			assert.Equal(t, map[string]string{c.key: c.value}, pref[0].PodAffinityTerm.LabelSelector.MatchLabels, where)
+			assert.Equal(t, c.value, s.Spec.Template.Labels[c.key], "%s: the pods carry the label the terms select", where)
+			require.Len(t, spec.TopologySpreadConstraints, 1, where)
+			tsc := spec.TopologySpreadConstraints[0]
+			assert.Equal(t, "topology.kubernetes.io/zone", tsc.TopologyKey, where)
+			assert.EqualValues(t, 1, tsc.MaxSkew, where)
+			assert.Equal(t, corev1.ScheduleAnyway, tsc.WhenUnsatisfiable, "%s: a missing zone never blocks scheduling", where)
+			assert.Equal(t, map[string]string{c.key: c.value}, tsc.LabelSelector.MatchLabels, where)
+		}
+		own := decode(t, mustRender(t, c.chart, `topologySpreadConstraints: [{maxSkew: 2, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {a: b}}}]`)).statefulSets()
+		for _, s := range own {
+			require.Len(t, s.Spec.Template.Spec.TopologySpreadConstraints, 1, c.chart)
+			assert.Equal(t, "kubernetes.io/hostname", s.Spec.Template.Spec.TopologySpreadConstraints[0].TopologyKey, "%s: the user's constraints replace the default", c.chart)
+		}
+	}
+}
