@@ -1088,3 +1088,28 @@ func TestDefaultSpreadSurvivesANode(t *testing.T) {
 		}
 	}
 }
+
+// TestMinReplicasToWrite: minReplicasToWrite / minReplicasMaxLag render min-replicas-to-write and
+// min-replicas-max-lag into valkey.conf (nothing by default); more than replicas is refused with a message that
+// names the field and the fix, and the directives cannot be passed through config (or under their old names).
+func TestMinReplicasToWrite(t *testing.T) {
+	conf := func(values string) string {
+		return decode(t, mustRender(t, "valkey", values)).configMap(t, valkeyF+"-config").Data["valkey.conf"]
+	}
+	assert.NotContains(t, conf(""), "min-replicas", "off by default")
+	c := conf("minReplicasToWrite: 1\nminReplicasMaxLag: 5\n")
+	assert.Contains(t, c, "\nmin-replicas-to-write 1\n")
+	assert.Contains(t, c, "\nmin-replicas-max-lag 5\n")
+	assert.Contains(t, conf("minReplicasToWrite: 2\n"), "\nmin-replicas-max-lag 10\n", "default lag")
+
+	_, err := renderChart(t, "valkey", "replicas: 1\nminReplicasToWrite: 2\n", renderOpts{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "minReplicasToWrite: 2 is more than replicas (1)")
+	for _, k := range []string{"min-replicas-to-write", "min-slaves-to-write", "min-replicas-max-lag", "min-slaves-max-lag"} {
+		_, err := renderChart(t, "valkey", "config: {"+k+": 1}\n", renderOpts{})
+		require.Error(t, err, k)
+		assert.Contains(t, err.Error(), "config."+k, k)
+	}
+	_, err = renderChart(t, "valkey", "minReplicasMaxLag: 0\n", renderOpts{})
+	require.Error(t, err, "schema: the lag is at least 1 s")
+}

@@ -201,6 +201,10 @@ appendonly no
 save ""
 {{- end }}
 repl-diskless-sync yes
+{{- if gt (int .Values.minReplicasToWrite) 0 }}
+min-replicas-to-write {{ int .Values.minReplicasToWrite }}
+min-replicas-max-lag {{ int .Values.minReplicasMaxLag }}
+{{- end }}
 {{- range $k := keys .Values.config | sortAlpha }}
 {{- $v := get $.Values.config $k }}
 {{- if kindIs "bool" $v }}
@@ -460,10 +464,15 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
   "logfile" $fixed "unixsocket" $fixed "repl-diskless-sync" $fixed
   "tls-cert-file" "set tls.existingSecret" "tls-key-file" "set tls.existingSecret" "tls-ca-cert-file" "set tls.existingSecret"
   "tls-replication" "set tls.enabled" "tls-auth-clients" "set tls.authClients" "tls-cluster" "set tls.enabled"
+  "min-replicas-to-write" "set minReplicasToWrite" "min-slaves-to-write" "set minReplicasToWrite"
+  "min-replicas-max-lag" "set minReplicasMaxLag" "min-slaves-max-lag" "set minReplicasMaxLag"
 ) -}}
 {{- end -}}
 
 {{- define "valkey.validateConfig" -}}
+{{- if gt (int .Values.minReplicasToWrite) (int .Values.replicas) -}}
+{{- fail (printf "minReplicasToWrite: %d is more than replicas (%d): the primary would refuse every write; set it to at most %d (0 turns it off)" (int .Values.minReplicasToWrite) (int .Values.replicas) (int .Values.replicas)) -}}
+{{- end -}}
 {{- $reserved := include "valkey.reservedConfigKeys" . | fromJson -}}
 {{- range $k, $v := .Values.config -}}
 {{- if not (regexMatch "^[a-z][a-z0-9-]{0,63}$" $k) -}}
