@@ -4,7 +4,7 @@ GO    ?= go
 export GOTOOLCHAIN := local
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 
-.PHONY: deps build test unit engines e2e demo images lint bench clean
+.PHONY: deps build test unit engines e2e chaos-cluster demo images lint bench clean
 
 # The engine matrix: everything runs against valkey 9.1 (the default); internal/valkey and the chart render
 # tests cover every engine themselves; these boot, roll, orphan-repair and failover-label tests run again
@@ -37,6 +37,11 @@ test: unit e2e ## everything CI runs: unit, real-process and render tests, then 
 
 e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 	hack/e2e.sh
+
+chaos-cluster: deps ## the multi-node scenarios of RELIABILITY.md: a 3-node local cluster (NODES=3), then every TestChaos* (about 30 min)
+	NODES=3 hack/cluster.sh up >/dev/null
+	E2E_TAGS="e2e chaos" E2E_REQUIRE_NODES=3 E2E_TIMEOUT=90m E2E_CHAOS_RESULTS=$${E2E_CHAOS_RESULTS:-$(CURDIR)/chaos-results.jsonl} \
+		hack/e2e.sh -run "$${CHAOS_RUN:-^TestChaos}" -v
 
 demo: deps ## the main job: install both charts and show a healthy, failover-ready deployment
 	hack/demo.sh

@@ -218,7 +218,7 @@ func nodeTool(args ...string) (string, error) {
 // process died before its cleanup ran.
 const faultTTL = 15 * time.Minute
 
-// FaultID returns a fault name unique to this run ("t" + 10 hex digits).
+// FaultID returns a fault name unique to this run ("t" + 10 hex digits; node.sh takes up to 16 characters).
 func FaultID() string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)

@@ -2,7 +2,7 @@
 # node.sh - node-level faults for tests on the local cluster (hack/cluster.sh node ...). Every fault touches
 # only this machine's own cluster: the node daemons up.sh started (by recorded PID), the processes in a node's
 # pod cgroups, and iptables rules that name the cluster's pod CIDRs, node addresses and API server port, in a
-# chain of its own (K8SL-FAULT-<id>) that `heal` removes. Faults given --ttl SECONDS undo themselves after that
+# chain of its own (K8SLF-<id>-...) that `heal` removes. Faults given --ttl SECONDS undo themselves after that
 # long even when the test that made them died (a detached timer; `heal`/`start` cancel it).
 #
 #   node.sh list                          index, name, zone, node IP, pod CIDR, kubelet/containerd PIDs
@@ -32,7 +32,7 @@ set -euo pipefail
 
 [[ $(id -u) == 0 ]] || die "must run as root"
 FAULTS=$RUN/faults
-CHAIN_PREFIX=K8SL-FAULT-
+CHAIN_PREFIX=K8SLF- # chains K8SLF-<id>-FWD/-IN/-OUT (iptables allows 28 characters)
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 
 node_index() { # name-or-index -> index (of a node of the current count)
@@ -110,8 +110,9 @@ cmd_crash() { # node container-id (containerd://<id> or <id>)
 
 # ---- partitions ---------------------------------------------------------------------------------------------
 valid_id() { [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9-]{0,15}$ ]] || die "fault id must be 1-16 letters, digits or '-' (got '$1')"; }
+chain_of() { case $2 in FORWARD) echo "$CHAIN_PREFIX$1-FWD" ;; INPUT) echo "$CHAIN_PREFIX$1-IN" ;; OUTPUT) echo "$CHAIN_PREFIX$1-OUT" ;; esac; }
 add_rule() { # id base-chain rule... [-j TARGET] (creates the chain and its jump on first use; default DROP)
-  local id=$1 chain=$CHAIN_PREFIX$1-$2 base=$2; shift 2
+  local id=$1 base=$2 chain; chain=$(chain_of "$1" "$2"); shift 2
   iptables -N "$chain" 2>/dev/null || true
   iptables -C "$base" -j "$chain" 2>/dev/null || iptables -I "$base" 1 -j "$chain"
   if [[ " $* " == *" -j "* ]]; then
@@ -143,7 +144,7 @@ cmd_partition() { # [--api-only]
   done
   valid_id "$id"
   ((${#nodes[@]})) || die "partition $id: which nodes?"
-  if iptables -S 2>/dev/null | grep -q -- "-N $CHAIN_PREFIX$id-"; then die "fault $id exists (heal it first)"; fi
+  if fault_ids | grep -qxF "$id"; then die "fault $id exists (heal it first)"; fi
   n=$(want_nodes)
   mkdir -p "$FAULTS"
   if ((!only_api)); then
@@ -173,7 +174,7 @@ cmd_partition() { # [--api-only]
 heal_one() { # id
   local id=$1 base chain
   for base in FORWARD INPUT OUTPUT; do
-    chain=$CHAIN_PREFIX$id-$base
+    chain=$(chain_of "$id" "$base")
     while iptables -D "$base" -j "$chain" 2>/dev/null; do :; done
     iptables -F "$chain" 2>/dev/null || true
     iptables -X "$chain" 2>/dev/null || true
@@ -181,7 +182,7 @@ heal_one() { # id
   disarm_timer "$id"
   rm -f "$FAULTS/$id"
 }
-fault_ids() { iptables -S 2>/dev/null | sed -n "s/^-N $CHAIN_PREFIX\(.*\)-\(FORWARD\|INPUT\|OUTPUT\)\$/\1/p" | sort -u; }
+fault_ids() { iptables -S 2>/dev/null | sed -n "s/^-N $CHAIN_PREFIX\(.*\)-\(FWD\|IN\|OUT\)\$/\1/p" | sort -u; }
 cmd_heal() {
   local id
   [[ -n ${1:-} ]] || die "heal: which fault? (an id or --all)"
