@@ -25,6 +25,7 @@ import (
 //
 //	failovers           +switch-master per Sentinel (the most any Sentinel logged)
 //	single primary      from the fault to the first probe round after which exactly one node took writes
+//	no primary          the longest time no node took probe writes (a primary change or loss)
 //	write outage        longest gap between two writes the Sentinel-aware writer got acknowledged
 //	lost                acknowledged writes missing on the final primary
 //	two primaries       time two nodes acknowledged probe writes in the same round
@@ -59,6 +60,7 @@ type ChaosResult struct {
 	Failovers         int      `json:"failovers"`
 	FailoverAttempts  int      `json:"failover_attempts"`
 	SinglePrimaryS    float64  `json:"single_primary_after_s"` // -1: never settled
+	NoPrimaryS        float64  `json:"no_writable_primary_s"`  // longest probe gap without a writable node
 	WriteOutageS      float64  `json:"write_outage_s"`
 	Acked             int      `json:"acked"`
 	Failed            int      `json:"failed"`
@@ -224,7 +226,7 @@ func (c *chaos) finish() ChaosResult {
 	t.Logf("probe: %s", ps)
 
 	r := ChaosResult{Scenario: c.name, Acked: stats.Acked, Failed: stats.Failed, WriteOutageS: stats.LongestAckGap.Seconds(),
-		SinglePrimaryS: -1, TwoPrimariesS: ps.TwoWritable.Seconds(), Notes: c.notes}
+		SinglePrimaryS: -1, NoPrimaryS: ps.NoPrimary.Seconds(), TwoPrimariesS: ps.TwoWritable.Seconds(), Notes: c.notes}
 	if ps.SingleWritableAfter >= 0 {
 		r.SinglePrimaryS = ps.SingleWritableAfter.Seconds()
 	}

@@ -165,7 +165,10 @@ type ProbeSummary struct {
 	// WritableUntil maps a node index to the time, after the fault, of the last round in which it acknowledged
 	// a probe write while it was not the node every later round settled on.
 	WritableUntil map[int]time.Duration
-	Rounds        int
+	// NoPrimary is the longest time without a writable node: from the last round that had one to the next round
+	// that had one again (each primary change, or a loss of the primary, is such a gap).
+	NoPrimary time.Duration
+	Rounds    int
 }
 
 // Summarize analyses the rounds from the fault at from on.
@@ -192,6 +195,16 @@ func (p *WriteProbe) Summarize(from time.Time) ProbeSummary {
 		if k == 0 {
 			s.SingleWritableAfter = 0
 		}
+	}
+	var lastWritable time.Time
+	for _, r := range after {
+		if len(r.Writers()) == 0 {
+			continue
+		}
+		if !lastWritable.IsZero() && r.At.Sub(lastWritable) > s.NoPrimary {
+			s.NoPrimary = r.At.Sub(lastWritable)
+		}
+		lastWritable = r.At
 	}
 	for k, r := range after {
 		w := r.Writers()
@@ -220,6 +233,6 @@ func (s ProbeSummary) String() string {
 	if s.SingleWritableAfter >= 0 {
 		single = "+" + s.SingleWritableAfter.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("%d rounds; single writable primary from %s; two writable primaries for %s (%d rounds); other writable nodes: %s",
-		s.Rounds, single, s.TwoWritable.Round(time.Millisecond), s.TwoWritableRounds, strings.Join(until, ", "))
+	return fmt.Sprintf("%d rounds; single writable primary from %s; longest time without one %s; two writable primaries for %s (%d rounds); other writable nodes: %s",
+		s.Rounds, single, s.NoPrimary.Round(time.Millisecond), s.TwoWritable.Round(time.Millisecond), s.TwoWritableRounds, strings.Join(until, ", "))
 }
