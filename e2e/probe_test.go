@@ -196,12 +196,12 @@ func (p *WriteProbe) Summarize(from time.Time) ProbeSummary {
 			s.SingleWritableAfter = 0
 		}
 	}
-	var lastWritable time.Time
+	lastWritable := from // a primary lost at the fault counts from the fault
 	for _, r := range after {
 		if len(r.Writers()) == 0 {
 			continue
 		}
-		if !lastWritable.IsZero() && r.At.Sub(lastWritable) > s.NoPrimary {
+		if r.At.Sub(lastWritable) > s.NoPrimary {
 			s.NoPrimary = r.At.Sub(lastWritable)
 		}
 		lastWritable = r.At
