@@ -282,10 +282,14 @@ func (c *chaos) finish() ChaosResult {
 			t.Fatal(err)
 		}
 		for _, e := range es {
-			if e.LastTimestamp.Time.Before(c.t0.Add(-time.Second)) && e.EventTime.Time.Before(c.t0.Add(-time.Second)) {
+			at := e.LastTimestamp.Time
+			if at.IsZero() {
+				at = e.EventTime.Time
+			}
+			if at.Before(c.t0.Add(-time.Second)) {
 				continue
 			}
-			r.ControllerActions = append(r.ControllerActions, fmt.Sprintf("%s x%d: %s", e.Reason, max(e.Count, 1), e.Message))
+			r.ControllerActions = append(r.ControllerActions, fmt.Sprintf("%s x%d (last at fault%+.0fs): %s", e.Reason, max(e.Count, 1), at.Sub(c.fault).Seconds(), e.Message))
 		}
 	}
 	sort.Strings(r.ControllerActions)
@@ -509,7 +513,11 @@ func partitionPrimaryNode(t *testing.T, name, extra string) (*chaos, ChaosResult
 	if err := f.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	c.note("%s partitioned (pods and API) for %s", node, partitionFor)
+	kubelet := "its kubelet too"
+	if nodes, err := Nodes(context.Background()); err == nil && len(nodes) > 0 && nodes[0].Name == node {
+		kubelet = "its kubelet stays connected: node 1 talks to the API over loopback"
+	}
+	c.note("%s partitioned for %s: pods cut from the other nodes' pods and from the API server (%s)", node, partitionFor, kubelet)
 	return c, c.finish()
 }
 
