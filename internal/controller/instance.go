@@ -330,7 +330,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 		rollWait = why
 		if step != nil {
 			lastAction, applyErr = c.applyRoll(ctx, in, descCM, step, sentinelInfo, mem)
-		} else if why == "" && sentinelInfo != nil && !obs.Sentinel.FailoverInProgress && !obs.Sentinel.PrimaryDown {
+		} else if why == "" && sentinelInfo != nil && !obs.Sentinel.FailoverInProgress && !obs.Sentinel.PrimaryDown && !obs.Sentinel.Disagree {
 			if target, _ := c.planResetAfterScaleIn(ctx, in, *sentinelInfo, plan); target != "" {
 				lastAction, applyErr = c.applyReset(ctx, in, descCM, *sentinelInfo, target)
 			}
@@ -478,6 +478,7 @@ func (c *InstanceController) observeSentinels(ctx context.Context, in spec.Insta
 		v.FailoverInProgress = v.FailoverInProgress || a.inProgress
 		v.PrimaryDown = v.PrimaryDown || a.down
 	}
+	v.Disagree = len(count) > 1
 	if known*2 > v.Answered && known > 0 {
 		best, n := "", 0
 		for addr, k := range count {

@@ -37,7 +37,7 @@ func stale(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
 
 // planRoll builds the roll input from the observation and returns the next step.
 func (c *InstanceController) planRoll(in spec.Instance, obs topology.Observation, plan topology.Plan, quorumOK bool, mem *instanceMemory) (*roll.DataStep, string) {
-	ri := roll.DataInput{Monitored: obs.Sentinel.Monitored, Frozen: obs.Sentinel.FailoverInProgress || obs.Sentinel.PrimaryDown,
+	ri := roll.DataInput{Monitored: obs.Sentinel.Monitored, Frozen: obs.Sentinel.FailoverInProgress || obs.Sentinel.PrimaryDown || obs.Sentinel.Disagree,
 		QuorumOK: quorumOK, HandoffDeferred: time.Now().Before(mem.handoffDeferredUntil)}
 	var stss []*appsv1.StatefulSet
 	for _, n := range obs.Nodes {

@@ -43,6 +43,12 @@ type SentinelView struct {
 	// the primary s_down or o_down. Either one freezes topology changes (case S10).
 	FailoverInProgress bool
 	PrimaryDown        bool
+	// Disagree is true when the answering Sentinels that know the monitor name different primaries: a
+	// failover's result is still reaching them (the leader of a failover with no other replica to reconfigure
+	// switches first, the others a few milliseconds later from its hello). It freezes topology changes too: the
+	// majority's primary may be the one just demoted, and repointing the promoted node to it would fight
+	// Sentinel.
+	Disagree bool
 }
 
 // Observation is the input of Plan.
@@ -115,7 +121,7 @@ func Build(o Observation) Plan {
 	for _, n := range o.Nodes {
 		byIndex[n.Node.Index] = n
 	}
-	frozen := o.Sentinel.Monitored && (o.Sentinel.FailoverInProgress || o.Sentinel.PrimaryDown)
+	frozen := o.Sentinel.Monitored && (o.Sentinel.FailoverInProgress || o.Sentinel.PrimaryDown || o.Sentinel.Disagree)
 
 	// 1. who is the primary
 	if o.Sentinel.Monitored && o.Sentinel.Known {
@@ -134,6 +140,8 @@ func Build(o Observation) Plan {
 
 	// 2. at most one disruptive repair
 	switch {
+	case frozen && o.Sentinel.Disagree && !o.Sentinel.FailoverInProgress && !o.Sentinel.PrimaryDown:
+		p.Held = "the Sentinels name different primaries (a failover's result is reaching them): no topology change"
 	case frozen:
 		p.Held = "a failover is in flight or Sentinel sees the primary down: no topology change"
 	case p.Primary != nil && p.PrimaryConfirmed:
