@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The multi-node scenarios (make chaos-cluster: NODES=3 hack/cluster.sh up, then go test -tags 'e2e chaos'
@@ -147,17 +148,19 @@ func (c *chaos) note(format string, args ...interface{}) {
 }
 
 // majorityPrimary asks every Sentinel directly from the host (not through exec: the kubelet of a dead or cut-off
-// node cannot run one) for the primary's address and returns the node index a majority of all Sentinels names.
+// node cannot run one; and at its pod IP, not through the cluster DNS, whose pods a fault may take down) for the
+// primary's address and returns the node index a majority of all Sentinels names.
 func (c *chaos) majorityPrimary(ctx context.Context) (int, error) {
-	dialer, err := ClusterDialer(ctx)
-	if err != nil {
-		return -1, err
-	}
 	votes := map[int]int{}
 	var answers []string
 	for j := 0; j < c.d.Sentinels; j++ {
-		opt := clusterClientOption(dialer, "", "", net.JoinHostPort(c.d.SentinelFQDN(j), strconv.Itoa(sentinelPort)))
-		opt.ForceSingleClient = true
+		pod, err := kube.CoreV1().Pods(c.d.NS).Get(ctx, c.d.SentinelPod(j), metav1.GetOptions{})
+		if err != nil || pod.Status.PodIP == "" {
+			answers = append(answers, fmt.Sprintf("%s: no pod IP (%v)", c.d.SentinelPod(j), err))
+			continue
+		}
+		opt := valkey.ClientOption{InitAddress: []string{net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(sentinelPort))},
+			DisableCache: true, ForceSingleClient: true, Dialer: net.Dialer{Timeout: time.Second}}
 		cl, err := valkey.NewClient(opt)
 		if err != nil {
 			answers = append(answers, fmt.Sprintf("%s: %v", c.d.SentinelPod(j), err))

@@ -116,6 +116,8 @@ func drainHelper(ctx context.Context, t testing.TB, timeout time.Duration) *drai
 	return &drain.Helper{
 		Ctx: ctx, Client: kube, Force: true, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData: true, Timeout: timeout, Out: w, ErrOut: w,
+		// kubectl drain's pause between evictions a PDB refused (the library's zero value retries at once)
+		EvictErrorRetryDelay: 5 * time.Second,
 	}
 }
 

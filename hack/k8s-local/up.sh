@@ -515,7 +515,9 @@ start_all() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# 8. Cluster add-ons: CoreDNS (pod, from the locally built image)
+# 8. Cluster add-ons: CoreDNS (pod, from the locally built image; with several nodes 2 replicas that never share a
+#    node: a node fault takes at most one, whereas the preferred form had put both on one node after drains, and
+#    killing that node took the cluster's DNS), StorageClass local-path
 apply_addons() {
   wait_for "node $NODE_NAME Ready" 180 kctl wait --for=condition=Ready "node/$NODE_NAME" --timeout=2s
   local corefile
@@ -580,9 +582,14 @@ spec:
       priorityClassName: system-cluster-critical
       affinity:
         podAntiAffinity:
-          preferredDuringSchedulingIgnoredDuringExecution:
-          - weight: 100
-            podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {k8s-app: kube-dns}}}
+$(if (( $(want_nodes) > 1 )); then
+    echo "          requiredDuringSchedulingIgnoredDuringExecution:"
+    echo "          - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {k8s-app: kube-dns}}}"
+  else
+    echo "          preferredDuringSchedulingIgnoredDuringExecution:"
+    echo "          - weight: 100"
+    echo "            podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {k8s-app: kube-dns}}}"
+  fi)
       dnsPolicy: Default
       containers:
       - name: coredns
