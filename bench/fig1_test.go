@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -36,9 +37,9 @@ func (m fig1Mode) String() string {
 type fig1Topo struct {
 	mode fig1Mode
 	top  *valkeytest.Topology
-	sw   *switchWatcher
+	sw   *testenv.SwitchWatcher
 	// ws are the writers, one subscribed to each Sentinel (startWriters); nil for the floor
-	ws []*writer
+	ws []*testenv.Writer
 	// per round
 	kills    []time.Time
 	switches []time.Duration
@@ -76,10 +77,10 @@ func startFig1Topo(t *testing.T, mode fig1Mode, downAfterMs int) *fig1Topo {
 		cfg.ExtraServerLines = []string{"min-replicas-to-write 1", "min-replicas-max-lag 10"}
 	}
 	ft := &fig1Topo{mode: mode, top: valkeytest.StartTopology(t, cfg)}
-	ft.sw = newSwitchWatcher(t, ft.top)
+	ft.sw = testenv.NewSwitchWatcher(t, ft.top)
 	if mode != modeFloor {
 		e := newKEnv(t, ft.top)
-		e.startInstanceController(controller.InstanceOptions{}) // defaults: Resync 2 s, subscription on
+		startInstanceController(e, controller.InstanceOptions{}) // defaults: Resync 2 s, subscription on
 		ft.ws = startWriters(t, ft.top)
 	}
 	return ft
@@ -87,11 +88,11 @@ func startFig1Topo(t *testing.T, mode fig1Mode, downAfterMs int) *fig1Topo {
 
 // round kills the primary and measures; then restores the old primary as a replica.
 func (ft *fig1Topo) round(t *testing.T) error {
-	primary := waitSteady(t, ft.top, 60*time.Second)
+	primary := testenv.WaitSteady(t, ft.top, 60*time.Second)
 	for _, w := range ft.ws {
 		valkeytest.Eventually(t, 10*time.Second, 10*time.Millisecond, "writer acknowledging", func() error {
-			if time.Since(w.lastOK()) > 50*time.Millisecond {
-				return fmt.Errorf("last acknowledged write %s ago", time.Since(w.lastOK()))
+			if time.Since(w.LastOK()) > 50*time.Millisecond {
+				return fmt.Errorf("last acknowledged write %s ago", time.Since(w.LastOK()))
 			}
 			return nil
 		})
@@ -100,7 +101,7 @@ func (ft *fig1Topo) round(t *testing.T) error {
 	victim := ft.top.NodeByPort(primary)
 	t0 := time.Now()
 	victim.Kill()
-	at, newPort, err := ft.sw.waitSwitch(primary, 60*time.Second)
+	at, newPort, err := ft.sw.WaitSwitch(primary, 60*time.Second)
 	if err != nil {
 		return err
 	}
@@ -109,13 +110,13 @@ func (ft *fig1Topo) round(t *testing.T) error {
 	for _, w := range ft.ws {
 		// the outage closes with the first acknowledged write after the switch
 		valkeytest.Eventually(t, 30*time.Second, 10*time.Millisecond, "writes acknowledged again", func() error {
-			if !w.lastOK().After(at) {
+			if !w.LastOK().After(at) {
 				return fmt.Errorf("no acknowledged write since the switch")
 			}
 			return nil
 		})
 	}
-	if err := setReplicaOf(victim, newPort); err != nil {
+	if err := testenv.SetReplicaOf(victim, newPort); err != nil {
 		return err
 	}
 	victim.Start()
@@ -150,22 +151,22 @@ func fig1(t *testing.T) *figure {
 		}
 		for _, ft := range topos {
 			if ft.ws != nil {
-				waitSteady(t, ft.top, 60*time.Second)
+				testenv.WaitSteady(t, ft.top, 60*time.Second)
 				time.Sleep(200 * time.Millisecond)
 				ft.roundLost = make([]int, len(ft.kills))
 				for j, w := range ft.ws {
-					w.finish()
-					outages, lost := roundOutages(w.snapshot(), ft.kills)
+					w.Finish()
+					outages, lost := roundOutages(w.Events(), ft.kills)
 					ft.outages = append(ft.outages, outages...)
 					for i, l := range lost {
 						ft.roundLost[i] += l
 					}
-					for _, e := range w.snapshot() {
-						if e.lost > 0 {
-							debugf(t, "%s: writer %d: write %d at %s lost %d", ft.mode, j, e.n, e.start.Format("15:04:05.000"), e.lost)
+					for _, e := range w.Events() {
+						if e.Lost > 0 {
+							debugf(t, "%s: writer %d: write %d at %s lost %d", ft.mode, j, e.N, e.Start.Format("15:04:05.000"), e.Lost)
 						}
 					}
-					acked, failed, lostW := countWrites(w.snapshot(), begin, time.Now())
+					acked, failed, lostW := testenv.CountWrites(w.Events(), begin, time.Now())
 					ft.acked, ft.failed, ft.lost = ft.acked+acked, ft.failed+failed, ft.lost+lostW
 				}
 				for i, k := range ft.kills {
@@ -176,7 +177,7 @@ func fig1(t *testing.T) *figure {
 			for _, sn := range ft.top.Sentinels {
 				ft.ledBy = append(ft.ledBy, strings.Count(sn.Logs(), "+failover-end master"))
 			}
-			stopTopology(ft.top)
+			testenv.StopTopology(ft.top)
 		}
 		floor, cl := topos[0], topos[1]
 		rt := ratio(median(cl.outages), median(floor.switches))
@@ -254,7 +255,7 @@ func roundAll(ds []time.Duration) []string {
 // each failure window runs from the first failed write to the first acknowledged write after it. A round
 // normally has one window; a second one (e.g. NOREPLICAS while the other replica resyncs under
 // min-replicas-to-write) is added to it.
-func roundOutages(evs []writeEvent, kills []time.Time) ([]time.Duration, []int) {
+func roundOutages(evs []testenv.WriteEvent, kills []time.Time) ([]time.Duration, []int) {
 	var out []time.Duration
 	var lost []int
 	for i, k := range kills {
@@ -263,15 +264,15 @@ func roundOutages(evs []writeEvent, kills []time.Time) ([]time.Duration, []int) 
 		if i+1 < len(kills) {
 			until = kills[i+1].Add(-20 * time.Millisecond)
 		}
-		var in []writeEvent
+		var in []testenv.WriteEvent
 		l := 0
 		for _, e := range evs {
-			if !e.start.Before(since) && e.start.Before(until) {
+			if !e.Start.Before(since) && e.Start.Before(until) {
 				in = append(in, e)
-				l += e.lost
+				l += e.Lost
 			}
 		}
-		out = append(out, total(failWindows(in, since)))
+		out = append(out, testenv.Total(testenv.FailWindows(in, since)))
 		lost = append(lost, l)
 	}
 	return out, lost

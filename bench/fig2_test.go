@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -52,36 +53,36 @@ type rollResult struct {
 	stallsDetected int
 }
 
-func measureRoll(t *testing.T, w *writer, from, to time.Time) rollResult {
-	evs := w.snapshot()
+func measureRoll(t *testing.T, w *testenv.Writer, from, to time.Time) rollResult {
+	evs := w.Events()
 	for _, e := range evs {
-		if !e.ok || e.lost > 0 || e.end.Sub(e.start) > 50*time.Millisecond {
-			debugf(t, "write %d at +%s took %s ok=%v lost=%d", e.n, e.start.Sub(from).Round(time.Millisecond), e.end.Sub(e.start).Round(time.Millisecond), e.ok, e.lost)
+		if !e.OK || e.Lost > 0 || e.End.Sub(e.Start) > 50*time.Millisecond {
+			debugf(t, "write %d at +%s took %s ok=%v lost=%d", e.N, e.Start.Sub(from).Round(time.Millisecond), e.End.Sub(e.Start).Round(time.Millisecond), e.OK, e.Lost)
 		}
 	}
-	st := stalls(evs, from, to, 100*time.Millisecond)
-	r := rollResult{took: to.Sub(from), stalled: total(st), stallsDetected: len(st)}
+	st := testenv.Stalls(evs, from, to, 100*time.Millisecond)
+	r := rollResult{took: to.Sub(from), stalled: testenv.Total(st), stallsDetected: len(st)}
 	for _, s := range st {
-		if s.d() > r.longest {
-			r.longest = s.d()
+		if s.D() > r.longest {
+			r.longest = s.D()
 		}
 	}
-	var in []writeEvent
+	var in []testenv.WriteEvent
 	for _, e := range evs {
-		if !e.start.Before(from) && e.start.Before(to) {
+		if !e.Start.Before(from) && e.Start.Before(to) {
 			in = append(in, e)
 		}
 	}
-	r.failedTime = total(failWindows(in, from))
-	r.ok, r.failed, r.lost = countWrites(evs, from, to)
+	r.failedTime = testenv.Total(testenv.FailWindows(in, from))
+	r.ok, r.failed, r.lost = testenv.CountWrites(evs, from, to)
 	return r
 }
 
 // measureRolls measures every writer over [from, to] (one result per writer) and sets took.
-func measureRolls(t *testing.T, ws []*writer, from, to time.Time, took time.Duration) []rollResult {
+func measureRolls(t *testing.T, ws []*testenv.Writer, from, to time.Time, took time.Duration) []rollResult {
 	var out []rollResult
 	for _, w := range ws {
-		w.finish()
+		w.Finish()
 		r := measureRoll(t, w, from, to)
 		r.took = took
 		out = append(out, r)
@@ -91,15 +92,15 @@ func measureRolls(t *testing.T, ws []*writer, from, to time.Time, took time.Dura
 
 func rollOurs(t *testing.T) []rollResult {
 	top := startFig2Topo(t)
-	defer stopTopology(top)
+	defer testenv.StopTopology(top)
 	e := newKEnv(t, top)
-	e.markStale()
-	e.runKubelet("r2")
+	e.MarkNodesStale()
+	e.RunKubelet(e.NodeProcs(), "r2", nil)
 	ws := startWriters(t, top)
 	time.Sleep(500 * time.Millisecond) // the writers have found the primary
 	from := time.Now()
-	stop := e.startInstanceController(controller.InstanceOptions{}) // defaults: Resync 2 s
-	valkeytest.Eventually(t, 120*time.Second, 50*time.Millisecond, "every pod rolled", func() error { return e.allAtRevision("r2") })
+	stop := startInstanceController(e, controller.InstanceOptions{}) // defaults: Resync 2 s
+	valkeytest.Eventually(t, 120*time.Second, 50*time.Millisecond, "every pod rolled", func() error { return e.AllAtRevision(e.NodePods(), "r2") })
 	top.WaitReplicationUp(30 * time.Second)
 	to := time.Now()
 	time.Sleep(300 * time.Millisecond)
@@ -110,7 +111,7 @@ func rollOurs(t *testing.T) []rollResult {
 
 func rollNaive(t *testing.T) []rollResult {
 	top := startFig2Topo(t)
-	defer stopTopology(top)
+	defer testenv.StopTopology(top)
 	ws := startWriters(t, top)
 	time.Sleep(500 * time.Millisecond)
 	from := time.Now()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -23,10 +24,10 @@ import (
 func fig3(t *testing.T) *figure {
 	n := envInt("BENCH_FAILOVERS", 20)
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
-	defer stopTopology(top)
+	defer testenv.StopTopology(top)
 	sub, poll := newKEnv(t, top), newKEnv(t, top)
-	sub.startInstanceController(controller.InstanceOptions{})
-	poll.startInstanceController(controller.InstanceOptions{NoSubscribe: true})
+	startInstanceController(sub, controller.InstanceOptions{})
+	startInstanceController(poll, controller.InstanceOptions{NoSubscribe: true})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -57,13 +58,13 @@ func fig3(t *testing.T) *figure {
 	var withSub, withPoll []time.Duration
 	for i := 0; i < n; i++ {
 		ts := time.Now()
-		primary := waitSteady(t, top, 60*time.Second)
+		primary := testenv.WaitSteady(t, top, 60*time.Second)
 		debugf(t, "failover %d: steady after %s", i+1, time.Since(ts))
 		valkeytest.Eventually(t, 20*time.Second, 20*time.Millisecond, "labels before the failover", func() error {
-			if err := sub.labelsMatch(primary); err != nil {
+			if err := sub.LabelsMatch(primary); err != nil {
 				return err
 			}
-			return poll.labelsMatch(primary)
+			return poll.LabelsMatch(primary)
 		})
 		// a random phase against the polling controller's 2 s resync: failovers that follow each other at a
 		// fixed pace would otherwise always hit the same point of its cycle
@@ -85,10 +86,10 @@ func fig3(t *testing.T) *figure {
 		var dSub, dPoll time.Duration
 		deadline := time.Now().Add(15 * time.Second)
 		for (dSub == 0 || dPoll == 0) && time.Now().Before(deadline) {
-			if dSub == 0 && sub.labelsMatch(sw.port) == nil {
+			if dSub == 0 && sub.LabelsMatch(sw.port) == nil {
 				dSub = time.Since(sw.at)
 			}
-			if dPoll == 0 && poll.labelsMatch(sw.port) == nil {
+			if dPoll == 0 && poll.LabelsMatch(sw.port) == nil {
 				dPoll = time.Since(sw.at)
 			}
 			time.Sleep(5 * time.Millisecond)

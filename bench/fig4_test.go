@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -30,6 +31,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/controller"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -70,7 +72,7 @@ func TestBenchSentinelControllerProcess(t *testing.T) {
 	}
 	cs := fake.NewClientset()
 	for _, in := range cfg.Instances {
-		if err := addInstance(cs, in, cfg.Passwords); err != nil {
+		if _, err := testenv.AddInstance(cs, in, types.UID("desc-"+in.Name), cfg.Passwords); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -227,7 +229,7 @@ func (ps *pairs) instances(k int) []spec.Instance {
 	var out []spec.Instance
 	for i := 0; i < k; i++ {
 		name := fmt.Sprintf("vk%02d", i)
-		out = append(out, instanceSpec(name, name, []int{ps.nodes[i][0].Port, ps.nodes[i][1].Port}, 5000, 15000))
+		out = append(out, testenv.InstanceSpec(ns, name, name, valkeytest.Default, []int{ps.nodes[i][0].Port, ps.nodes[i][1].Port}, 5000, 15000))
 	}
 	return out
 }

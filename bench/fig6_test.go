@@ -11,6 +11,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -188,7 +189,7 @@ func lagName(l time.Duration) string {
 func handoffOnce(t *testing.T, p handoffPath, lag time.Duration) handoffRound {
 	r := handoffRound{path: p.name, lag: lag}
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000, FaultLinks: lag > 0})
-	defer stopTopology(top)
+	defer testenv.StopTopology(top)
 	ctx := context.Background()
 	// what the charts render for the _sentinel user when the coordinated path is used
 	for _, nd := range top.Nodes {
@@ -196,49 +197,49 @@ func handoffOnce(t *testing.T, p handoffPath, lag time.Duration) handoffRound {
 			t.Fatalf("ACL SETUSER %s +failover +client|pause +client|unpause: %q %v", acl.Sentinel, out, err)
 		}
 	}
-	old := waitSteady(t, top, 30*time.Second)
+	old := testenv.WaitSteady(t, top, 30*time.Second)
 	if lag > 0 {
 		top.DelayReplication(lag)
 	}
-	sw := newSwitchWatcher(t, top)
+	sw := testenv.NewSwitchWatcher(t, top)
 	ws := startWriters(t, top)
 	time.Sleep(time.Second) // the writers found the primary; with lag, the replicas trail it
 	from := time.Now()
 	var published time.Time
 	if p.controller {
 		e := newKEnv(t, top)
-		e.markStale()
-		for _, n := range e.in.Nodes[1:] { // only the primary (node 0) is at the old revision
-			e.setRevision(n.Pod, "r2")
+		e.MarkNodesStale()
+		for _, n := range e.In.Nodes[1:] { // only the primary (node 0) is at the old revision
+			e.SetRevision(n.Pod, "r2")
 		}
-		e.runKubelet("r2")
-		stop := e.startInstanceController(controller.InstanceOptions{})
+		e.RunKubelet(e.NodeProcs(), "r2", nil)
+		stop := startInstanceController(e, controller.InstanceOptions{})
 		defer stop()
 	} else {
 		r.err = p.run(ctx, top)
 	}
 	if r.err == nil {
-		published, _, r.err = sw.waitAll(old, 30*time.Second)
+		published, _, r.err = sw.WaitAll(old, 30*time.Second)
 	}
 	time.Sleep(2 * time.Second) // writers reconnect and write again
 	to := time.Now()
-	var longest window
+	var longest testenv.Window
 	for _, w := range ws {
-		w.finish()
-		evs := w.snapshot()
-		for _, s := range stalls(evs, from, to, 0) {
-			if s.d() > longest.d() {
+		w.Finish()
+		evs := w.Events()
+		for _, s := range testenv.Stalls(evs, from, to, 0) {
+			if s.D() > longest.D() {
 				longest = s
 			}
 		}
-		ok, failed, lost := countWrites(evs, from, to)
+		ok, failed, lost := testenv.CountWrites(evs, from, to)
 		r.ok, r.failed, r.lost = r.ok+ok, r.failed+failed, r.lost+lost
 	}
-	r.longest = longest.d()
+	r.longest = longest.D()
 	if r.err == nil {
 		// the controller's handoff starts at its own pace: count from the pause, the start of the longest stall
-		if p.controller && !longest.from.IsZero() {
-			from = longest.from
+		if p.controller && !longest.From.IsZero() {
+			from = longest.From
 		}
 		r.published = published.Sub(from)
 	}
@@ -267,32 +268,4 @@ func handoffCoordinatedNudged(ctx context.Context, top *valkeytest.Topology) err
 		time.Sleep(5 * time.Millisecond)
 	}
 	return fmt.Errorf("primary did not move")
-}
-
-// waitAll waits until every Sentinel names a primary other than oldPort and returns when the last one did.
-func (sw *switchWatcher) waitAll(oldPort int, timeout time.Duration) (time.Time, int, error) {
-	deadline := time.Now().Add(timeout)
-	moved := make([]bool, len(sw.clients))
-	port := 0
-	for time.Now().Before(deadline) {
-		all := true
-		for i, c := range sw.clients {
-			if moved[i] {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, p, found, err := c.SentinelPrimaryAddr(ctx, sw.name)
-			cancel()
-			if err == nil && found && p != oldPort {
-				moved[i], port = true, p
-				continue
-			}
-			all = false
-		}
-		if all {
-			return time.Now(), port, nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Time{}, 0, fmt.Errorf("not every Sentinel names a new primary within %s", timeout)
 }

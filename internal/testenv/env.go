@@ -1,0 +1,379 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/kubefault"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// RevisionLabel is the pod label that carries a pod's StatefulSet revision (controller-revision-hash).
+const RevisionLabel = "controller-revision-hash"
+
+// SentinelRelease is the release name Env gives the Sentinel quorum in <F>-sentinels.
+const SentinelRelease = "q"
+
+// Options configure New. The zero value is the controller tests' environment.
+type Options struct {
+	// Namespace of every object (default "test").
+	Namespace string
+	// Name is the instance name, its release and the prefix of its objects (default "vk").
+	Name string
+	// DescriptorUID is the UID of the descriptor ConfigMap (default "desc-uid").
+	DescriptorUID types.UID
+	// Strict gives the fake clientset the API server's UIDs, resourceVersions and preconditions
+	// (kubefault.Strict).
+	Strict bool
+}
+
+// Env is a real topology described to the controllers through a fake clientset: the descriptor
+// <name>-instance (labelled tier=cache), the system and _sentinel Secrets, and one Running+Ready pod per
+// node named <name>-<i>-0 of StatefulSet <name>-<i>.
+type Env struct {
+	T   testing.TB
+	Top *valkeytest.Topology
+	CS  *fake.Clientset
+	// In is the descriptor as created (tests that change the descriptor update the ConfigMap themselves).
+	In spec.Instance
+	// Rec records the controllers' Events (buffered: 1000; drain it with DrainEvents or an EventLog).
+	Rec *record.FakeRecorder
+	// Desc is the descriptor ConfigMap as created.
+	Desc *corev1.ConfigMap
+	NS   string
+}
+
+// PartOf returns the part-of label plus extra.
+func PartOf(extra map[string]string) map[string]string {
+	l := map[string]string{spec.LabelPartOf: spec.PartOfValue}
+	for k, v := range extra {
+		l[k] = v
+	}
+	return l
+}
+
+// ReadyPod returns a Running pod with condition Ready.
+func ReadyPod(ns, name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+}
+
+// InstanceSpec describes nodes on valkeytest.Host at ports as instance name (release name, monitor
+// monitor) with the given Sentinel timings in milliseconds, as charts/valkey renders its descriptor.
+func InstanceSpec(ns, name, monitor string, engine valkeytest.Engine, ports []int, downAfterMs, failoverTimeoutMs int) spec.Instance {
+	in := spec.Instance{Name: name, Namespace: ns, Release: name, Engine: engine.Name, MonitorName: monitor,
+		FailoverMode: spec.FailoverSentinel, Port: 6379, PodSelector: map[string]string{spec.LabelInstance: name},
+		SentinelConfig: map[string]string{"down-after-milliseconds": strconv.Itoa(downAfterMs),
+			"failover-timeout": strconv.Itoa(failoverTimeoutMs)},
+		SentinelAuth: spec.SecretRef{User: acl.Sentinel, SecretName: name + "-sentinel-auth", SecretKey: "password"},
+		SystemSecret: name + "-system", ACLSecret: name + "-acl"}
+	for i, p := range ports {
+		in.Nodes = append(in.Nodes, spec.Node{Index: i, Pod: fmt.Sprintf("%s-%d-0", name, i), StatefulSet: fmt.Sprintf("%s-%d", name, i),
+			Host: valkeytest.Host, Port: p})
+	}
+	return in
+}
+
+// AddInstance creates in's pods (Running+Ready), its descriptor (labelled tier=cache, UID uid) and its
+// system and _sentinel Secrets (from passwords, by user name) on cs, and returns the descriptor.
+func AddInstance(cs *fake.Clientset, in spec.Instance, uid types.UID, passwords map[string]string) (*corev1.ConfigMap, error) {
+	ctx := context.Background()
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	for _, n := range in.Nodes {
+		if _, err := cs.CoreV1().Pods(in.Namespace).Create(ctx, ReadyPod(in.Namespace, n.Pod, PartOf(map[string]string{spec.LabelInstance: in.Name})), metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	b, _ := json.Marshal(in)
+	desc, err := cs.CoreV1().ConfigMaps(in.Namespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: in.Name + "-instance", Namespace: in.Namespace, UID: uid,
+			Labels: PartOf(map[string]string{spec.LabelComponent: spec.ComponentInst, "tier": "cache"})},
+		Data: map[string]string{spec.InstanceKey: string(b)}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sys := map[string][]byte{}
+	for _, u := range acl.SystemUsers {
+		sys[u.Name] = []byte(passwords[u.Name])
+	}
+	if _, err := cs.CoreV1().Secrets(in.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: in.SystemSecret, Namespace: in.Namespace}, Data: sys}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	_, err = cs.CoreV1().Secrets(in.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: in.SentinelAuth.SecretName, Namespace: in.Namespace},
+		Data: map[string][]byte{in.SentinelAuth.SecretKey: []byte(passwords[acl.Sentinel])}}, metav1.CreateOptions{})
+	return desc, err
+}
+
+// New describes top to a new fake clientset (see Env). An instance without Sentinels gets failover mode
+// None. It fails the test when an object cannot be created.
+func New(t testing.TB, top *valkeytest.Topology, o Options) *Env {
+	t.Helper()
+	if o.Namespace == "" {
+		o.Namespace = "test"
+	}
+	if o.Name == "" {
+		o.Name = "vk"
+	}
+	if o.DescriptorUID == "" {
+		o.DescriptorUID = "desc-uid"
+	}
+	e := &Env{T: t, Top: top, CS: fake.NewClientset(), Rec: record.NewFakeRecorder(1000), NS: o.Namespace}
+	if o.Strict {
+		kubefault.Strict(e.CS)
+	}
+	var ports []int
+	for _, n := range top.Nodes {
+		ports = append(ports, n.Port)
+	}
+	e.In = InstanceSpec(o.Namespace, o.Name, top.Cfg.MonitorName, top.Cfg.Engine, ports, top.Cfg.DownAfterMs, top.Cfg.FailoverTimeoutMs)
+	if len(top.Sentinels) == 0 {
+		e.In.FailoverMode = spec.FailoverNone
+	}
+	desc, err := AddInstance(e.CS, e.In, o.DescriptorUID, top.Passwords)
+	if err != nil {
+		t.Fatalf("fake cluster: %v", err)
+	}
+	e.Desc = desc
+	return e
+}
+
+// SentinelAddrs returns the Sentinels' addresses in order.
+func SentinelAddrs(top *valkeytest.Topology) []string {
+	var out []string
+	for _, s := range top.Sentinels {
+		out = append(out, s.Addr())
+	}
+	return out
+}
+
+// PublishSentinels creates <name>-sentinels as the sentinel controller of release SentinelRelease would.
+func (e *Env) PublishSentinels() {
+	e.T.Helper()
+	si := spec.SentinelInfo{MonitorName: e.In.MonitorName, SentinelRelease: SentinelRelease, Port: 26379, Hosts: SentinelAddrs(e.Top)}
+	b, _ := json.Marshal(si)
+	_, err := e.CS.CoreV1().ConfigMaps(e.NS).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: e.In.Name + "-sentinels", Namespace: e.NS,
+			Labels: PartOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: e.In.Name, spec.LabelSentinel: SentinelRelease})},
+		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
+	if err != nil {
+		e.T.Fatalf("publish sentinels: %v", err)
+	}
+}
+
+// Run runs fn (a controller's Run) in its own goroutine until the returned stop is called or the test
+// ends; stop returns once fn has returned.
+func (e *Env) Run(fn func(ctx context.Context) error) (stop func()) {
+	return Run(e.T, fn)
+}
+
+// Run runs fn in its own goroutine until the returned stop is called or the test ends; stop returns once
+// fn has returned.
+func Run(t testing.TB, fn func(ctx context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = fn(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// Log returns a logger for the controllers: text on stderr when the environment variable env is set (e.g.
+// CTL_TEST_LOG), discarded otherwise.
+func Log(env string) *slog.Logger {
+	if os.Getenv(env) != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+var podsResource = corev1.SchemeGroupVersion.WithResource("pods")
+
+// pods returns the stored pods. It reads the fake clientset's tracker, so reactors that fail reads
+// (kubefault.FailReads) never blind the test itself.
+func (e *Env) pods() []corev1.Pod {
+	obj, err := e.CS.Tracker().List(podsResource, corev1.SchemeGroupVersion.WithKind("Pod"), e.NS)
+	if err != nil {
+		return nil
+	}
+	l, _ := obj.(*corev1.PodList)
+	if l == nil {
+		return nil
+	}
+	return l.Items
+}
+
+// Pod returns the stored pod name (read from the tracker, see pods).
+func (e *Env) Pod(name string) (*corev1.Pod, error) {
+	obj, err := e.CS.Tracker().Get(podsResource, e.NS, name)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("pod %s: stored object is a %T", name, obj)
+	}
+	return p, nil
+}
+
+// RoleLabels returns every pod's valkey.io/role label by pod name ("" = none).
+func (e *Env) RoleLabels() map[string]string {
+	out := map[string]string{}
+	for _, p := range e.pods() {
+		out[p.Name] = p.Labels[spec.LabelRole]
+	}
+	return out
+}
+
+// LabelsMatch checks that exactly the node on primaryPort is labelled primary and the others replica.
+func (e *Env) LabelsMatch(primaryPort int) error { return e.LabelsMatchExcept(primaryPort, "") }
+
+// LabelsMatchExcept is LabelsMatch ignoring pod skip (a stopped node keeps or loses its label).
+func (e *Env) LabelsMatchExcept(primaryPort int, skip string) error {
+	got := e.RoleLabels()
+	for _, n := range e.In.Nodes {
+		if n.Pod == skip {
+			continue
+		}
+		want := spec.RoleReplica
+		if n.Port == primaryPort {
+			want = spec.RolePrimary
+		}
+		if got[n.Pod] != want {
+			return fmt.Errorf("%s labelled %q, want %q (all: %v)", n.Pod, got[n.Pod], want, got)
+		}
+	}
+	return nil
+}
+
+// MarkStale creates StatefulSets sts (labelled part-of plus extra) with update revision r2 and current
+// revision r1, and sets the revision label of pods to r1 (creating a Running+Ready pod with those labels when
+// it does not exist): a controller that rolls OnDelete StatefulSets then replaces every one of them.
+func (e *Env) MarkStale(sts, pods []string, extra map[string]string) {
+	e.T.Helper()
+	ctx := context.Background()
+	for _, name := range sts {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS, Labels: PartOf(extra)},
+			Status: appsv1.StatefulSetStatus{UpdateRevision: "r2", CurrentRevision: "r1"}}
+		if _, err := e.CS.AppsV1().StatefulSets(e.NS).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			e.T.Fatalf("statefulset %s: %v", name, err)
+		}
+	}
+	for _, name := range pods {
+		p, err := e.Pod(name)
+		if err != nil {
+			p = ReadyPod(e.NS, name, PartOf(extra))
+			p.Labels[RevisionLabel] = "r1"
+			if _, err := e.CS.CoreV1().Pods(e.NS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				e.T.Fatalf("pod %s: %v", name, err)
+			}
+			continue
+		}
+		e.SetRevision(name, "r1")
+	}
+}
+
+// MarkNodesStale is MarkStale for every node of the instance.
+func (e *Env) MarkNodesStale() {
+	var sts, pods []string
+	for _, n := range e.In.Nodes {
+		sts, pods = append(sts, n.StatefulSet), append(pods, n.Pod)
+	}
+	e.MarkStale(sts, pods, map[string]string{spec.LabelInstance: e.In.Name})
+}
+
+// NodePods returns the pod names of the instance's nodes in order.
+func (e *Env) NodePods() []string {
+	var out []string
+	for _, n := range e.In.Nodes {
+		out = append(out, n.Pod)
+	}
+	return out
+}
+
+// SetRevision sets one pod's revision label.
+func (e *Env) SetRevision(pod, rev string) {
+	e.T.Helper()
+	p, err := e.Pod(pod)
+	if err != nil {
+		e.T.Fatalf("pod %s: %v", pod, err)
+	}
+	p = p.DeepCopy()
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[RevisionLabel] = rev
+	if _, err := e.CS.CoreV1().Pods(e.NS).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		e.T.Fatalf("pod %s: %v", pod, err)
+	}
+}
+
+// AllAtRevision returns an error until every pod of pods carries revision rev.
+func (e *Env) AllAtRevision(pods []string, rev string) error {
+	for _, name := range pods {
+		p, err := e.Pod(name)
+		if err != nil {
+			return err
+		}
+		if p.Labels[RevisionLabel] != rev {
+			return fmt.Errorf("%s at %q", name, p.Labels[RevisionLabel])
+		}
+	}
+	return nil
+}
+
+// StatusDoc returns the instance status document <name>-status, or nil.
+func (e *Env) StatusDoc() map[string]any {
+	obj, err := e.CS.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), e.NS, e.In.Name+"-status")
+	if err != nil {
+		return nil
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil
+	}
+	var doc map[string]any
+	_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &doc)
+	return doc
+}
+
+// Condition returns the status of condition t in the instance status ("" when absent).
+func (e *Env) Condition(t string) string {
+	doc := e.StatusDoc()
+	conds, _ := doc["conditions"].([]any)
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == t {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// NodeProcs maps each node's pod name to its process.
+func (e *Env) NodeProcs() map[string]*valkeytest.Proc {
+	out := map[string]*valkeytest.Proc{}
+	for i, n := range e.In.Nodes {
+		out[n.Pod] = e.Top.Nodes[i]
+	}
+	return out
+}
