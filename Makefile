@@ -33,7 +33,7 @@ unit: deps ## unit, real-process and chart render tests (valkey 9.1), then the e
 engines: deps ## only the engine matrix (valkey 8.0, redis 7.0)
 	$(run_matrix)
 
-test: unit e2e ## everything CI runs: unit, real-process and render tests, then the e2e suite on the local cluster
+test: unit e2e chaos-ci ## everything CI runs: unit, real-process and render tests, the e2e suite on the local cluster, then CHAOS_CI on it with three nodes
 
 e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 	hack/e2e.sh
