@@ -124,7 +124,7 @@ cmd_status() {
   local dns
   dns=$(k -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}/{.spec.replicas}' 2>/dev/null || true)
   if [[ -n $dns && ${dns%/*} == "${dns#*/}" ]]; then echo "coredns:    ready ($dns)"; else echo "coredns:    NOT ready (${dns:-missing})"; rc=1; fi
-  echo "images (containerd k8s.io namespace$( ((n > 1)) && echo ", node 1; every node holds the same"):"
+  echo "images (containerd k8s.io namespace$( ((n > 1)) && echo ", node 1; every node holds the same")):"
   if [[ $(id -u) == 0 ]] && daemon_pid containerd >/dev/null 2>&1; then
     kctr images ls 2>/dev/null | awk 'NR>1 && $1 !~ /^sha256:/ {printf "  %-58s %s %s\n", $1, $4, $5}' | sort
   elif [[ $ready == True ]]; then # without root: what the kubelet reports
