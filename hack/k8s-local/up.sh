@@ -101,7 +101,7 @@ go_build() { # dir stamp-name out-dir ldflags pkgs...
   local b ok=1
   for b in "$@"; do [[ -x $BIN/$(basename "$b") ]] || ok=0; done
   if ((ok)) && [[ -f $stamp ]]; then return 0; fi
-  command -v go >/dev/null || die "go not found (expected Go >= 1.25 on PATH)"
+  command -v go >/dev/null || die "go not found (expected Go >= 1.26 on PATH)"
   log "go build $name ($*)"
   local t=$(date +%s)
   (cd "$dir" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/" "$@")
