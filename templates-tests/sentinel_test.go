@@ -75,16 +75,18 @@ func TestSentinelSelectorFlag(t *testing.T) {
 	assert.Contains(t, notes, "monitors NOTHING")
 }
 
+// Process-global directives pass through, rendered the way the Sentinel's loader reads them; owned ones are
+// refused (testdata/bad/sentinel-config-*.yaml), never silently dropped.
 func TestSentinelConfigPassthrough(t *testing.T) {
-	files := mustRender(t, "valkey-sentinel", "config: {loglevel: warning, port: 1, \"sentinel announce-ip\": 0.0.0.0, \"sentinel deny-scripts-reconfig\": \"yes\"}\n", renderOpts{withNotes: true})
-	objs := decode(t, files)
-	conf := strings.Split(objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"], "\n")
+	files := mustRender(t, "valkey-sentinel", "config: {loglevel: warning, \"sentinel deny-scripts-reconfig\": true, syslog-ident: sentinel-a, tcp-keepalive: 30}\n")
+	conf := strings.Split(decode(t, files).configMap(t, sentinelRel+"-config").Data["sentinel.conf"], "\n")
 	assert.Contains(t, conf, "loglevel warning")
 	assert.Contains(t, conf, "sentinel deny-scripts-reconfig yes")
-	assert.Contains(t, conf, "port 26379", "operator-owned directives win")
-	assert.NotContains(t, conf, "port 1")
-	assert.NotContains(t, strings.Join(conf, "\n"), "0.0.0.0")
-	assert.Contains(t, files["valkey-sentinel/templates/NOTES.txt"], "ignored: port, sentinel announce-ip")
+	assert.Contains(t, conf, `syslog-ident "sentinel-a"`, "free text is quoted")
+	assert.Contains(t, conf, "tcp-keepalive 30")
+	assert.Contains(t, conf, "port 26379")
+	_, err := renderChart(t, "valkey-sentinel", "config: {port: 1}\n", renderOpts{})
+	require.ErrorContains(t, err, "config.port: every Sentinel listens on 26379")
 }
 
 func TestCaseS25ProbesNeverDependOnQuorum(t *testing.T) {
@@ -258,7 +260,9 @@ func TestCaseS19SentinelAnnouncesItsOwnFQDN(t *testing.T) {
 
 func TestCaseS04NoIPLiteralsInHostnameTopology(t *testing.T) {
 	needBinary(t, "sha1sum")
-	objs := decode(t, mustRender(t, "valkey-sentinel", "config: {\"sentinel announce-ip\": 10.1.2.3}\n"))
+	_, err := renderChart(t, "valkey-sentinel", "config: {\"sentinel announce-ip\": 10.1.2.3}\n", renderOpts{})
+	require.ErrorContains(t, err, `config key "sentinel announce-ip": the start step writes it`, "an IP literal cannot be smuggled in")
+	objs := decode(t, mustRender(t, "valkey-sentinel", ""))
 	conf := objs.configMap(t, sentinelRel+"-config").Data["sentinel.conf"]
 	assert.NotRegexp(t, ipLiteral, conf)
 	dir := t.TempDir()

@@ -9,6 +9,7 @@ Numbers from values arrive as float64: always pass them through `int` before pri
 
 {{/* Full name S: the release name (docs/contract.md: release S, fullname S), truncated to 63. */}}
 {{- define "vs.fullname" -}}
+{{- include "vs.validate" . -}}
 {{- .Values.fullnameOverride | default .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
@@ -111,12 +112,41 @@ valkeySelector as a label-selector string for the controller's --selector flag
 {{- join "," $parts -}}
 {{- end -}}
 
-{{/* Directives the chart (or the start step) owns: a passthrough key colliding with them is dropped and listed in NOTES. */}}
-{{- define "vs.ownedKeys" -}}
-{{- toJson (list "port" "tls-port" "bind" "protected-mode" "dir" "daemonize" "pidfile" "include" "requirepass"
-  "tls-cert-file" "tls-key-file" "tls-ca-cert-file" "tls-replication" "tls-auth-clients" "tls-cluster"
-  "sentinel announce-ip" "sentinel announce-port" "sentinel announce-hostnames" "sentinel resolve-hostnames"
-  "sentinel myid" "sentinel sentinel-pass" "sentinel sentinel-user" "sentinel current-epoch") -}}
+{{/*
+sentinel.conf directives the chart or the start step owns, or that break a Sentinel, with the reason; config
+must not set them.
+*/}}
+{{- define "vs.ownedDirectives" -}}
+{{- $start := "the start step writes it for each pod (announce address, hostnames and a stable myid); remove it" -}}
+{{- $path := "a path inside the pod; the chart owns the pod's files (state in /data/sentinel.conf, logs on stdout, TLS files from tls.existingSecret); remove it" -}}
+{{- $tls := "the chart sets it from tls.enabled and tls.existingSecret; set those instead" -}}
+{{- $auth := "Sentinel client authentication is not supported yet (see auth.enabled); remove it" -}}
+{{- $socket := "nothing in the pod uses a unix socket; remove it" -}}
+{{- $ciphers := "the chart cannot check cipher names against the image's OpenSSL, and one it does not know stops the Sentinel at start; the image's OpenSSL defaults apply (TLS 1.2 and 1.3 with strong ciphers), remove it" -}}
+{{- $fg := "the Sentinel must stay in the foreground as the container's process; remove it" -}}
+{{- toJson (dict
+  "port" "every Sentinel listens on 26379 (clients, peers and the controllers use it); remove it"
+  "tls-port" $tls "tls-replication" $tls "tls-cluster" $tls "tls-auth-clients" "set tls.authClients instead"
+  "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
+  "bind" "the chart listens on every pod address so peers, data pods and clients reach it; remove it"
+  "bind-source-addr" "pod addresses change with every restart; remove it"
+  "protected-mode" "the chart turns it off so peers and clients on other pods can connect; remove it"
+  "dir" $path "pidfile" $path "logfile" $path "include" $path "aclfile" $path "dbfilename" $path
+  "tls-cert-file" $path "tls-key-file" $path "tls-ca-cert-file" $path "tls-ca-cert-dir" $path
+  "tls-client-cert-file" $path "tls-client-key-file" $path "tls-dh-params-file" $path
+  "tls-key-file-pass" $path "tls-client-key-file-pass" $path
+  "unixsocket" $socket "unixsocketperm" $socket "unixsocketgroup" $socket
+  "daemonize" $fg "supervised" $fg
+  "requirepass" $auth "user" $auth "sentinel sentinel-pass" $auth "sentinel sentinel-user" $auth
+  "rename-command" "the controllers send commands by their real names; remove it"
+  "loadmodule" "a Sentinel loads no modules; remove it"
+  "enable-module-command" "a Sentinel loads no modules; remove it"
+  "enable-debug-command" "DEBUG can crash or stall the Sentinel; remove it"
+  "enable-protected-configs" "it lets clients change paths and other protected settings at run time; remove it"
+  "sentinel announce-ip" $start "sentinel announce-port" $start "sentinel announce-hostnames" $start
+  "sentinel resolve-hostnames" $start "sentinel myid" $start
+  "sentinel current-epoch" "Sentinel keeps its epoch in /data/sentinel.conf; remove it"
+) -}}
 {{- end -}}
 
 {{/* Per-master directives: they belong to the monitor (the valkey chart's sentinel.config), not here. */}}
@@ -128,19 +158,26 @@ valkeySelector as a label-selector string for the controller's --selector flag
   "sentinel master-reboot-down-after-period" "sentinel primary-reboot-down-after-period") -}}
 {{- end -}}
 
-{{/* Passthrough keys dropped because the chart owns them (sorted). */}}
-{{- define "vs.collisions" -}}
-{{- $owned := include "vs.ownedKeys" . | fromJsonArray -}}
-{{- $out := list -}}
-{{- range $k := keys .Values.config | sortAlpha -}}
-{{- if has (lower $k) $owned -}}{{- $out = append $out $k -}}{{- end -}}
-{{- end -}}
-{{- toJson $out -}}
+{{/*
+Server directives a Sentinel process uses (logging, clients, TLS, process settings); the engine accepts every
+server directive in sentinel.conf, but the data-node ones (memory, persistence, replication, encodings) do
+nothing in a Sentinel and belong in the valkey chart's config.
+*/}}
+{{- define "vs.sentinelDirectives" -}}
+{{- toJson (list "loglevel" "syslog-enabled" "syslog-ident" "syslog-facility" "maxclients" "timeout" "tcp-keepalive"
+  "tcp-backlog" "hz" "dynamic-hz" "latency-tracking" "latency-tracking-info-percentiles" "slowlog-log-slower-than"
+  "slowlog-max-len" "acllog-max-len" "oom-score-adj" "oom-score-adj-values" "crash-log-enabled"
+  "crash-memcheck-enabled" "set-proc-title" "proc-title-template" "always-show-logo" "io-threads"
+  "tls-protocols" "tls-prefer-server-ciphers" "tls-session-caching"
+  "tls-session-cache-size" "tls-session-cache-timeout" "client-output-buffer-limit" "client-query-buffer-limit"
+  "disable-thp" "hide-user-data-from-log" "locale-collate" "max-new-connections-per-cycle"
+  "max-new-tls-connections-per-cycle" "jemalloc-bg-thread" "server-cpulist" "bio-cpulist") -}}
 {{- end -}}
 
 {{/* sentinel.conf template (process-global only); the start step appends announce-ip and myid. */}}
 {{- define "vs.config" -}}
-{{- $owned := include "vs.ownedKeys" . | fromJsonArray -}}
+{{- include "vs.loadDirectives" . -}}
+{{- $data := get . "_vsDirectives" -}}
 # Rendered by charts/valkey-sentinel. Copied to /data/sentinel.conf (writable: Sentinel rewrites it) by the
 # start step, which appends sentinel announce-ip <own FQDN>, announce-hostnames, resolve-hostnames and a
 # stable sentinel myid. Monitors are registered by the sentinel controller, never rendered here.
@@ -161,16 +198,8 @@ dir /data
 sentinel resolve-hostnames yes
 sentinel announce-hostnames yes
 {{- range $k := keys .Values.config | sortAlpha }}
-{{- if not (has (lower $k) $owned) }}
-{{- $v := get $.Values.config $k }}
-{{- if kindIs "bool" $v }}
-{{ $k }} {{ ternary "yes" "no" $v }}
-{{- else if kindIs "float64" $v }}
-{{ $k }} {{ int64 $v }}
-{{- else }}
-{{ $k }} {{ $v }}
-{{- end }}
-{{- end }}
+{{- $d := ternary (get $data.sentinel (trimPrefix "sentinel " $k)) (get $data.server $k) (hasPrefix "sentinel " $k) }}
+{{ include "vs.confLine" (dict "name" $k "value" (get $.Values.config $k) "d" $d) }}
 {{- end }}
 {{- end -}}
 
@@ -220,8 +249,75 @@ echo "wrote $conf announcing $fqdn"
 
 {{/* ---------------------------------------------------------------- validation */}}
 
+{{/*
+Every check, once per render and before any template reads a value (vs.fullname starts with it, and every
+template calls vs.fullname first). Each message names the field, the value and the fix.
+*/}}
 {{- define "vs.validate" -}}
-{{- $S := include "vs.fullname" . -}}
+{{- if not (hasKey . "_vsValidated") -}}
+{{- $_ := set . "_vsValidated" true -}}
+{{- include "vs.validateFormats" . -}}
+{{- include "vs.validateNames" . -}}
+{{- include "vs.validateImage" . -}}
+{{- include "vs.validateResources" . -}}
+{{- include "vs.validateSelectors" . -}}
+{{- include "vs.validateConfig" . -}}
+{{- include "vs.validateServiceAccount" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Names, quantities and labels (the schema checks types; the words are here). */}}
+{{- define "vs.validateFormats" -}}
+{{- $checks := list
+  (list "nameOverride" .Values.nameOverride "dnsLabel" "valkey-sentinel")
+  (list "fullnameOverride" .Values.fullnameOverride "dnsLabel" "quorum")
+  (list "image.repository" .Values.image.repository "imageRepository" "valkey/valkey")
+  (list "image.tag" .Values.image.tag "imageTag" "8.0")
+  (list "clusterDomain" .Values.clusterDomain "dnsName" "cluster.local")
+  (list "auth.existingSecret" .Values.auth.existingSecret "dnsName" "sentinel-password")
+  (list "tls.existingSecret" .Values.tls.existingSecret "dnsName" "sentinel-tls")
+  (list "persistence.size" .Values.persistence.size "quantity" "1Gi")
+  (list "persistence.storageClass" .Values.persistence.storageClass "dnsName" "fast-ssd")
+  (list "resources.cpu" .Values.resources.cpu "cpu" "50m")
+  (list "resources.memory" .Values.resources.memory "quantity" "64Mi")
+  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "localhost/valkey-ha/valkey-sentinel-ctl")
+  (list "controller.image.tag" .Values.controller.image.tag "imageTag" "0.1.0")
+  (list "controller.serviceAccountName" .Values.controller.serviceAccountName "dnsName" "valkey-sentinel-controller")
+  (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
+  (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
+  (list "priorityClassName" .Values.priorityClassName "dnsName" "high-priority")
+-}}
+{{- range $c := $checks -}}
+{{- if not (empty (index $c 1)) -}}
+{{- include "vs.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $s := .Values.allowedSources -}}
+{{- include "vs.checkFormat" (dict "field" (printf "allowedSources[%d]" $i) "value" $s "format" "cidr") -}}
+{{- end -}}
+{{- range $i, $s := .Values.imagePullSecrets -}}
+{{- include "vs.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
+{{- end -}}
+{{- range $field, $m := dict "podLabels" .Values.podLabels "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector -}}
+{{- include "vs.checkLabels" (dict "field" $field "labels" $m) -}}
+{{- end -}}
+{{- range $k, $_ := .Values.podLabels -}}
+{{- if or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k) -}}
+{{- fail (printf "podLabels.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/team)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* vs.checkLabels: keys are label keys, values label values. Call with (dict "field" "podLabels" "labels" map). */}}
+{{- define "vs.checkLabels" -}}
+{{- range $k, $v := .labels -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s key %q" $.field $k) "value" $k "format" "labelKey") -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.%s" $.field $k) "value" $v "format" "labelValue" "example" "cache") -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vs.validateNames" -}}
+{{- $S := .Values.fullnameOverride | default .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- if has (lower $S) (list "y" "n" "yes" "no" "on" "off" "true" "false") -}}
 {{- fail (printf "fullnameOverride: the full name %q (the release name by default) reads as a YAML boolean in object names; set fullnameOverride to another name, e.g. %s-sentinel" $S $S) -}}
 {{- end -}}
@@ -237,16 +333,163 @@ echo "wrote $conf announcing $fqdn"
 {{- if and .Values.pdb.enabled (gt $maxUnavailable $tolerated) -}}
 {{- fail (printf "pdb.maxUnavailable: %d of %d Sentinels down loses the majority (%d needed); set pdb.maxUnavailable to at most %d" $maxUnavailable $n (add1 (div $n 2)) $tolerated) -}}
 {{- end -}}
-{{- $perMaster := include "vs.perMasterKeys" . | fromJsonArray -}}
-{{- range $k, $v := .Values.config -}}
-{{- if not (regexMatch "^(sentinel )?[a-z][a-z0-9-]{0,63}$" $k) -}}
-{{- fail (printf "config.%s: not a sentinel.conf directive name (lowercase letters, digits and '-', optionally after \"sentinel \")" $k) -}}
-{{- end -}}
-{{- if has (lower $k) $perMaster -}}
-{{- fail (printf "config.%s: a per-master directive; set it per instance in the valkey chart's sentinel.config (the controller sends SENTINEL SET)" $k) -}}
-{{- end -}}
-{{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.existingSecret) -}}
 {{- fail "tls.existingSecret: tls.enabled needs a Secret with tls.crt, tls.key and ca.crt covering the Sentinel FQDNs; set tls.existingSecret" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Sentinel runs valkey-sentinel and valkey-cli from the image: a redis image has neither. The version whose
+directive list checks config: engineVersion, else the leading major.minor of the image tag.
+*/}}
+{{- define "vs.engineVersion" -}}
+{{- .Values.engineVersion | default (regexFind "^[0-9]+\\.[0-9]+" (toString .Values.image.tag)) -}}
+{{- end -}}
+
+{{- define "vs.validateImage" -}}
+{{- $name := last (splitList "/" .Values.image.repository) -}}
+{{- if and (contains "redis" $name) (not (contains "valkey" $name)) -}}
+{{- fail (printf "image.repository: %q is a Redis image, but this chart runs valkey-sentinel and valkey-cli, which it does not ship; use a valkey image such as valkey/valkey (a valkey Sentinel also monitors redis instances)" .Values.image.repository) -}}
+{{- end -}}
+{{- include "vs.loadDirectives" . -}}
+{{- end -}}
+
+{{/* Loads the directive list of the Sentinel's valkey version into the render context (key _vsDirectives). */}}
+{{- define "vs.loadDirectives" -}}
+{{- if not (hasKey . "_vsDirectives") -}}
+{{- $v := include "vs.engineVersion" . -}}
+{{- $raw := include "vs.engineData" (dict "ctx" . "engine" "valkey" "version" $v) -}}
+{{- if not $raw -}}
+{{- $known := include "vs.engineVersions" (dict "ctx" . "engine" "valkey") | fromJsonArray -}}
+{{- if .Values.engineVersion -}}
+{{- fail (printf "engineVersion: %q is not a valkey version this chart knows (%s); set engineVersion to one of them, matching the image" .Values.engineVersion (join ", " $known)) -}}
+{{- else if $v -}}
+{{- fail (printf "image.tag: %q runs valkey %s, a version this chart has no directive list for (it knows %s); use an image of one of those versions, or set engineVersion to the known version your image matches" (toString .Values.image.tag) $v (join ", " $known)) -}}
+{{- else -}}
+{{- fail (printf "image.tag: %q does not start with a version (major.minor), so the chart cannot tell which directives the Sentinel accepts; set engineVersion to the valkey version the image runs (%s)" (toString .Values.image.tag) (join ", " $known)) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set . "_vsDirectives" ($raw | fromJson) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Memory floors: an idle Sentinel ~10 MB plus the readiness probe's valkey-cli ~7 MB; the controller is a Go process. */}}
+{{- define "vs.validateResources" -}}
+{{- range $field, $q := dict "resources" (list .Values.resources "32Mi" "a Sentinel and its readiness probe") "controller.resources" (list .Values.controller.resources "64Mi" "the controller (a Go process watching the namespace)") -}}
+{{- $r := index $q 0 -}}
+{{- if eq (float64 (trimSuffix "m" (toString $r.cpu))) 0.0 -}}
+{{- fail (printf "%s.cpu: %q is no CPU at all; the container could not run. Set at least 1m, such as 50m" $field (toString $r.cpu)) -}}
+{{- end -}}
+{{- if lt (float64 (include "vs.bytes" $r.memory)) (float64 (include "vs.bytes" (index $q 1))) -}}
+{{- fail (printf "%s.memory: %s is too small for %s; set at least %s" $field $r.memory (index $q 2) (index $q 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Quantity (512Mi, 1Gi, 768M) to bytes. */}}
+{{- define "vs.bytes" -}}
+{{- $q := toString . -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- $mult := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 -}}
+{{- printf "%.0f" (mulf (float64 $num) (get $mult (trimPrefix $num $q))) -}}
+{{- end -}}
+
+{{/*
+vs.checkSelector: a Kubernetes label selector (matchLabels, matchExpressions) whose keys and values the API and
+the controller's --selector parser accept. Call with (dict "field" "valkeySelector" "selector" sel).
+*/}}
+{{- define "vs.checkSelector" -}}
+{{- $sel := .selector | default dict -}}
+{{- include "vs.checkLabels" (dict "field" (printf "%s.matchLabels" .field) "labels" ($sel.matchLabels | default dict)) -}}
+{{- range $i, $e := $sel.matchExpressions | default list -}}
+{{- $f := printf "%s.matchExpressions[%d]" $.field $i -}}
+{{- if not (kindIs "map" $e) -}}
+{{- fail (printf "%s: give {key, operator, values}, such as {key: tier, operator: In, values: [cache]}" $f) -}}
+{{- end -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.key" $f) "value" ($e.key | default "") "format" "labelKey") -}}
+{{- $op := toString ($e.operator | default "") -}}
+{{- if not (has $op (list "In" "NotIn" "Exists" "DoesNotExist")) -}}
+{{- fail (printf "%s.operator: %q is not In, NotIn, Exists or DoesNotExist" $f $op) -}}
+{{- end -}}
+{{- $values := $e.values | default list -}}
+{{- if and (has $op (list "In" "NotIn")) (not $values) -}}
+{{- fail (printf "%s.values: operator %s needs at least one value; list the values, or use Exists" $f $op) -}}
+{{- end -}}
+{{- if and (has $op (list "Exists" "DoesNotExist")) $values -}}
+{{- fail (printf "%s.values: operator %s takes no values, got %s; remove values, or use In" $f $op (toJson $values)) -}}
+{{- end -}}
+{{- range $j, $v := $values -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.values[%d]" $f $j) "value" $v "format" "labelValue" "example" "cache") -}}
+{{- end -}}
+{{- range $k, $_ := omit $e "key" "operator" "values" -}}
+{{- fail (printf "%s: %q is not a field of a selector requirement (key, operator, values); remove it" $f $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vs.validateSelectors" -}}
+{{- include "vs.checkSelector" (dict "field" "valkeySelector" "selector" .Values.valkeySelector) -}}
+{{- include "vs.checkSelector" (dict "field" "networkPolicy.clientPodSelector" "selector" .Values.networkPolicy.clientPodSelector) -}}
+{{- end -}}
+
+{{/*
+config: each directive must exist in the Sentinel's engine version (server directives or `sentinel <name>`),
+be one a Sentinel uses, not be owned by the chart, and carry a value the engine accepts.
+*/}}
+{{- define "vs.validateConfig" -}}
+{{- $perMaster := include "vs.perMasterKeys" . | fromJsonArray -}}
+{{- $owned := include "vs.ownedDirectives" . | fromJson -}}
+{{- $useful := include "vs.sentinelDirectives" . | fromJsonArray -}}
+{{- include "vs.loadDirectives" . -}}
+{{- $data := get . "_vsDirectives" -}}
+{{- $engine := printf "valkey %s" $data.version -}}
+{{- range $k, $v := .Values.config -}}
+{{- $field := ternary (printf "config key %q" $k) (printf "config.%s" $k) (contains " " $k) -}}
+{{- if not (regexMatch "^(sentinel )?[a-z][a-z0-9_-]{0,63}$" $k) -}}
+{{- fail (printf "config key %q: not a sentinel.conf directive name (lowercase letters, digits and '-', optionally after \"sentinel \")" $k) -}}
+{{- end -}}
+{{- if has $k $perMaster -}}
+{{- fail (printf "%s: a per-master directive; set it per instance in the valkey chart's sentinel.config (the controller sends SENTINEL SET)" $field) -}}
+{{- end -}}
+{{- if hasKey $owned $k -}}
+{{- fail (printf "%s: %s" $field (get $owned $k)) -}}
+{{- end -}}
+{{- if hasPrefix "sentinel " $k -}}
+{{- $name := trimPrefix "sentinel " $k -}}
+{{- $d := get $data.sentinel $name -}}
+{{- if not $d -}}
+{{- fail (printf "config key %q: %s Sentinel has no statement \"sentinel %s\"; check the name, or remove it" $k $engine $name) -}}
+{{- end -}}
+{{- include "vs.checkValue" (dict "field" $field "value" $v "d" $d "engine" (printf "%s Sentinel" $engine)) -}}
+{{- else -}}
+{{- $d := get $data.server $k -}}
+{{- if not $d -}}
+{{- fail (printf "%s: %s has no directive %q; check the name, or remove it" $field $engine $k) -}}
+{{- end -}}
+{{- if not (has $k $useful) -}}
+{{- fail (printf "%s: a data-node directive; it does nothing in a Sentinel. Set it in the valkey chart's config, or remove it (Sentinel directives: %s)" $field (join ", " (slice $useful 0 8))) -}}
+{{- end -}}
+{{- include "vs.checkValue" (dict "field" $field "value" $v "d" $d "engine" $engine) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+With createServiceAccount false the controller's ServiceAccount must exist already (another Sentinel release
+created it): checked at install time when the chart can see the cluster (lookup answers; `helm template`
+cannot tell, and renders).
+*/}}
+{{- define "vs.validateServiceAccount" -}}
+{{- if and .Values.controller.enabled (not .Values.controller.createServiceAccount) -}}
+{{- $all := lookup "v1" "ServiceAccount" .Release.Namespace "" -}}
+{{- if $all -}}
+{{- $found := false -}}
+{{- range ($all.items | default list) -}}
+{{- if eq .metadata.name $.Values.controller.serviceAccountName -}}{{- $found = true -}}{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- fail (printf "controller.serviceAccountName: ServiceAccount %q does not exist in namespace %q, and controller.createServiceAccount is false, so the controller pods could never start; set controller.createServiceAccount: true, or install the Sentinel release that creates it first" .Values.controller.serviceAccountName .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

@@ -13,6 +13,7 @@ Full name F, truncated to 63 characters. validateNames refuses more than 40, bec
 valid StatefulSet name (revision hash label) and F-replicas a valid Service name.
 */}}
 {{- define "valkey.fullname" -}}
+{{- include "valkey.validate" . -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
@@ -56,8 +57,11 @@ valkey.io/node-index: {{ .index | int | toString | quote }}
 
 {{- define "valkey.serverImage" -}}
 {{- $repo := .Values.image.repository | default (ternary "redis" "valkey/valkey" (eq .Values.engine "redis")) -}}
-{{- $tag := .Values.image.tag | default (ternary "7.0" "9.1" (eq .Values.engine "redis")) -}}
-{{- printf "%s:%s" $repo (toString $tag) -}}
+{{- printf "%s:%s" $repo (include "valkey.serverTag" .) -}}
+{{- end -}}
+
+{{- define "valkey.serverTag" -}}
+{{- .Values.image.tag | default (ternary "7.0" "9.1" (eq .Values.engine "redis")) | toString -}}
 {{- end -}}
 
 {{- define "valkey.serverBin" -}}
@@ -134,6 +138,7 @@ Effective sizing: the plan preset (seed 003's table), overridden by explicit val
 maxmemory about 70% of the memory limit: the fork of an RDB/AOF rewrite needs copy-on-write headroom.
 */}}
 {{- define "valkey.sizing" -}}
+{{- include "valkey.validate" . -}}
 {{- $presets := dict
   "starter" (dict "cpu" "100m" "memory" "256Mi" "maxmemory" "192M" "maxclients" 100 "persistence" false "size" "1Gi")
   "casual" (dict "cpu" "250m" "memory" "1Gi" "maxmemory" "768M" "maxclients" 500 "persistence" true "size" "10Gi")
@@ -205,17 +210,10 @@ repl-diskless-sync yes
 min-replicas-to-write {{ int .Values.minReplicasToWrite }}
 min-replicas-max-lag {{ int .Values.minReplicasMaxLag }}
 {{- end }}
+{{- include "valkey.loadDirectives" . -}}
+{{- $directives := get . "_valkeyHADirectives" -}}
 {{- range $k := keys .Values.config | sortAlpha }}
-{{- $v := get $.Values.config $k }}
-{{- if kindIs "bool" $v }}
-{{ $k }} {{ ternary "yes" "no" $v }}
-{{- else if kindIs "float64" $v }}
-{{ $k }} {{ int64 $v }}
-{{- else if eq (toString $v) "" }}
-{{ $k }} ""
-{{- else }}
-{{ $k }} {{ $v }}
-{{- end }}
+{{ include "valkey.confLine" (dict "name" $k "value" (get $.Values.config $k) "d" (get $directives.server $k)) }}
 {{- end }}
 {{- end -}}
 
@@ -230,6 +228,7 @@ stores the SHA-256 of the old one with the deadline previousValidUntil had at th
 the stored deadline (values cannot stretch it) and drop both once it passed. The old plaintext is never kept.
 */}}
 {{- define "valkey.credentials" -}}
+{{- include "valkey.validate" . -}}
 {{- if not (hasKey . "_valkeyHACredentials") -}}
 {{- $ns := .Release.Namespace -}}
 {{- $F := include "valkey.fullname" . -}}
@@ -405,14 +404,81 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 
 {{/* ---------------------------------------------------------------- validation */}}
 
+{{/*
+Every check, once per render and before any template reads a value: valkey.fullname, valkey.sizing and
+valkey.credentials start with it (each template calls one of them first), so a refusal is always the message
+written here rather than a failure further down. Each message names the field, the value and the fix.
+*/}}
 {{- define "valkey.validate" -}}
+{{- if not (hasKey . "_valkeyHAValidated") -}}
+{{- $_ := set . "_valkeyHAValidated" true -}}
+{{- include "valkey.validateFormats" . -}}
 {{- include "valkey.validateNames" . -}}
 {{- include "valkey.validateSizing" . -}}
 {{- include "valkey.validateConfig" . -}}
+{{- include "valkey.validateSentinel" . -}}
 {{- include "valkey.validateUsers" . -}}
 {{- include "valkey.validateTLS" . -}}
 {{- include "valkey.validateLabels" . -}}
 {{- include "valkey.validateImmutable" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Names, quantities and labels (the schema checks types; the words are here). */}}
+{{- define "valkey.validateFormats" -}}
+{{- $checks := list
+  (list "nameOverride" .Values.nameOverride "dnsLabel" "valkey")
+  (list "fullnameOverride" .Values.fullnameOverride "dnsLabel" "cache")
+  (list "image.repository" .Values.image.repository "imageRepository" "valkey/valkey")
+  (list "image.tag" .Values.image.tag "imageTag" "8.0")
+  (list "clusterDomain" .Values.clusterDomain "dnsName" "cluster.local")
+  (list "resources.limits.cpu" .Values.resources.limits.cpu "cpu" "250m")
+  (list "resources.limits.memory" .Values.resources.limits.memory "quantity" "1Gi")
+  (list "maxmemory" .Values.maxmemory "quantity" "768M")
+  (list "persistence.size" .Values.persistence.size "quantity" "10Gi")
+  (list "persistence.storageClass" .Values.persistence.storageClass "dnsName" "fast-ssd")
+  (list "sentinel.controllerServiceAccount" .Values.sentinel.controllerServiceAccount "dnsName" "valkey-sentinel-controller")
+  (list "auth.existingSecret" .Values.auth.existingSecret "dnsName" "cache-system-passwords")
+  (list "tls.existingSecret" .Values.tls.existingSecret "dnsName" "cache-tls")
+  (list "priorityClassName" .Values.priorityClassName "dnsName" "high-priority")
+  (list "metrics.image.repository" .Values.metrics.image.repository "imageRepository" "oliver006/redis_exporter")
+  (list "metrics.image.tag" .Values.metrics.image.tag "imageTag" "v1.67.0")
+  (list "metrics.resources.cpu" .Values.metrics.resources.cpu "cpu" "50m")
+  (list "metrics.resources.memory" .Values.metrics.resources.memory "quantity" "32Mi")
+  (list "metrics.podMonitor.interval" .Values.metrics.podMonitor.interval "interval" "30s")
+  (list "metrics.serviceMonitor.interval" .Values.metrics.serviceMonitor.interval "interval" "30s")
+  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "localhost/valkey-ha/valkey-sentinel-ctl")
+  (list "controller.image.tag" .Values.controller.image.tag "imageTag" "0.1.0")
+  (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
+  (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
+-}}
+{{- range $c := $checks -}}
+{{- if not (empty (index $c 1)) -}}
+{{- include "valkey.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.sentinel.monitorName -}}
+{{- if not (regexMatch "^[A-Za-z0-9._-]{1,64}$" .) -}}
+{{- fail (printf "sentinel.monitorName: %q is not a Sentinel master name: at most 64 letters, digits, '.', '_' and '-'; for example orders-cache" .) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $s := .Values.allowedSources -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "allowedSources[%d]" $i) "value" $s "format" "cidr") -}}
+{{- end -}}
+{{- range $i, $s := .Values.imagePullSecrets -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
+{{- end -}}
+{{- range $field, $m := dict "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels -}}
+{{- include "valkey.checkLabels" (dict "field" $field "labels" $m) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* valkey.checkLabels: keys are label keys, values label values. Call with (dict "field" "podLabels" "labels" map). */}}
+{{- define "valkey.checkLabels" -}}
+{{- range $k, $v := .labels -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "%s key %q" $.field $k) "value" $k "format" "labelKey") -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "%s.%s" $.field $k) "value" $v "format" "labelValue" "example" "cache") -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "valkey.validateNames" -}}
@@ -423,10 +489,19 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 {{- if gt (int .Values.replicas) 99 -}}
 {{- fail "replicas: at most 99 replicas (node names F-<i> must stay short); lower replicas" -}}
 {{- end -}}
+{{- if and .Values.metrics.enabled (eq (int .Values.metrics.port) (int .Values.port)) -}}
+{{- fail (printf "metrics.port: %d is also the server port; the exporter sidecar could not listen. Set metrics.port to another port, such as 9121" (int .Values.metrics.port)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Memory floors: what an idle pod needs (bootstrap ~30 MB before it execs the server, server ~13 MB, probes ~7 MB). */}}
+{{- define "valkey.memoryFloors" -}}
+{{- toJson (dict "limit" "64Mi" "headroom" "32Mi" "maxmemory" "8M" "controller" "64Mi" "exporter" "16Mi") -}}
 {{- end -}}
 
 {{- define "valkey.validateSizing" -}}
 {{- $s := include "valkey.sizing" . | fromJson -}}
+{{- $floor := include "valkey.memoryFloors" . | fromJson -}}
 {{- if not $s.memory -}}
 {{- fail (printf "resources.limits.memory: plan %q sets no memory limit; set resources.limits.memory (e.g. 1Gi) or choose plan starter, casual or pro" .Values.plan) -}}
 {{- end -}}
@@ -436,66 +511,228 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 {{- if not $s.maxmemory -}}
 {{- fail (printf "maxmemory: plan %q sets no maxmemory; set maxmemory to about 70%% of resources.limits.memory (%s)" .Values.plan $s.memory) -}}
 {{- end -}}
+{{- range $field, $q := dict "resources.limits.cpu" $s.cpu "controller.resources.cpu" .Values.controller.resources.cpu "metrics.resources.cpu" .Values.metrics.resources.cpu -}}
+{{- if eq (float64 (trimSuffix "m" (toString $q))) 0.0 -}}
+{{- fail (printf "%s: %q is no CPU at all; the container could not run. Set at least 1m, such as 100m" $field (toString $q)) -}}
+{{- end -}}
+{{- end -}}
 {{- $mem := float64 (include "valkey.bytes" $s.memory) -}}
 {{- $max := float64 (include "valkey.bytes" $s.maxmemory) -}}
+{{- if lt $mem (float64 (include "valkey.bytes" $floor.limit)) -}}
+{{- fail (printf "resources.limits.memory: %s is too small for an idle data pod (the bootstrap alone needs about 30 MB before it starts the server); set at least %s" $s.memory $floor.limit) -}}
+{{- end -}}
+{{- if eq $max 0.0 -}}
+{{- fail (printf "maxmemory: %q means no limit: the server would grow until the pod is OOM-killed instead of refusing writes or evicting (maxmemoryPolicy); set maxmemory to about 70%% of resources.limits.memory (%.0fM)" $s.maxmemory (divf (mulf $mem 0.7) 1e6)) -}}
+{{- end -}}
+{{- if lt $max (float64 (include "valkey.bytes" $floor.maxmemory)) -}}
+{{- fail (printf "maxmemory: %s is below the %s a server with replicas uses before it holds any key, so every write would fail with OOM; set maxmemory to about 70%% of resources.limits.memory (%.0fM)" $s.maxmemory $floor.maxmemory (divf (mulf $mem 0.7) 1e6)) -}}
+{{- end -}}
 {{- if gt (mulf $max 100.0) (mulf $mem 80.0) -}}
 {{- fail (printf "maxmemory: %s is above 80%% of resources.limits.memory (%s); an RDB/AOF rewrite forks and needs headroom. Lower maxmemory to about 70%% of the limit (%.0fM) or raise resources.limits.memory" $s.maxmemory $s.memory (divf (mulf $mem 0.7) 1e6)) -}}
+{{- end -}}
+{{- if lt (subf $mem $max) (float64 (include "valkey.bytes" $floor.headroom)) -}}
+{{- fail (printf "maxmemory: %s leaves less than %s of resources.limits.memory (%s) for the server process, replication buffers and probes; lower maxmemory to %.0fM or raise resources.limits.memory" $s.maxmemory $floor.headroom $s.memory (divf (subf $mem (float64 (include "valkey.bytes" $floor.headroom))) 1e6)) -}}
+{{- end -}}
+{{- range $field, $q := dict "controller.resources.memory" (list .Values.controller.resources.memory $floor.controller "the controller (a Go process watching the namespace)") "metrics.resources.memory" (list .Values.metrics.resources.memory $floor.exporter "the exporter sidecar") -}}
+{{- if lt (float64 (include "valkey.bytes" (index $q 0))) (float64 (include "valkey.bytes" (index $q 1))) -}}
+{{- fail (printf "%s: %s is too small for %s; set at least %s" $field (index $q 0) (index $q 2) (index $q 1)) -}}
+{{- end -}}
 {{- end -}}
 {{- if $s.persistence -}}
 {{- $size := float64 (include "valkey.bytes" $s.size) -}}
 {{- if lt $size (mulf $max 5.0) -}}
 {{- fail (printf "persistence.size: %s is under 5x maxmemory (%s); set persistence.size to at least %.0fM or lower maxmemory" $s.size $s.maxmemory (divf (mulf $max 5.0) 1e6)) -}}
 {{- end -}}
+{{- else -}}
+{{- range $field, $v := dict "persistence.size" .Values.persistence.size "persistence.storageClass" .Values.persistence.storageClass -}}
+{{- if $v -}}
+{{- fail (printf "%s: %q is set but persistence is off (plan %s), so no volume is created and it would be ignored; set persistence.enabled: true, or remove %s" $field $v $.Values.plan $field) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
-{{/* Directives the chart or the bootstrap owns; passthrough must not override them. */}}
-{{- define "valkey.reservedConfigKeys" -}}
-{{- $bootstrap := "the bootstrap sets it (announce, role and replication auth are decided per pod)" -}}
-{{- $fixed := "the chart fixes it" -}}
+{{/*
+The engine version whose directive list checks config and sentinel.config: engineVersion, else the leading
+major.minor of the image tag.
+*/}}
+{{- define "valkey.engineVersion" -}}
+{{- .Values.engineVersion | default (regexFind "^[0-9]+\\.[0-9]+" (include "valkey.serverTag" .)) -}}
+{{- end -}}
+
+{{/* Loads the directive list of the engine version into the render context (key _valkeyHADirectives). */}}
+{{- define "valkey.loadDirectives" -}}
+{{- if not (hasKey . "_valkeyHADirectives") -}}
+{{- $v := include "valkey.engineVersion" . -}}
+{{- $raw := include "valkey.engineData" (dict "ctx" . "engine" .Values.engine "version" $v) -}}
+{{- if not $raw -}}
+{{- $known := include "valkey.engineVersions" (dict "ctx" . "engine" .Values.engine) | fromJsonArray -}}
+{{- if .Values.engineVersion -}}
+{{- fail (printf "engineVersion: %q is not a %s version this chart knows (%s); set engineVersion to one of them, matching the image" .Values.engineVersion .Values.engine (join ", " $known)) -}}
+{{- else if $v -}}
+{{- fail (printf "image.tag: %q runs %s %s, a version this chart has no directive list for (it knows %s); use an image of one of those versions, or set engineVersion to the known version your image matches" (include "valkey.serverTag" .) .Values.engine $v (join ", " $known)) -}}
+{{- else -}}
+{{- fail (printf "image.tag: %q does not start with a version (major.minor), so the chart cannot tell which %s directives it accepts; set engineVersion to the version the image runs (%s)" (include "valkey.serverTag" .) .Values.engine (join ", " $known)) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set . "_valkeyHADirectives" ($raw | fromJson) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Directives the chart or the bootstrap owns, or that break the instance, with the reason; config must not set
+them. Aliases (slave*, master*, primary*) are listed with their names.
+*/}}
+{{- define "valkey.ownedDirectives" -}}
+{{- $bootstrap := "the bootstrap writes it for each pod (announce address, role and replication credentials are decided per pod); remove it" -}}
+{{- $path := "a path inside the pod; the chart owns the pod's files (data in /data, logs on stdout, TLS files from tls.existingSecret); remove it" -}}
+{{- $users := "the chart writes the ACL file; define users in users instead" -}}
+{{- $socket := "nothing in the pod uses a unix socket; remove it" -}}
+{{- $fg := "the server must stay in the foreground under the bootstrap; remove it" -}}
+{{- $tls := "the chart sets it from tls.enabled and tls.existingSecret; set those instead" -}}
+{{- $noRepl := "no lets clients write to replicas, and those writes vanish at the next resync; remove it" -}}
+{{- $prio := "every node gets the same value: 0 makes every replica unpromotable so Sentinel can never fail over, any other value changes nothing; remove it" -}}
+{{- $ciphers := "the chart cannot check cipher names against the image's OpenSSL, and one it does not know stops the server at start; the image's OpenSSL defaults apply (TLS 1.2 and 1.3 with strong ciphers), remove it" -}}
+{{- $announced := "no hides the replicas from Sentinel, so it can never promote one; remove it" -}}
 {{- toJson (dict
-  "port" "set port" "tls-port" "set port and tls.enabled" "bind" $fixed "protected-mode" $fixed
-  "dir" $fixed "aclfile" "define users in users" "user" "define users in users" "requirepass" "define users in users"
-  "include" $fixed "rename-command" "restrict customer users with users[].access instead (the controller needs REPLICAOF and CONFIG REWRITE)"
+  "port" "the chart renders it from the value port; set port instead"
+  "tls-port" "the chart renders it from port and tls.enabled; set those instead"
+  "bind" "the chart listens on every pod address so peers, Sentinels and Services reach it; remove it"
+  "bind-source-addr" "pod addresses change with every restart; remove it"
+  "protected-mode" "the chart turns it off (the default user is off and every user has a password); remove it"
+  "dir" $path "dbfilename" $path "appendfilename" $path "appenddirname" $path "pidfile" $path "logfile" $path
+  "aclfile" $path "include" $path "cluster-config-file" $path
+  "tls-cert-file" $path "tls-key-file" $path "tls-ca-cert-file" $path "tls-ca-cert-dir" $path
+  "tls-client-cert-file" $path "tls-client-key-file" $path "tls-dh-params-file" $path
+  "tls-key-file-pass" $path "tls-client-key-file-pass" $path
+  "unixsocket" $socket "unixsocketperm" $socket "unixsocketgroup" $socket
+  "user" $users "requirepass" $users
+  "rename-command" "restrict customer users with users[].access instead (the controller needs REPLICAOF and CONFIG REWRITE under their names); remove it"
+  "loadmodule" "the server images ship no modules, and a module runs native code outside ACL control; remove it"
+  "enable-module-command" "MODULE LOAD would run native code outside ACL control; remove it"
+  "enable-debug-command" "DEBUG can crash or stall the server; remove it"
+  "enable-protected-configs" "it lets CONFIG SET change paths and other protected settings at run time; remove it"
   "replicaof" $bootstrap "slaveof" $bootstrap "masterauth" $bootstrap "masteruser" $bootstrap
-  "replica-announce-ip" $bootstrap "slave-announce-ip" $bootstrap "replica-announce-port" "set port" "slave-announce-port" "set port"
-  "maxmemory" "set maxmemory" "maxmemory-policy" "set maxmemoryPolicy" "maxclients" "set maxclients"
-  "appendonly" "set persistence.enabled" "daemonize" $fixed "supervised" $fixed "pidfile" $fixed
-  "logfile" $fixed "unixsocket" $fixed "repl-diskless-sync" $fixed
-  "tls-cert-file" "set tls.existingSecret" "tls-key-file" "set tls.existingSecret" "tls-ca-cert-file" "set tls.existingSecret"
-  "tls-replication" "set tls.enabled" "tls-auth-clients" "set tls.authClients" "tls-cluster" "set tls.enabled"
-  "min-replicas-to-write" "set minReplicasToWrite" "min-slaves-to-write" "set minReplicasToWrite"
-  "min-replicas-max-lag" "set minReplicasMaxLag" "min-slaves-max-lag" "set minReplicasMaxLag"
+  "primaryauth" $bootstrap "primaryuser" $bootstrap
+  "replica-announce-ip" $bootstrap "slave-announce-ip" $bootstrap
+  "replica-announce-port" $bootstrap "slave-announce-port" $bootstrap
+  "replica-announced" $announced "slave-announced" $announced
+  "replica-priority" $prio "slave-priority" $prio
+  "replica-read-only" $noRepl "slave-read-only" $noRepl
+  "maxmemory" "set maxmemory instead (it is checked against the memory limit)"
+  "maxmemory-policy" "set maxmemoryPolicy instead"
+  "maxclients" "set maxclients instead"
+  "appendonly" "set persistence.enabled instead (it also creates the volumes)"
+  "daemonize" $fg "supervised" $fg
+  "repl-diskless-sync" "the chart turns it on (a full resync never waits for a disk); remove it"
+  "tls-replication" $tls "tls-auth-clients" "set tls.authClients instead" "tls-cluster" $tls
+  "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
+  "min-replicas-to-write" "set minReplicasToWrite instead" "min-slaves-to-write" "set minReplicasToWrite instead"
+  "min-replicas-max-lag" "set minReplicasMaxLag instead" "min-slaves-max-lag" "set minReplicasMaxLag instead"
 ) -}}
+{{- end -}}
+
+{{/* Effective integer value of a directive: config (or its alias), else the engine default. Call with (dict "ctx" $ "names" (list ...)). */}}
+{{- define "valkey.effective" -}}
+{{- $d := get .ctx "_valkeyHADirectives" -}}
+{{- $out := "" -}}
+{{- range $n := .names -}}
+{{- if and (not $out) (hasKey $.ctx.Values.config $n) -}}{{- $out = include "valkey.confValue" (get $.ctx.Values.config $n) -}}{{- end -}}
+{{- end -}}
+{{- if not $out -}}{{- $out = (get $d.server (first .names) | default dict).default | default "" -}}{{- end -}}
+{{- $out -}}
 {{- end -}}
 
 {{- define "valkey.validateConfig" -}}
 {{- if gt (int .Values.minReplicasToWrite) (int .Values.replicas) -}}
 {{- fail (printf "minReplicasToWrite: %d is more than replicas (%d): the primary would refuse every write; set it to at most %d (0 turns it off)" (int .Values.minReplicasToWrite) (int .Values.replicas) (int .Values.replicas)) -}}
 {{- end -}}
-{{- $reserved := include "valkey.reservedConfigKeys" . | fromJson -}}
+{{- $owned := include "valkey.ownedDirectives" . | fromJson -}}
+{{- include "valkey.loadDirectives" . -}}
+{{- $data := get . "_valkeyHADirectives" -}}
+{{- $engine := printf "%s %s" .Values.engine $data.version -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
 {{- range $k, $v := .Values.config -}}
-{{- if not (regexMatch "^[a-z][a-z0-9-]{0,63}$" $k) -}}
-{{- fail (printf "config.%s: not a server directive name (lowercase letters, digits and '-')" $k) -}}
+{{- $field := printf "config.%s" $k -}}
+{{- if not (regexMatch "^[a-z][a-z0-9_-]{0,63}$" $k) -}}
+{{- fail (printf "config key %q: not a directive name; directive names are lowercase letters, digits and '-' (for example tcp-keepalive)" $k) -}}
 {{- end -}}
-{{- if hasKey $reserved (lower $k) -}}
-{{- fail (printf "config.%s: %q is owned by the chart and cannot be passed through: %s" $k $k (get $reserved (lower $k))) -}}
+{{- if hasKey $owned $k -}}
+{{- fail (printf "%s: %s" $field (get $owned $k)) -}}
 {{- end -}}
-{{- if hasPrefix "sentinel" (lower $k) -}}
-{{- fail (printf "config.%s: Sentinel settings belong in sentinel.config (per master) or the valkey-sentinel chart" $k) -}}
+{{- if hasPrefix "cluster-" $k -}}
+{{- fail (printf "%s: cluster mode is not supported (one primary with replicas under Sentinel); remove it" $field) -}}
+{{- end -}}
+{{- if hasPrefix "sentinel" $k -}}
+{{- fail (printf "%s: Sentinel settings belong in sentinel.config (per master) or the valkey-sentinel chart" $field) -}}
+{{- end -}}
+{{- $d := get $data.server $k -}}
+{{- if not $d -}}
+{{- fail (printf "%s: %s has no directive %q; check the name against the engine's valkey.conf, or remove it" $field $engine $k) -}}
+{{- end -}}
+{{- include "valkey.checkValue" (dict "field" $field "value" $v "d" $d "engine" $engine) -}}
+{{- $val := include "valkey.confValue" $v -}}
+{{- if and (eq $k "save") $val (not $s.persistence) -}}
+{{- fail (printf "config.save: %q turns on RDB snapshots, but persistence is off (plan %s): they would be written to an emptyDir, lost with the pod, and each one forks the server; set persistence.enabled: true, or remove config.save" $val $.Values.plan) -}}
+{{- end -}}
+{{- if and (eq $k "databases") (gt (int64 $val) 10000) -}}
+{{- fail (printf "config.databases: %s databases cost memory at start (one million took 700 MB); set at most 10000" $val) -}}
+{{- end -}}
+{{- if and (eq $k "repl-diskless-load") (eq (lower $val) "swapdb") -}}
+{{- fail "config.repl-diskless-load: swapdb keeps two copies of the data set during a full resync, more than the memory limit allows above maxmemory; use on-empty-db or disabled" -}}
+{{- end -}}
+{{- if eq $k "repl-backlog-size" -}}
+{{- $room := divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 2.0 -}}
+{{- if gt (float64 (include "valkey.memBytes" $val)) $room -}}
+{{- fail (printf "config.repl-backlog-size: %s does not fit: the backlog lives outside maxmemory, in the room between maxmemory (%s) and resources.limits.memory (%s), and may take at most half of it (%.0fmb); lower it or raise resources.limits.memory" $val $s.maxmemory $s.memory (divf $room 1048576.0)) -}}
 {{- end -}}
 {{- end -}}
-{{- $ownedSentinelKeys := list "auth-pass" "auth-user" "notification-script" "client-reconfig-script" "quorum" "rename-command" "monitor" -}}
-{{- range $k, $v := .Values.sentinel.config -}}
-{{- if not (regexMatch "^[a-z][a-z0-9-]{0,63}$" $k) -}}
-{{- fail (printf "sentinel.config.%s: not a SENTINEL SET key (lowercase letters, digits and '-')" $k) -}}
 {{- end -}}
-{{- if has $k $ownedSentinelKeys -}}
-{{- fail (printf "sentinel.config.%s: owned by the Sentinel controller (auth and quorum come from the descriptor; scripts are not supported); remove it" $k) -}}
-{{- end -}}
+{{- $timeout := include "valkey.effective" (dict "ctx" . "names" (list "repl-timeout")) -}}
+{{- $ping := include "valkey.effective" (dict "ctx" . "names" (list "repl-ping-replica-period" "repl-ping-slave-period")) -}}
+{{- if and $timeout $ping (le (int64 $timeout) (int64 $ping)) -}}
+{{- fail (printf "config.repl-timeout: %s seconds is not more than repl-ping-replica-period (%s), so replicas would drop their link between two pings; set repl-timeout above it (the default is 60)" $timeout $ping) -}}
 {{- end -}}
 {{- if and (eq .Values.updateStrategy "RollingUpdate") .Values.controller.enabled -}}
 {{- fail "updateStrategy: RollingUpdate lets the StatefulSet controller restart the primary without a failover; keep OnDelete while controller.enabled is true" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+sentinel.config keys go to SENTINEL SET on the Sentinels of the valkey-sentinel chart: each key and value must
+be accepted by every valkey Sentinel version that chart runs.
+*/}}
+{{- define "valkey.validateSentinel" -}}
+{{- $owned := dict
+  "auth-pass" "the controller sets the Sentinel credentials from Secret F-sentinel-auth; remove it"
+  "auth-user" "the controller sets the Sentinel credentials from Secret F-sentinel-auth; remove it"
+  "quorum" "set sentinel.quorum instead"
+  "notification-script" "scripts are not supported (the Sentinel image runs none and SENTINEL SET of a script is denied); remove it"
+  "client-reconfig-script" "scripts are not supported (the Sentinel image runs none and SENTINEL SET of a script is denied); remove it"
+  "rename-command" "the Sentinels send commands by their real names; remove it"
+  "monitor" "the controller registers the monitor; remove it"
+-}}
+{{- $versions := include "valkey.engineVersions" (dict "ctx" . "engine" "valkey") | fromJsonArray -}}
+{{- range $k, $v := .Values.sentinel.config -}}
+{{- $field := printf "sentinel.config.%s" $k -}}
+{{- if not (regexMatch "^[a-z][a-z0-9-]{0,63}$" $k) -}}
+{{- fail (printf "sentinel.config key %q: not a SENTINEL SET option; options are lowercase letters, digits and '-' (for example down-after-milliseconds)" $k) -}}
+{{- end -}}
+{{- if hasKey $owned $k -}}
+{{- fail (printf "%s: %s" $field (get $owned $k)) -}}
+{{- end -}}
+{{- range $ver := $versions -}}
+{{- $data := include "valkey.engineData" (dict "ctx" $ "engine" "valkey" "version" $ver) | fromJson -}}
+{{- $d := get $data.sentinelSet $k -}}
+{{- if not $d -}}
+{{- $known := without (keys $data.sentinelSet | sortAlpha) "auth-pass" "auth-user" "quorum" "notification-script" "client-reconfig-script" -}}
+{{- fail (printf "%s: valkey %s Sentinel has no SENTINEL SET option %q; use one of %s" $field $ver $k (join ", " $known)) -}}
+{{- end -}}
+{{- include "valkey.checkValue" (dict "field" $field "value" $v "d" $d "engine" (printf "valkey %s Sentinel" $ver)) -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (int (.Values.sentinel.quorum | default 0)) 15 -}}
+{{- fail (printf "sentinel.quorum: %d is more than the largest Sentinel release (15 Sentinels) could ever agree on, so failover would never happen; set it to at most the Sentinel count, or 0 for a majority" (int .Values.sentinel.quorum)) -}}
 {{- end -}}
 {{- end -}}
 
@@ -505,10 +742,24 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 {{- if or (eq $u.name "default") (hasPrefix "_" $u.name) -}}
 {{- fail (printf "users[%d].name: %q is reserved: `default` is always off and names starting with _ belong to the system users (_operator, _replication, _sentinel, _probe, _exporter); choose another name" $i $u.name) -}}
 {{- end -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9.]{0,30}[a-z0-9])?$" $u.name) -}}
+{{- fail (printf "users[%d].name: %q is not a user name: at most 32 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; for example app" $i $u.name) -}}
+{{- end -}}
 {{- if hasKey $seen $u.name -}}
 {{- fail (printf "users[%d].name: user %q is listed twice; user names must be unique" $i $u.name) -}}
 {{- end -}}
 {{- $_ := set $seen $u.name true -}}
+{{- range $what := list "keys" "channels" -}}
+{{- range $j, $p := (get $u $what | default list) -}}
+{{- if not (regexMatch "^[^\\s\"'\\\\]{1,64}$" (toString $p)) -}}
+{{- fail (printf "users[%d].%s[%d]: %q is not a pattern the ACL file can hold: 1 to 64 characters without spaces, quotes or backslashes; for example app:*" $i $what $j (toString $p)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $u.passwordSecret -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.name" $i) "value" .name "format" "dnsName" "example" "app-password") -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.key" $i) "value" .key "format" "secretKey" "example" "password") -}}
+{{- end -}}
 {{- range $j, $c := $u.channels | default list -}}
 {{- $lit := regexFind "^[^*?\\[\\\\]*" $c -}}
 {{- if or (hasPrefix "__sentinel__:" $lit) (hasPrefix $lit "__sentinel__:") -}}
@@ -520,9 +771,13 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 {{- fail (printf "users[%d].rotation: rotation applies to chart-generated passwords only; with passwordSecret, update that Secret instead (or drop passwordSecret)" $i) -}}
 {{- end -}}
 {{- if $rot.previousValidUntil -}}
-{{- $until := mustToDate "2006-01-02T15:04:05Z07:00" (toString $rot.previousValidUntil) -}}
+{{- $raw := toString $rot.previousValidUntil -}}
+{{- $until := toDate "2006-01-02T15:04:05Z07:00" $raw -}}
+{{- if or (not (regexMatch "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$" $raw)) (eq $until.Unix (toDate "2006-01-02" "0001-01-01").Unix) -}}
+{{- fail (printf "users[%d].rotation.previousValidUntil: %q is not a valid RFC 3339 time; write it like 2026-03-01T12:00:00Z, at most 7 days ahead" $i $raw) -}}
+{{- end -}}
 {{- if gt (sub $until.Unix (now).Unix) (mul 7 86400) -}}
-{{- fail (printf "users[%d].rotation.previousValidUntil: %s is more than 7 days from now; the grace period of the previous password is capped at 7 days" $i $rot.previousValidUntil) -}}
+{{- fail (printf "users[%d].rotation.previousValidUntil: %s is more than 7 days from now; the grace period of the previous password is capped at 7 days" $i $raw) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -541,9 +796,12 @@ user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
 {{- end -}}
 
 {{- define "valkey.validateLabels" -}}
-{{- range $k, $v := .Values.instanceLabels -}}
+{{- range $field, $m := dict "instanceLabels" .Values.instanceLabels "podLabels" .Values.podLabels -}}
+{{- include "valkey.checkLabels" (dict "field" $field "labels" $m) -}}
+{{- range $k, $v := $m -}}
 {{- if or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k) -}}
-{{- fail (printf "instanceLabels.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/sentinel)" $k) -}}
+{{- fail (printf "%s.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/sentinel)" $field $k) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
