@@ -24,6 +24,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/status"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -627,4 +628,31 @@ func (e *env) labelsMatchExcept(primaryPort int, skip string) error {
 		}
 	}
 	return nil
+}
+
+// TestQuorumAboveSentinelCountIsNotReady: a quorum pin larger than the number of Sentinels can never agree that
+// the primary is down, so failover is impossible; the instance must not read Ready (issue 16), even though the
+// primary, the replicas and the registration are all fine.
+func TestQuorumAboveSentinelCountIsNotReady(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{})
+	ctx := context.Background()
+	for _, s := range e.top.Sentinels {
+		require.NoError(t, s.Client(e.top.SentinelOptions()).SentinelSet(ctx, e.in.MonitorName, "quorum", "4"))
+	}
+	e.in.Quorum = 4
+	b, _ := json.Marshal(e.in)
+	e.desc.Data[spec.InstanceKey] = string(b)
+	_, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, e.desc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	e.publishSentinels()
+	e.startInstanceController(InstanceOptions{})
+
+	valkeytest.Eventually(t, 20*time.Second, 100*time.Millisecond, "status with the registration observed", func() error {
+		if e.condition(status.Monitored) != status.True || e.condition(status.ReplicationHealthy) != status.True {
+			return fmt.Errorf("status so far: %v", e.statusDoc()["conditions"])
+		}
+		return nil
+	})
+	assert.Equal(t, status.False, e.condition(status.Ready), "%v", e.statusDoc()["conditions"])
+	assert.Contains(t, fmt.Sprint(e.statusDoc()["message"]), "quorum 4 exceeds the 3 Sentinels")
 }

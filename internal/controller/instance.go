@@ -28,6 +28,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
@@ -662,9 +663,15 @@ func (c *InstanceController) writeStatus(ctx context.Context, descCM *corev1.Con
 		} else {
 			set(status.Monitored, status.False, "NotRegistered", "Sentinels do not know the monitor yet")
 		}
-		if q.OK {
+		switch {
+		case in.Quorum > len(si.Hosts):
+			// a configuration error, not a passing outage: failover can never be agreed, so not Ready
+			monitoredOK = false
+			set(status.SentinelQuorumHealthy, status.False, "QuorumAboveSentinels",
+				registration.QuorumWarning(in.MonitorName, in.Quorum, len(si.Hosts))+"; lower sentinel.quorum")
+		case q.OK:
 			set(status.SentinelQuorumHealthy, status.True, "QuorumOK", q.Message)
-		} else {
+		default:
 			set(status.SentinelQuorumHealthy, status.False, "NoQuorum", q.Message)
 		}
 	}

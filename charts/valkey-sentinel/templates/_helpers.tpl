@@ -467,7 +467,7 @@ be one a Sentinel uses, not be owned by the chart, and carry a value the engine 
 {{- fail (printf "%s: %s has no directive %q; check the name, or remove it" $field $engine $k) -}}
 {{- end -}}
 {{- if not (has $k $useful) -}}
-{{- fail (printf "%s: a data-node directive; it does nothing in a Sentinel. Set it in the valkey chart's config, or remove it (Sentinel directives: %s)" $field (join ", " (slice $useful 0 8))) -}}
+{{- fail (printf "%s: a data-node directive; it does nothing in a Sentinel (which takes logging, client, TLS and process directives such as loglevel, maxclients or tcp-keepalive). Set it in the valkey chart's config, or remove it" $field) -}}
 {{- end -}}
 {{- include "vs.checkValue" (dict "field" $field "value" $v "d" $d "engine" $engine) -}}
 {{- end -}}

@@ -668,7 +668,7 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
 {{- end -}}
 {{- $d := get $data.server $k -}}
 {{- if not $d -}}
-{{- fail (printf "%s: %s has no directive %q; check the name against the engine's valkey.conf, or remove it" $field $engine $k) -}}
+{{- fail (printf "%s: %s has no directive %q; check the name against the %s configuration reference, or remove it" $field $engine $k $.Values.engine) -}}
 {{- end -}}
 {{- include "valkey.checkValue" (dict "field" $field "value" $v "d" $d "engine" $engine) -}}
 {{- $val := include "valkey.confValue" $v -}}
