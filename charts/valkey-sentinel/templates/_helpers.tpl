@@ -336,6 +336,18 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- if and .Values.tls.enabled (not .Values.tls.existingSecret) -}}
 {{- fail "tls.existingSecret: tls.enabled needs a Secret with tls.crt, tls.key and ca.crt covering the Sentinel FQDNs; set tls.existingSecret" -}}
 {{- end -}}
+{{- if and .Values.tls.enabled (eq .Values.tls.authClients "yes") -}}
+{{- fail "tls.authClients: \"yes\" requires a client certificate from every client, and the controllers and the data pods' bootstrap connect without one, so no monitor could be registered or asked; use optional (clients may present one) or no" -}}
+{{- end -}}
+{{- if hasPrefix "system-" .Values.priorityClassName -}}
+{{- fail (printf "priorityClassName: %q is reserved for pods in kube-system, so the Sentinel pods would never be created here; use a PriorityClass of your own" .Values.priorityClassName) -}}
+{{- end -}}
+{{- if eq .Values.controller.serviceAccountName "default" -}}
+{{- fail "controller.serviceAccountName: \"default\" is the ServiceAccount of every pod that names none, so each of them would get the controller's rights (and read the Sentinel passwords instances grant it); choose another name, such as valkey-sentinel-controller" -}}
+{{- end -}}
+{{- if and .Values.persistence.enabled (eq (float64 (include "vs.bytes" .Values.persistence.size)) 0.0) -}}
+{{- fail (printf "persistence.size: %q is no space at all; the API server refuses such a volume claim. Set a size such as 1Gi" (toString .Values.persistence.size)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -420,6 +432,9 @@ the controller's --selector parser accept. Call with (dict "field" "valkeySelect
 {{- end -}}
 {{- range $j, $v := $values -}}
 {{- include "vs.checkFormat" (dict "field" (printf "%s.values[%d]" $f $j) "value" $v "format" "labelValue" "example" "cache") -}}
+{{- if eq (toString $v) "" -}}
+{{- fail (printf "%s.values[%d]: an empty value cannot be written in the controller's --selector (key in (...)); match it with matchLabels {%s: \"\"} instead, or remove it" $f $j $e.key) -}}
+{{- end -}}
 {{- end -}}
 {{- range $k, $_ := omit $e "key" "operator" "values" -}}
 {{- fail (printf "%s: %q is not a field of a selector requirement (key, operator, values); remove it" $f $k) -}}
@@ -461,6 +476,9 @@ be one a Sentinel uses, not be owned by the chart, and carry a value the engine 
 {{- fail (printf "config key %q: %s Sentinel has no statement \"sentinel %s\"; check the name, or remove it" $k $engine $name) -}}
 {{- end -}}
 {{- include "vs.checkValue" (dict "field" $field "value" $v "d" $d "engine" (printf "%s Sentinel" $engine)) -}}
+{{- if and (eq $name "deny-scripts-reconfig") (eq (include "vs.confValue" $v) "no") -}}
+{{- fail (printf "%s: no lets any client that reaches port 26379 point the Sentinels at a program to run (SENTINEL SET notification-script); keep yes, or remove it" $field) -}}
+{{- end -}}
 {{- else -}}
 {{- $d := get $data.server $k -}}
 {{- if not $d -}}
@@ -470,6 +488,9 @@ be one a Sentinel uses, not be owned by the chart, and carry a value the engine 
 {{- fail (printf "%s: a data-node directive; it does nothing in a Sentinel (which takes logging, client, TLS and process directives such as loglevel, maxclients or tcp-keepalive). Set it in the valkey chart's config, or remove it" $field) -}}
 {{- end -}}
 {{- include "vs.checkValue" (dict "field" $field "value" $v "d" $d "engine" $engine) -}}
+{{- if and (eq $k "maxclients") (lt (int (include "vs.confValue" $v)) 64) -}}
+{{- fail (printf "config.maxclients: %s leaves no room for the links a Sentinel must accept (its peers, the controllers, booting data pods and your clients); set at least 64" (include "vs.confValue" $v)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

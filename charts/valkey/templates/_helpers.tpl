@@ -489,6 +489,19 @@ written here rather than a failure further down. Each message names the field, t
 {{- if gt (int .Values.replicas) 99 -}}
 {{- fail "replicas: at most 99 replicas (node names F-<i> must stay short); lower replicas" -}}
 {{- end -}}
+{{- if hasPrefix "system-" .Values.priorityClassName -}}
+{{- fail (printf "priorityClassName: %q is reserved for pods in kube-system, so the data pods would never be created here; use a PriorityClass of your own" .Values.priorityClassName) -}}
+{{- end -}}
+{{- if eq .Values.sentinel.controllerServiceAccount "default" -}}
+{{- fail "sentinel.controllerServiceAccount: \"default\" is the ServiceAccount of every pod that names none, so each of them could read the Sentinel password; set the valkey-sentinel release's controller.serviceAccountName (valkey-sentinel-controller by default)" -}}
+{{- end -}}
+{{- $repo := last (splitList "/" (.Values.image.repository | default "")) -}}
+{{- if and (eq .Values.engine "redis") (contains "valkey" $repo) -}}
+{{- fail (printf "image.repository: %q is a Valkey image, but engine is redis, so the pod would run redis-server, which it does not ship; set engine: valkey, or use a redis image" .Values.image.repository) -}}
+{{- end -}}
+{{- if and (eq .Values.engine "valkey") (contains "redis" $repo) (not (contains "valkey" $repo)) -}}
+{{- fail (printf "image.repository: %q is a Redis image, but engine is valkey, so the pod would run valkey-server, which it does not ship; set engine: redis, or use a valkey image" .Values.image.repository) -}}
+{{- end -}}
 {{- if and .Values.metrics.enabled (eq (int .Values.metrics.port) (int .Values.port)) -}}
 {{- fail (printf "metrics.port: %d is also the server port; the exporter sidecar could not listen. Set metrics.port to another port, such as 9121" (int .Values.metrics.port)) -}}
 {{- end -}}
@@ -532,6 +545,10 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- if lt (subf $mem $max) (float64 (include "valkey.bytes" $floor.headroom)) -}}
 {{- fail (printf "maxmemory: %s leaves less than %s of resources.limits.memory (%s) for the server process, replication buffers and probes; lower maxmemory to %.0fM or raise resources.limits.memory" $s.maxmemory $floor.headroom $s.memory (divf (subf $mem (float64 (include "valkey.bytes" $floor.headroom))) 1e6)) -}}
+{{- end -}}
+{{- $minClients := add (int .Values.replicas) 40 -}}
+{{- if lt (int $s.maxclients) $minClients -}}
+{{- fail (printf "maxclients: %d leaves no room for the system clients (up to 15 Sentinels with two links each, %d replicas, the controller, the probes and the exporter); set at least %d" (int $s.maxclients) (int .Values.replicas) $minClients) -}}
 {{- end -}}
 {{- range $field, $q := dict "controller.resources.memory" (list .Values.controller.resources.memory $floor.controller "the controller (a Go process watching the namespace)") "metrics.resources.memory" (list .Values.metrics.resources.memory $floor.exporter "the exporter sidecar") -}}
 {{- if lt (float64 (include "valkey.bytes" (index $q 0))) (float64 (include "valkey.bytes" (index $q 1))) -}}
@@ -784,6 +801,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 
 {{- define "valkey.validateTLS" -}}
+{{- if and .Values.tls.enabled (eq .Values.tls.authClients "yes") -}}
+{{- fail "tls.authClients: \"yes\" requires a client certificate from every client, and the controller and the data pods' bootstrap connect without one, so nothing could observe or repair the instance; use optional (clients may present one) or no" -}}
+{{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.existingSecret) -}}
 {{- fail "tls.existingSecret: tls.enabled needs a Secret with tls.crt, tls.key and ca.crt covering the node FQDNs; set tls.existingSecret (e.g. from cert-manager)" -}}
 {{- end -}}
