@@ -50,7 +50,7 @@ func TestAcceptedValuesStart(t *testing.T) {
 // under CI) when this machine has none.
 func installed(t *testing.T, name, version string) valkeytest.Engine {
 	t.Helper()
-	e, ok := valkeytest.Installed(t, name, version)
+	e, ok := valkeytest.Installed(name, version)
 	if !ok {
 		msg := fmt.Sprintf("no %s %s binaries installed", name, version)
 		if os.Getenv("CI") == "true" {

@@ -23,18 +23,18 @@ var update = flag.Bool("update", false, "rewrite the engine data and _directives
 // Charts carry the same data; each reads it with .Files.Get.
 var charts = []string{"valkey", "valkey-sentinel"}
 
-// engines are the engine versions whose binaries the tests can start.
-func engines() []valkeytest.Engine { return []valkeytest.Engine{valkeytest.Valkey, valkeytest.Redis} }
-
 func chartFile(chart, rel string) string { return filepath.Join("..", "..", "charts", chart, rel) }
 
 // TestEngineDirectivesCurrent observes every installed engine and compares what it accepts with the data
 // checked into both charts (and the generated _directives.tpl with its source). With -update (go generate) it
 // rewrites them instead.
 func TestEngineDirectivesCurrent(t *testing.T) {
-	for _, e := range engines() {
-		t.Run(e.Name, func(t *testing.T) {
+	for _, e := range valkeytest.Engines {
+		t.Run(e.String(), func(t *testing.T) {
 			set := Observe(t, e)
+			if set.Version != e.Version {
+				t.Fatalf("%s: the binaries report version %s", e, set.Observed)
+			}
 			got, err := set.Marshal()
 			if err != nil {
 				t.Fatal(err)

@@ -2,7 +2,6 @@ package valkeytest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,15 +41,17 @@ func CheckConfig(t testing.TB, e Engine, sentinel bool, lines ...string) ConfigV
 	if sentinel {
 		bin = e.Sentinel
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, conf)
+	cmd := e.Command(bin, conf)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	runErr := cmd.Run()
-	if ctx.Err() == nil && runErr != nil {
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	kill := time.AfterFunc(10*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	runErr := cmd.Wait()
+	if kill.Stop() && runErr != nil {
 		if _, exited := runErr.(*exec.ExitError); !exited {
 			t.Fatalf("run %s: %v", bin, runErr)
 		}
@@ -88,11 +89,11 @@ func ParseConfigVerdict(output string) ConfigVerdict {
 	return ConfigVerdict{Message: last}
 }
 
-// Version runs `<server> --version` and returns the version number, e.g. "8.0.1".
+// Version runs `<server> --version` and returns the version number the binary reports, e.g. "8.0.1".
 func Version(t testing.TB, e Engine) string {
 	t.Helper()
 	Require(t, e)
-	out, err := exec.Command(e.Server, "--version").Output()
+	out, err := e.Command(e.Server, "--version").Output()
 	if err != nil {
 		t.Fatalf("%s --version: %v", e.Server, err)
 	}
@@ -112,23 +113,17 @@ func MinorVersion(v string) string {
 	return fmt.Sprintf("%s.%s", parts[0], parts[1])
 }
 
-// Engines are the engine versions the charts support, as far as this machine can start them; tests pick the
-// one whose installed version matches what a chart renders for (see Installed).
-func Engines() []Engine { return []Engine{Valkey, Redis} }
-
-// Installed returns the engine of that name whose installed binaries run major.minor version, or false.
-func Installed(t testing.TB, name, version string) (Engine, bool) {
-	t.Helper()
-	for _, e := range Engines() {
-		if e.Name != name {
+// Installed returns the supported engine of that name and major.minor version (Engines) when this machine has
+// its binaries, or false.
+func Installed(name, version string) (Engine, bool) {
+	for _, e := range Engines {
+		if e.Name != name || e.Version != version {
 			continue
 		}
-		if _, err := exec.LookPath(e.Server); err != nil {
-			continue
+		if _, err := e.path(e.Server); err != nil {
+			return Engine{}, false
 		}
-		if MinorVersion(Version(t, e)) == version {
-			return e, true
-		}
+		return e, true
 	}
 	return Engine{}, false
 }

@@ -128,6 +128,7 @@ must not set them.
   "port" "every Sentinel listens on 26379 (clients, peers and the controllers use it); remove it"
   "tls-port" $tls "tls-replication" $tls "tls-cluster" $tls "tls-auth-clients" "set tls.authClients instead"
   "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
+  "tls-auth-clients-user" "it logs a client in as the user its certificate names; Sentinel client authentication is not supported yet (see auth.enabled), remove it"
   "bind" "the chart listens on every pod address so peers, data pods and clients reach it; remove it"
   "bind-source-addr" "pod addresses change with every restart; remove it"
   "protected-mode" "the chart turns it off so peers and clients on other pods can connect; remove it"

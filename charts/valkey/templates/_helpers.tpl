@@ -646,6 +646,7 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
   "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
   "min-replicas-to-write" "set minReplicasToWrite instead" "min-slaves-to-write" "set minReplicasToWrite instead"
   "min-replicas-max-lag" "set minReplicasMaxLag instead" "min-slaves-max-lag" "set minReplicasMaxLag instead"
+  "tls-auth-clients-user" "it logs a client in as the ACL user its certificate names, so any certificate from the CA could act as a system user; remove it"
 ) -}}
 {{- end -}}
 
@@ -679,6 +680,9 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
 {{- end -}}
 {{- if hasPrefix "cluster-" $k -}}
 {{- fail (printf "%s: cluster mode is not supported (one primary with replicas under Sentinel); remove it" $field) -}}
+{{- end -}}
+{{- if hasPrefix "rdma-" $k -}}
+{{- fail (printf "%s: the server images are built without RDMA (the server stops with \"Missing implement of connection type rdma\"); remove it" $field) -}}
 {{- end -}}
 {{- if hasPrefix "sentinel" $k -}}
 {{- fail (printf "%s: Sentinel settings belong in sentinel.config (per master) or the valkey-sentinel chart" $field) -}}
