@@ -497,20 +497,20 @@ be one a Sentinel uses, not be owned by the chart, and carry a value the engine 
 {{- end -}}
 
 {{/*
-With createServiceAccount false the controller's ServiceAccount must exist already (another Sentinel release
-created it): checked at install time when the chart can see the cluster (lookup answers; `helm template`
-cannot tell, and renders).
+With createServiceAccount false the controller's ServiceAccount must exist already: checked at install time,
+when the chart can see the cluster (lookup answers; `helm template` cannot tell, and renders).
 */}}
 {{- define "vs.validateServiceAccount" -}}
 {{- if and .Values.controller.enabled (not .Values.controller.createServiceAccount) -}}
+{{- $sa := include "vs.controllerServiceAccount" . -}}
 {{- $all := lookup "v1" "ServiceAccount" .Release.Namespace "" -}}
 {{- if $all -}}
 {{- $found := false -}}
 {{- range ($all.items | default list) -}}
-{{- if eq .metadata.name $.Values.controller.serviceAccountName -}}{{- $found = true -}}{{- end -}}
+{{- if eq .metadata.name $sa -}}{{- $found = true -}}{{- end -}}
 {{- end -}}
 {{- if not $found -}}
-{{- fail (printf "controller.serviceAccountName: ServiceAccount %q does not exist in namespace %q, and controller.createServiceAccount is false, so the controller pods could never start; set controller.createServiceAccount: true, or install the Sentinel release that creates it first" .Values.controller.serviceAccountName .Release.Namespace) -}}
+{{- fail (printf "controller.createServiceAccount: false, but ServiceAccount %q does not exist in namespace %q, so the controller pods could never start; create it first, or set controller.createServiceAccount: true" $sa .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

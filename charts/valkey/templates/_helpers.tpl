@@ -546,10 +546,6 @@ written here rather than a failure further down. Each message names the field, t
 {{- if lt (subf $mem $max) (float64 (include "valkey.bytes" $floor.headroom)) -}}
 {{- fail (printf "maxmemory: %s leaves less than %s of resources.limits.memory (%s) for the server process, replication buffers and probes; lower maxmemory to %.0fM or raise resources.limits.memory" $s.maxmemory $floor.headroom $s.memory (divf (subf $mem (float64 (include "valkey.bytes" $floor.headroom))) 1e6)) -}}
 {{- end -}}
-{{- $minClients := add (int .Values.replicas) 40 -}}
-{{- if lt (int $s.maxclients) $minClients -}}
-{{- fail (printf "maxclients: %d leaves no room for the system clients (up to 15 Sentinels with two links each, %d replicas, the controller, the probes and the exporter); set at least %d" (int $s.maxclients) (int .Values.replicas) $minClients) -}}
-{{- end -}}
 {{- range $field, $q := dict "controller.resources.memory" (list .Values.controller.resources.memory $floor.controller "the controller (a Go process watching the namespace)") "metrics.resources.memory" (list .Values.metrics.resources.memory $floor.exporter "the exporter sidecar") -}}
 {{- if lt (float64 (include "valkey.bytes" (index $q 0))) (float64 (include "valkey.bytes" (index $q 1))) -}}
 {{- fail (printf "%s: %s is too small for %s; set at least %s" $field (index $q 0) (index $q 2) (index $q 1)) -}}
