@@ -5,8 +5,11 @@
 //
 // Monitored (Sentinel owns failover), Run does:
 //
-//  1. Observe. The primary answers as primary. The first Sentinel in Config.Sentinels that answers names it,
-//     runs no failover and does not see it down; only connection failures move on to the next Sentinel. Its
+//  1. Observe. The primary answers as primary. The first Sentinel in Config.Sentinels that answers and is not
+//     in TILT mode names it, runs no failover and does not see it down; only connection failures and TILT
+//     move on to the next Sentinel. A Sentinel in TILT mode (its timer jumped by more than 2 s, e.g. the
+//     process was stopped) accepts SENTINEL FAILOVER but runs none of it for 30 s (Sentinel docs, "TILT
+//     mode"). Its
 //     replicas that a failover may pick are the candidates: replica-priority > 0 and not s_down, o_down or
 //     disconnected. The replica link is deliberately not a filter: Sentinel also promotes a replica whose
 //     link has been down for less than ten times down-after-milliseconds (Sentinel docs, "Replica
@@ -69,7 +72,7 @@ type Config struct {
 	// MonitorName is the Sentinel monitor; empty means unmonitored (FAILOVER TO Target).
 	MonitorName string
 	// Sentinels are the Sentinel addresses ("host:port") in the order to ask them; the first that answers
-	// is the only one asked to fail over.
+	// and is not in TILT mode is the only one asked to fail over.
 	Sentinels       []string
 	SentinelOptions valkey.Options
 	// Target is the replica to promote when unmonitored ("host:port").

@@ -278,3 +278,33 @@ func TestRunAbortedFailoverRestoresThePrimary(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, primary.Port, p, "Sentinel still names it")
 }
+
+// TestRunSkipsASentinelInTilt (found by the chaos test): the first Sentinel to ask was stopped for 3 s, so
+// it entered TILT mode (Sentinel docs, "TILT mode": its timer saw a jump of more than 2 s) and takes no
+// action for 30 s. It still answers SENTINEL MASTER and accepts SENTINEL FAILOVER, but runs none of the
+// failover until TILT ends: asked, it leaves the primary demoted with no promotion for up to 30 s. The
+// handoff asks the next Sentinel instead and completes; the Sentinel in TILT is never asked.
+func TestRunSkipsASentinelInTilt(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	ctx := context.Background()
+	tilted := top.Sentinels[0]
+	<-tilted.PauseFor(3 * time.Second)
+	valkeytest.Eventually(t, 5*time.Second, 50*time.Millisecond, "the stopped Sentinel is in TILT mode", func() error {
+		si, err := tilted.Client(top.SentinelOptions()).InfoSentinel(ctx)
+		if err == nil && !si.Tilt {
+			err = fmt.Errorf("sentinel_tilt:0")
+		}
+		return err
+	})
+	keys := writeKeys(t, top.Nodes[0].Client(top.Options(acl.Operator)), "tilt", 100)
+	start := time.Now()
+	res, err := Run(ctx, configFor(top))
+	took := time.Since(start)
+	t.Logf("handoff with the first Sentinel in TILT: %+v, %v, took %s", res, err, took.Round(time.Millisecond))
+	require.NoError(t, err)
+	assert.Equal(t, top.Nodes[1].Addr(), res.NewPrimary)
+	assert.NotEqual(t, tilted.Addr(), res.Sentinel, "the Sentinel in TILT mode was not asked")
+	assert.NotContains(t, tilted.Logs(), "Executing user requested FAILOVER", "no failover asked of the Sentinel in TILT mode")
+	assert.Less(t, took, 10*time.Second)
+	assert.Zero(t, missingKeys(t, top.Nodes[1].Client(top.Options(acl.Operator)), keys))
+}

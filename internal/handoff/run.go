@@ -218,7 +218,8 @@ func (h *handoff) timings(m valkey.Monitor) (budget, catchUp, failoverWait time.
 	return budget, catchUp, failoverWait
 }
 
-// pickSentinel returns the first Sentinel in order that answers SENTINEL MASTER and knows the monitor.
+// pickSentinel returns the first Sentinel in order that answers SENTINEL MASTER, knows the monitor and is
+// not in TILT mode (INFO sentinel, sentinel_tilt:1).
 func (h *handoff) pickSentinel(ctx context.Context) (*valkey.Client, string, valkey.Monitor, error) {
 	var why []string
 	for _, addr := range h.cfg.Sentinels {
@@ -238,6 +239,22 @@ func (h *handoff) pickSentinel(ctx context.Context) (*valkey.Client, string, val
 		}
 		if !found {
 			why = append(why, addr+" does not know monitor "+h.cfg.MonitorName)
+			continue
+		}
+		// a Sentinel in TILT mode answers and accepts SENTINEL FAILOVER, but runs none of the failover until
+		// TILT ends (30 s after its timer last jumped, e.g. after the process was stopped): asked, it would
+		// leave the primary demoted with nothing promoted
+		actx, cancel = context.WithTimeout(ctx, sentinelAnswerTimeout)
+		si, err := c.InfoSentinel(actx)
+		cancel()
+		if err != nil {
+			h.drop(addr)
+			why = append(why, err.Error())
+			continue
+		}
+		if si.Tilt {
+			why = append(why, addr+" is in TILT mode")
+			h.log.Warn("handoff: skipping a Sentinel in TILT mode", "sentinel", addr)
 			continue
 		}
 		return c, addr, m, nil
