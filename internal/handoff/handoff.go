@@ -20,7 +20,9 @@
 //     (master_replid) at an offset of at least O. When that does not happen within CatchUpTimeout: unpause,
 //     ReplicasLag. WAIT cannot do this: it counts only acknowledgements of the caller's own writes, and this
 //     connection never writes (F1).
-//  4. SENTINEL FAILOVER, on that one Sentinel only. NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover
+//  4. SENTINEL FAILOVER, on that one Sentinel only, its reply awaited no longer than the pause budget (a
+//     Sentinel stopped with the request would otherwise hold the handoff past the server-side pause; no reply
+//     is handled as in step 6). NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover
 //     of someone else runs. It is watched like ours, because the pause protects it too. No other Sentinel is
 //     ever asked: it would start a second failover in a new epoch (F2).
 //  5. Watch while the pause budget lasts. Once the Sentinel names the promoted replica (its

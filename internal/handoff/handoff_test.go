@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,4 +308,58 @@ func TestRunSkipsASentinelInTilt(t *testing.T) {
 	assert.NotContains(t, tilted.Logs(), "Executing user requested FAILOVER", "no failover asked of the Sentinel in TILT mode")
 	assert.Less(t, took, 10*time.Second)
 	assert.Zero(t, missingKeys(t, top.Nodes[1].Client(top.Options(acl.Operator)), keys))
+}
+
+// TestRunAskedSentinelStallsAfterTheRequest: the asked Sentinel is stopped for 2.8 s right as SENTINEL
+// FAILOVER is sent (down-after 2000 ms: a 1 s pause budget, the server-side pause ends by itself 1 s later),
+// under a client writing to the primary directly. The handoff must not wait for the reply past its budget:
+// it demotes the old primary before the server-side pause ends, so the old primary acknowledges no write
+// from the pause on (a write it took then would be thrown away when the stalled Sentinel, resumed, promotes
+// the replica). The request was sent, so the primary is never made primary again while that Sentinel
+// reports the failover running.
+func TestRunAskedSentinelStallsAfterTheRequest(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 2000, FailoverTimeoutMs: 6000})
+	ctx := context.Background()
+	cfg := configFor(top)
+	cfg.SentinelOptions.CommandTimeout = 3 * time.Second // the controller's
+	asked := top.Sentinels[0]
+	var sentAt time.Time
+	setHook(t, func() { sentAt = time.Now(); asked.PauseFor(2800 * time.Millisecond) })
+	pc := top.Nodes[0].Client(top.Options(acl.Operator))
+	var ackedAfter []time.Duration // acknowledgements of writes sent after SENTINEL FAILOVER, by when they were sent
+	var mu sync.Mutex
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			sent := time.Now()
+			_, err := pc.Do(wctx, "SET", fmt.Sprintf("__valkey-ha:stall:%d", i), "1")
+			cancel()
+			mu.Lock()
+			if err == nil && !sentAt.IsZero() && sent.After(sentAt) {
+				ackedAfter = append(ackedAfter, sent.Sub(sentAt))
+			}
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	res, err := Run(ctx, cfg)
+	t.Logf("handoff with the asked Sentinel stopped 2.8 s: %+v, %v, took %s", res, err, time.Since(start).Round(time.Millisecond))
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, ackedAfter, "the old primary acknowledged no write after the failover was asked (sent that long after it)")
+	assert.True(t, res.DemotedEarly, "demoted when the budget ran out")
+	assert.Less(t, res.Paused, 2*time.Second, "demoted before the server-side pause (budget 1 s + 1 s) ended by itself")
+	r, rerr := top.Replication(top.Nodes[0])
+	require.NoError(t, rerr)
+	assert.Equal(t, valkey.RoleReplica, r.Role, "still demoted while the stalled Sentinel's failover is pending")
 }

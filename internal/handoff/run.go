@@ -90,8 +90,12 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		if beforeFailover != nil {
 			beforeFailover()
 		}
-		// 4. SENTINEL FAILOVER on this Sentinel only
-		ferr = sc.SentinelFailover(ctx, cfg.MonitorName)
+		// 4. SENTINEL FAILOVER on this Sentinel only, its reply awaited no longer than the budget: a Sentinel
+		// that stalls with the request (a stopped process) must not hold the handoff past the server-side
+		// pause, which would hand writes to a primary that the request may still demote
+		fctx, cancel := context.WithDeadline(ctx, pausedAt.Add(budget))
+		ferr = sc.SentinelFailover(fctx, cfg.MonitorName)
+		cancel()
 	}
 	failoverAt := time.Now()
 	switch {
