@@ -4,7 +4,7 @@ GO    ?= go
 export GOTOOLCHAIN := local
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 
-.PHONY: deps build test unit engines e2e chaos-ci chaos-cluster demo images lint bench clean
+.PHONY: deps build test unit engines e2e chaos chaos-ci chaos-cluster demo images lint bench clean
 
 # The engine matrix: everything runs against valkey 9.1 (the default); internal/valkey and the chart render
 # tests cover every engine themselves; these boot, roll, orphan-repair and failover-label tests run again
@@ -37,6 +37,9 @@ test: unit e2e chaos-ci ## everything CI runs: unit, real-process and render tes
 
 e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 	hack/e2e.sh
+
+chaos: deps ## the loopback chaos test (issue 12): 50 rounds of random faults under both controllers, real processes; prints its numbers and writes them into RELIABILITY.md (about 30 min; CHAOS_ROUNDS, CHAOS_SEED)
+	CHAOS_UPDATE=1 CHAOS_ROUNDS=$${CHAOS_ROUNDS:-50} $(GO) test -count=1 -timeout 120m -run '^TestChaos$$' -v ./chaos/
 
 # the multi-node scenarios CI runs: the named cases S02, S24, S25 and the partitioned primary with minReplicasToWrite
 # (337 s of tests measured, RELIABILITY.md); TestChaosKillPrimaryNode stays out while its failover is slow (found)

@@ -300,6 +300,46 @@ func (e *Env) MarkNodesStale() {
 	e.MarkStale(sts, pods, map[string]string{spec.LabelInstance: e.In.Name})
 }
 
+// AddStatefulSets creates every node's StatefulSet as charts/valkey does, at release revision "1" with
+// update and current revision rev, and labels the nodes' pods rev: a settled install, nothing to roll.
+func (e *Env) AddStatefulSets(rev string) {
+	e.T.Helper()
+	for _, n := range e.In.Nodes { // pods first: a pod never looks stale against its new StatefulSet
+		e.SetRevision(n.Pod, rev)
+	}
+	for _, n := range e.In.Nodes {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: n.StatefulSet, Namespace: e.NS,
+			Labels:      PartOf(map[string]string{spec.LabelInstance: e.In.Name}),
+			Annotations: map[string]string{spec.AnnotationReleaseRevision: "1"}},
+			Status: appsv1.StatefulSetStatus{UpdateRevision: rev, CurrentRevision: rev}}
+		if _, err := e.CS.AppsV1().StatefulSets(e.NS).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			e.T.Fatalf("statefulset %s: %v", n.StatefulSet, err)
+		}
+	}
+}
+
+// Upgrade applies a release upgrade to the StatefulSets of AddStatefulSets the way Helm does, one after
+// another: each gets release revision releaseRev and update revision rev (its pods become stale).
+func (e *Env) Upgrade(releaseRev, rev string) {
+	e.T.Helper()
+	ctx := context.Background()
+	for _, n := range e.In.Nodes {
+		obj, err := e.CS.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("statefulsets"), e.NS, n.StatefulSet)
+		if err != nil {
+			e.T.Fatalf("statefulset %s: %v", n.StatefulSet, err)
+		}
+		s := obj.(*appsv1.StatefulSet).DeepCopy()
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[spec.AnnotationReleaseRevision] = releaseRev
+		s.Status.UpdateRevision = rev
+		if _, err := e.CS.AppsV1().StatefulSets(e.NS).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			e.T.Fatalf("statefulset %s: %v", n.StatefulSet, err)
+		}
+	}
+}
+
 // NodePods returns the pod names of the instance's nodes in order.
 func (e *Env) NodePods() []string {
 	var out []string

@@ -1,0 +1,831 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/controller"
+	"github.com/valkey-ha/valkey-ha/internal/kubefault"
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// TestChaos runs rounds of random faults (issue 12, "A chaos test on loopback"). Each round is a subtest with
+// a fresh world, so its processes, fault links, iptables rules and uids are released when it ends:
+//
+//   - 1 primary + 2 replicas and 3 Sentinels (valkeytest.Default, valkey 9.1), every replication and
+//     Sentinel-to-node connection through a fault link (TopologyConfig.FaultLinks); Sentinel
+//     down-after-milliseconds 2000 ms (failover-timeout 6000 ms) or the charts' 5000 ms (15000 ms), drawn
+//     per round: with 2000 ms a paused primary outlives down-after and Sentinel fails over on its own;
+//   - both controllers in process on a fake clientset with the API server's bookkeeping (kubefault.Strict),
+//     at their production resync periods; the sentinel controller registers the monitor itself;
+//   - a fake kubelet that runs the data pods' real boot step (internal/bootstrap) before it restarts a
+//     deleted node, as the chart's init container does;
+//   - three Sentinel-aware writers (one subscribed to each Sentinel), one key per write;
+//   - a probe: every 100 ms, ROLE and a probe write on every node.
+//
+// A round has two phases. Steady state (10 s): nothing is asked of the controllers. Planned roll: every
+// node's StatefulSet gets a new revision, the instance controller rolls the pods (replicas first, the
+// primary handed off last) while the fake kubelet restarts them. In each phase: replication-link latency
+// of 0-500 ms on each node-to-node link (in three phases of four), and 2-4 faults at random times: the
+// primary, a replica or a Sentinel paused 0.5-3 s (SIGSTOP), or reads of Secrets, ConfigMaps or pods
+// failing with 503 for 0.5-3 s or Forbidden for 1-5 s. Then every fault heals and the round settles.
+//
+// Counted per phase: writes acknowledged, failed and lost (acknowledged but missing on the final primary),
+// windows in which two nodes acknowledged probe writes, and from the Sentinels' own logs SENTINEL REMOVE,
+// RESET, MONITOR and FAILOVER commands, +switch-master and +odown. A Sentinel that flags the primary +odown
+// has decided on its own that it is gone (a paused primary outlived down-after): an unplanned failover, in
+// which asynchronous replication loses writes by design (the ones the primary acknowledged but had not
+// replicated when it stopped, and the ones it takes when it resumes, until it is demoted). What falls into
+// such a failover's span (unplannedSpans) is counted separately, never dropped. The test fails on a lost
+// write or a two-writable-primary window outside those spans, on any SENTINEL REMOVE, and on a SENTINEL
+// RESET in steady state.
+//
+// CHAOS_ROUNDS (default 3) rounds; CHAOS_SEED seeds the first round, each later round's seed is derived
+// from it and printed, and CHAOS_SEED=<a round's seed> CHAOS_ROUNDS=1 replays that round's faults (their
+// kinds, targets, times and lengths; the processes' own timing varies). CHAOS_UPDATE=1 writes the summary
+// into RELIABILITY.md. CHAOS_DUMP=<dir> keeps the logs of failed rounds.
+func TestChaos(t *testing.T) {
+	valkeytest.Require(t, valkeytest.Default)
+	valkeytest.RequireFaults(t)
+	rounds := envInt(t, "CHAOS_ROUNDS", 3)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("CHAOS_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("chaos: %d rounds, CHAOS_SEED=%d, engine %s", rounds, seed, valkeytest.Default)
+	start := time.Now()
+	var results []phaseResult
+	var failed []string
+	for i := 0; i < rounds; i++ {
+		rs := roundSeed(seed, i)
+		plan := drawRound(rs)
+		var got []phaseResult
+		var uids []int
+		ok := t.Run(fmt.Sprintf("round%02d", i+1), func(t *testing.T) {
+			t.Logf("replay: CHAOS_SEED=%d CHAOS_ROUNDS=1; plan: %s", rs, plan)
+			got, uids = runRound(t, i+1, plan)
+		})
+		if !ok {
+			failed = append(failed, fmt.Sprintf("round %d (CHAOS_SEED=%d CHAOS_ROUNDS=1)", i+1, rs))
+		}
+		results = append(results, got...)
+		if left := rulesLeft(uids); left != "" {
+			t.Errorf("round %d left iptables rules behind: %s", i+1, left)
+		}
+	}
+	took := time.Since(start)
+	s := summarize(results, rounds, seed, took)
+	fmt.Print(s.text())
+	if len(failed) > 0 {
+		t.Logf("failed rounds: %s", strings.Join(failed, ", "))
+	}
+	if os.Getenv("CHAOS_UPDATE") == "1" {
+		path := filepath.Join("..", "RELIABILITY.md")
+		if err := spliceSection(path, s.markdown(failed)); err != nil {
+			t.Errorf("update %s: %v", path, err)
+		} else {
+			t.Logf("wrote the loopback chaos section of %s", path)
+		}
+	}
+}
+
+func envInt(t *testing.T, k string, def int) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", k, v)
+	}
+	return n
+}
+
+// roundSeed returns round i's seed: the run's seed for the first round, so that CHAOS_SEED=<seed>
+// CHAOS_ROUNDS=1 replays any round printed with its seed.
+func roundSeed(seed uint64, i int) uint64 {
+	s := seed
+	for ; i > 0; i-- {
+		// splitmix64
+		s += 0x9e3779b97f4a7c15
+		z := s
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		s = z ^ (z >> 31)
+	}
+	return s
+}
+
+// ---- the plan -------------------------------------------------------------------------------------------
+
+type faultKind string
+
+const (
+	pausePrimary   faultKind = "pause primary"
+	pauseReplica   faultKind = "pause replica"
+	pauseSentinel  faultKind = "pause Sentinel"
+	apiUnavailable faultKind = "API 503"
+	apiForbidden   faultKind = "API Forbidden"
+)
+
+var faultKinds = []faultKind{pausePrimary, pauseReplica, pauseSentinel, apiUnavailable, apiForbidden}
+
+// apiResources are the reads that fail: every get and list of the resource.
+var apiResources = []string{"secrets", "configmaps", "pods"}
+
+type fault struct {
+	kind faultKind
+	// at is the offset from the start of the phase; d the length.
+	at, d time.Duration
+	// which picks the replica (0 or 1, by node order) or the Sentinel (index).
+	which    int
+	resource string
+}
+
+func (f fault) String() string {
+	what := string(f.kind)
+	switch f.kind {
+	case pauseReplica:
+		what += fmt.Sprintf(" #%d", f.which)
+	case pauseSentinel:
+		what += fmt.Sprintf(" %d", f.which)
+	case apiUnavailable, apiForbidden:
+		what += " on " + f.resource
+	}
+	return fmt.Sprintf("%s at +%.1fs for %.1fs", what, f.at.Seconds(), f.d.Seconds())
+}
+
+type phasePlan struct {
+	name string // "steady" or "roll"
+	// delays[i][j] is the one-way delay of node i's connections to node j (0: none).
+	delays [][]time.Duration
+	faults []fault
+}
+
+type roundPlan struct {
+	seed                           uint64
+	downAfterMs, failoverTimeoutMs int
+	phases                         []phasePlan
+}
+
+func (p roundPlan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "down-after %d ms", p.downAfterMs)
+	for _, ph := range p.phases {
+		fmt.Fprintf(&b, "; %s:", ph.name)
+		var ds []string
+		for i, row := range ph.delays {
+			for j, d := range row {
+				if i != j && d > 0 {
+					ds = append(ds, fmt.Sprintf("%d->%d %dms", i, j, d.Milliseconds()))
+				}
+			}
+		}
+		if len(ds) > 0 {
+			fmt.Fprintf(&b, " latency %s;", strings.Join(ds, ","))
+		}
+		for _, f := range ph.faults {
+			fmt.Fprintf(&b, " %s;", f)
+		}
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+const (
+	nodes        = 3
+	steadyFor    = 10 * time.Second
+	steadyFaults = 8 * time.Second  // faults start within this much of the steady phase
+	rollFaults   = 20 * time.Second // and of the roll
+	rollLimit    = 90 * time.Second
+)
+
+// drawRound draws every random choice of a round from its seed, before anything runs.
+func drawRound(seed uint64) roundPlan {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	p := roundPlan{seed: seed, downAfterMs: 2000, failoverTimeoutMs: 6000}
+	if rng.IntN(2) == 1 {
+		p.downAfterMs, p.failoverTimeoutMs = 5000, 15000
+	}
+	dur := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(rng.Int64N(int64(hi-lo)))).Round(100 * time.Millisecond)
+	}
+	for _, ph := range []struct {
+		name   string
+		window time.Duration
+	}{{"steady", steadyFaults}, {"roll", rollFaults}} {
+		pp := phasePlan{name: ph.name, delays: make([][]time.Duration, nodes)}
+		latency := rng.IntN(4) != 0
+		for i := range pp.delays {
+			pp.delays[i] = make([]time.Duration, nodes)
+			for j := range pp.delays[i] {
+				if latency && i != j {
+					pp.delays[i][j] = time.Duration(rng.IntN(501)) * time.Millisecond
+				}
+			}
+		}
+		for n := 2 + rng.IntN(3); n > 0; n-- {
+			f := fault{kind: faultKinds[rng.IntN(len(faultKinds))], at: dur(0, ph.window)}
+			switch f.kind {
+			case pausePrimary, pauseReplica, pauseSentinel:
+				f.d = dur(500*time.Millisecond, 3*time.Second)
+				f.which = rng.IntN(3)
+				if f.kind == pauseReplica {
+					f.which %= 2
+				}
+			case apiUnavailable:
+				f.d, f.resource = dur(500*time.Millisecond, 3*time.Second), apiResources[rng.IntN(len(apiResources))]
+			case apiForbidden:
+				f.d, f.resource = dur(time.Second, 5*time.Second), apiResources[rng.IntN(len(apiResources))]
+			}
+			pp.faults = append(pp.faults, f)
+		}
+		sort.Slice(pp.faults, func(a, b int) bool { return pp.faults[a].at < pp.faults[b].at })
+		p.phases = append(p.phases, pp)
+	}
+	return p
+}
+
+// ---- one round ------------------------------------------------------------------------------------------
+
+// phaseResult is what one phase of one round showed.
+type phaseResult struct {
+	round int
+	seed  uint64
+	name  string // steady, roll, settle
+	from  time.Time
+	to    time.Time
+	// unplanned counts the unplanned failovers that began in the phase (see unplannedSpans); lost and
+	// windows count what happened outside every unplanned failover's span, lostUnplanned and
+	// windowsUnplanned what happened inside one.
+	unplanned int
+	faults    []string
+	// latency: the largest replication-link delay of the phase.
+	latency                   time.Duration
+	acked, failed             int
+	lost, lostUnplanned       int
+	lostKeys                  []string
+	windows, windowsUnplanned []testenv.Window
+	remove, reset             int
+	monitor, failoverCmd      int
+	switches, odown           int
+	// ctl counts the controllers' Events by reason; deferred the RollDeferred reasons.
+	ctl      map[string]int
+	deferred []string
+	// rolled: every pod reached the new revision (roll phase).
+	rolled bool
+}
+
+// span is a period of time.
+type span struct{ from, to time.Time }
+
+func (s span) has(t time.Time) bool { return !t.Before(s.from) && !t.After(s.to) }
+
+func inAny(spans []span, t time.Time) bool {
+	for _, s := range spans {
+		if s.has(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// unplannedSpans returns the spans of the unplanned failovers in the Sentinels' events: a Sentinel flagged
+// the primary +odown, i.e. Sentinel decided on its own that the primary is gone. A span runs from
+// down-after-milliseconds plus 2 s before the first +odown (the writes a paused primary acknowledged but
+// had not replicated when it stopped) to 2 s after the failover ended (+failover-end or -failover-abort-*
+// on any Sentinel; failover-timeout after the +odown when neither is logged): the old primary, resumed,
+// takes writes until Sentinel or the controller demotes it, and clients that still talk to it lose them.
+// Overlapping spans are merged.
+func unplannedSpans(evs []testenv.SentinelEvent, downAfter, failoverTimeout time.Duration) []span {
+	var out []span
+	for i, ev := range evs {
+		if ev.Kind != "+odown" {
+			continue
+		}
+		end := ev.At.Add(failoverTimeout)
+		for _, later := range evs[i+1:] {
+			if later.At.After(ev.At.Add(2 * failoverTimeout)) {
+				break
+			}
+			if later.Kind == "+failover-end" || strings.HasPrefix(later.Kind, "-failover-abort") {
+				end = later.At
+				break
+			}
+		}
+		s := span{from: ev.At.Add(-downAfter - 2*time.Second), to: end.Add(2 * time.Second)}
+		if n := len(out); n > 0 && !s.from.After(out[n-1].to) {
+			if s.to.After(out[n-1].to) {
+				out[n-1].to = s.to
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// world is one round's running system.
+type world struct {
+	t       *testing.T
+	plan    roundPlan
+	top     *valkeytest.Topology
+	env     *testenv.Env
+	events  *testenv.EventLog
+	api     map[string]map[faultKind]*kubefault.Fault
+	log     *slog.Logger
+	logPath string
+
+	mu      sync.Mutex
+	applied []string // faults as applied, with their targets
+	boots   []string // the boot step's decisions
+}
+
+func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{SkipMonitor: true, FaultLinks: true,
+		DownAfterMs: plan.downAfterMs, FailoverTimeoutMs: plan.failoverTimeoutMs})
+	var uids []int
+	for _, p := range append(append([]*valkeytest.Proc{}, top.Nodes...), top.Sentinels...) {
+		uids = append(uids, p.UID)
+	}
+	w := &world{t: t, plan: plan, top: top, logPath: filepath.Join(t.TempDir(), "controllers.log")}
+	lf, err := os.Create(w.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lf.Close() })
+	w.log = slog.New(slog.NewTextHandler(lf, nil))
+	if os.Getenv("CHAOS_LOG") != "" {
+		w.log = testenv.Log("CHAOS_LOG")
+	}
+	boot := w.bootFiles()
+	w.env = testenv.New(t, top, testenv.Options{Strict: true})
+	e := w.env
+	w.api = map[string]map[faultKind]*kubefault.Fault{}
+	for _, r := range apiResources {
+		w.api[r] = map[faultKind]*kubefault.Fault{
+			apiUnavailable: kubefault.FailReads(e.CS, r, "", kubefault.Unavailable),
+			apiForbidden:   kubefault.FailReads(e.CS, r, "", kubefault.Forbidden),
+		}
+	}
+	w.events = testenv.RecordEvents(t, e.Rec)
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("CHAOS_DUMP") != "" {
+			w.dump()
+		}
+	})
+
+	sel, err := labels.Parse("tier=cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := controller.NewSentinelController(e.CS, controller.SentinelOptions{Namespace: e.NS, Release: testenv.SentinelRelease,
+		StatefulSet: testenv.SentinelRelease, Replicas: len(top.Sentinels), Selector: sel, SentinelHosts: testenv.SentinelAddrs(top)},
+		metrics.New(), e.Rec, w.log.With("controller", "sentinel"))
+	ic := controller.NewInstanceController(e.CS, controller.InstanceOptions{Namespace: e.NS, Instance: e.In.Name},
+		metrics.New(), e.Rec, w.log.With("controller", "instance"))
+	e.Run(func(ctx context.Context) error { return sc.Run(ctx, nil) })
+	e.Run(func(ctx context.Context) error { return ic.Run(ctx, nil) })
+	top.WaitSentinelsConverged(60*time.Second, nodes-1, len(top.Sentinels)-1)
+	valkeytest.Eventually(t, 30*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(top.Nodes[0].Port) })
+	if got := testenv.CountEvents(testenv.Audited(testenv.SentinelEvents(top, top.Cfg.MonitorName))); got["+monitor"] != len(top.Sentinels) || len(got) != 1 {
+		t.Fatalf("registration: want one SENTINEL MONITOR per Sentinel and nothing else, got %v", got)
+	}
+	w.events.Take()
+
+	e.AddStatefulSets("r1")
+	e.RunKubelet(e.NodeProcs(), "r2", boot)
+	writers := testenv.StartWriters(t, top, testenv.WriterOptions{Key: "__valkey-ha:chaos", PerWrite: true})
+	probe := testenv.StartProbe(t, top, 100*time.Millisecond, 250*time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the writers found the primary
+
+	var results []phaseResult
+	for _, ph := range plan.phases {
+		results = append(results, w.runPhase(round, ph))
+	}
+	settle := phaseResult{round: round, seed: plan.seed, name: "settle", from: time.Now()}
+	if err := w.settled(60 * time.Second); err != nil {
+		t.Errorf("round %d did not settle within 60 s after the faults healed: %v", round, err)
+	}
+	time.Sleep(time.Second) // the writers write to the settled primary too
+	for _, wr := range writers {
+		wr.Finish()
+	}
+	probe.Stop()
+	settle.to = time.Now()
+	results = append(results, settle)
+
+	// what the clients saw, by phase
+	primaryPort, err := top.SentinelPrimary()
+	if err != nil {
+		if p, ok := testenv.MajorityPrimary(top); ok {
+			primaryPort, err = p, nil
+		}
+	}
+	if err != nil {
+		t.Fatalf("no final primary: %v", err)
+	}
+	final := top.NodeByPort(primaryPort)
+	fc := final.Client(top.Options(acl.Operator))
+	phaseOf := func(at time.Time) int {
+		for i := range results {
+			if at.Before(results[i].to) {
+				return i
+			}
+		}
+		return len(results) - 1
+	}
+	sevs := testenv.SentinelEvents(top, top.Cfg.MonitorName)
+	spans := unplannedSpans(sevs, time.Duration(plan.downAfterMs)*time.Millisecond, time.Duration(plan.failoverTimeoutMs)*time.Millisecond)
+	for _, sp := range spans {
+		results[phaseOf(sp.from.Add(time.Duration(plan.downAfterMs)*time.Millisecond+2*time.Second))].unplanned++
+	}
+	for _, wr := range writers {
+		evs := wr.Events()
+		var acked []string
+		ackedAt := map[string]time.Time{}
+		for _, ev := range evs {
+			i := phaseOf(ev.End)
+			if ev.OK {
+				results[i].acked++
+				acked = append(acked, ev.Key)
+				ackedAt[ev.Key] = ev.End
+			} else {
+				results[i].failed++
+			}
+		}
+		missing, err := testenv.Missing(context.Background(), fc, acked)
+		if err != nil {
+			t.Fatalf("read back from the final primary %s: %v", final.Addr(), err)
+		}
+		for _, k := range missing {
+			r := &results[phaseOf(ackedAt[k])]
+			if inAny(spans, ackedAt[k]) {
+				r.lostUnplanned++
+				continue
+			}
+			r.lost++
+			if len(r.lostKeys) < 5 {
+				r.lostKeys = append(r.lostKeys, fmt.Sprintf("%s (acked %s)", k, ackedAt[k].Format("15:04:05.000")))
+			}
+		}
+	}
+	for _, win := range testenv.MultiWritable(probe.Rounds()) {
+		r := &results[phaseOf(win.From)]
+		if inAny(spans, win.From) {
+			r.windowsUnplanned = append(r.windowsUnplanned, win)
+		} else {
+			r.windows = append(r.windows, win)
+		}
+	}
+	for i := range results {
+		r := &results[i]
+		in := testenv.EventsIn(sevs, r.from, r.to)
+		c := testenv.CountEvents(in)
+		r.remove, r.reset, r.monitor, r.failoverCmd, r.odown = c["-monitor"], c["+reset-master"], c["+monitor"], c[testenv.FailoverRequested], c["+odown"]
+		perSentinel := map[int]int{}
+		for _, ev := range in {
+			if ev.Kind == "+switch-master" {
+				perSentinel[ev.Sentinel]++
+			}
+		}
+		for _, n := range perSentinel {
+			r.switches = max(r.switches, n)
+		}
+	}
+	results[len(results)-1].ctl, results[len(results)-1].deferred = countControllerEvents(w.events.Take())
+
+	// the verdict
+	for _, r := range results {
+		t.Logf("%s: %s", r.name, r.line())
+		assert.Zero(t, r.lost, "%s: no acknowledged write lost outside an unplanned failover: %v", r.name, r.lostKeys)
+		assert.Empty(t, r.windows, "%s: no two writable primaries outside an unplanned failover", r.name)
+		assert.Zero(t, r.remove, "%s: no SENTINEL REMOVE", r.name)
+		if r.name == "steady" {
+			assert.Zero(t, r.reset, "%s: no SENTINEL RESET in steady state", r.name)
+		}
+	}
+	w.mu.Lock()
+	t.Logf("faults applied: %s", strings.Join(w.applied, "; "))
+	t.Logf("boot decisions: %s", strings.Join(w.boots, "; "))
+	w.mu.Unlock()
+	return results, uids
+}
+
+// runPhase runs one phase: latency on, the faults at their times, and for a roll the new revision; it
+// returns once the phase's work is done and every fault has healed.
+func (w *world) runPhase(round int, ph phasePlan) phaseResult {
+	t, top, e := w.t, w.top, w.env
+	r := phaseResult{round: round, seed: w.plan.seed, name: ph.name, from: time.Now()}
+	for i, row := range ph.delays {
+		for j, d := range row {
+			if i != j && d > 0 {
+				top.Link(top.Nodes[i], top.Nodes[j]).Delay(d)
+				r.latency = max(r.latency, d)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, f := range ph.faults {
+		r.faults = append(r.faults, f.String())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(r.from.Add(f.at)))
+			w.apply(ph.name, f)
+		}()
+	}
+	switch ph.name {
+	case "steady":
+		time.Sleep(time.Until(r.from.Add(steadyFor)))
+	case "roll":
+		e.Upgrade("2", "r2")
+		deadline := time.Now().Add(rollLimit)
+		for time.Now().Before(deadline) {
+			if e.AllAtRevision(e.NodePods(), "r2") == nil {
+				r.rolled = true
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !r.rolled {
+			t.Logf("roll: not every pod replaced within %s (status roll: %v)", rollLimit, e.StatusDoc()["roll"])
+		}
+	}
+	wg.Wait()
+	for i := range ph.delays {
+		for j := range ph.delays[i] {
+			if i != j {
+				top.Link(top.Nodes[i], top.Nodes[j]).Delay(0)
+			}
+		}
+	}
+	r.to = time.Now()
+	r.ctl, r.deferred = countControllerEvents(w.events.Take())
+	return r
+}
+
+// apply applies one fault and returns once it has healed.
+func (w *world) apply(phase string, f fault) {
+	top := w.top
+	var target *valkeytest.Proc
+	what := string(f.kind)
+	switch f.kind {
+	case pausePrimary, pauseReplica:
+		port, ok := testenv.MajorityPrimary(top)
+		if !ok {
+			w.note(phase, f, "skipped: no Sentinel majority names a primary")
+			return
+		}
+		var replicas []*valkeytest.Proc
+		for _, n := range top.Nodes {
+			if n.Port == port {
+				if f.kind == pausePrimary {
+					target = n
+				}
+			} else {
+				replicas = append(replicas, n)
+			}
+		}
+		if f.kind == pauseReplica && len(replicas) > 0 {
+			target = replicas[f.which%len(replicas)]
+		}
+		if target == nil {
+			w.note(phase, f, "skipped: node not found")
+			return
+		}
+		what += fmt.Sprintf(" (port %d)", target.Port)
+	case pauseSentinel:
+		target = top.Sentinels[f.which%len(top.Sentinels)]
+		what += fmt.Sprintf(" %d (port %d)", f.which, target.Port)
+	case apiUnavailable, apiForbidden:
+		w.api[f.resource][f.kind].For(f.d)
+		w.note(phase, f, what+" on "+f.resource)
+		time.Sleep(f.d)
+		return
+	}
+	w.note(phase, f, what)
+	target.Pause()
+	time.Sleep(f.d)
+	target.Resume()
+}
+
+func (w *world) note(phase string, f fault, what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.applied = append(w.applied, fmt.Sprintf("%s %s %s for %.1fs", time.Now().Format("15:04:05.000"), phase, what, f.d.Seconds()))
+}
+
+// settled waits until every Sentinel names one primary, exactly that node reports master, every other
+// node replicates from it with its link up, and the role labels say so.
+func (w *world) settled(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		last = func() error {
+			p, err := w.top.SentinelPrimary()
+			if err != nil {
+				return err
+			}
+			for _, n := range w.top.Nodes {
+				r, err := w.top.Replication(n)
+				if err != nil {
+					return fmt.Errorf("%s: %w", n.Addr(), err)
+				}
+				switch {
+				case n.Port == p && r.Role != valkey.RolePrimary:
+					return fmt.Errorf("%s is named primary but reports %s", n.Addr(), r.Role)
+				case n.Port != p && (r.Role != valkey.RoleReplica || r.PrimaryPort != p || !r.LinkUp):
+					return fmt.Errorf("%s: %s of %d, link up %v (primary %d)", n.Addr(), r.Role, r.PrimaryPort, r.LinkUp, p)
+				}
+			}
+			return w.env.LabelsMatch(p)
+		}()
+		if last == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return last
+}
+
+// bootFiles writes what a data pod's boot step reads (the sentinels file, the secrets directory, each
+// node's config template: its first config without replicaof) and returns the fake kubelet's hook that runs
+// the real boot step (bootstrap.Run) before a deleted node starts again.
+func (w *world) bootFiles() func(pod string, p *valkeytest.Proc) {
+	t, top := w.t, w.top
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets")
+	if err := os.MkdirAll(secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, pw := range top.Passwords {
+		if err := os.WriteFile(filepath.Join(secrets, name), []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := json.Marshal(spec.SentinelInfo{MonitorName: top.Cfg.MonitorName, SentinelRelease: testenv.SentinelRelease, Port: 26379,
+		Hosts: testenv.SentinelAddrs(top)})
+	sentinels := filepath.Join(dir, "sentinels.json")
+	if err := os.WriteFile(sentinels, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	templates := map[*valkeytest.Proc]string{}
+	index := map[*valkeytest.Proc]int{}
+	for i, n := range top.Nodes {
+		var keep []string
+		for _, l := range strings.Split(n.Config(), "\n") {
+			if l != "" && !strings.HasPrefix(l, "replicaof ") {
+				keep = append(keep, l)
+			}
+		}
+		path := filepath.Join(dir, fmt.Sprintf("template-%d.conf", i))
+		if err := os.WriteFile(path, []byte(strings.Join(keep, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		templates[n], index[n] = path, i
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return func(pod string, p *valkeytest.Proc) {
+		cfg := bootstrap.Config{Instance: w.env.In, NodeIndex: index[p], SentinelsFile: sentinels, SecretsDir: secrets,
+			DataDir: p.Dir, ConfigTemplate: templates[p], ConfigOut: p.ConfPath, Retry: 500 * time.Millisecond, WaitLimit: time.Minute}
+		start := time.Now()
+		for ctx.Err() == nil {
+			d, err := bootstrap.Run(ctx, cfg, w.log.With("boot", pod))
+			w.mu.Lock()
+			w.boots = append(w.boots, fmt.Sprintf("%s %s: %s %s:%d after %s (%s)", start.Format("15:04:05.000"), pod, d.Kind,
+				d.PrimaryHost, d.PrimaryPort, time.Since(start).Round(time.Millisecond), d.Reason))
+			if err != nil {
+				w.boots = append(w.boots, fmt.Sprintf("%s: boot step failed, retrying: %v", pod, err))
+			}
+			w.mu.Unlock()
+			if err == nil {
+				break
+			}
+		}
+		if p.UID != 0 {
+			_ = os.Chown(p.ConfPath, p.UID, p.UID) // the boot step wrote it as root; the server runs as its own uid
+		}
+	}
+}
+
+// dump logs what a failed round's Sentinels and controllers said, and keeps every process's log under
+// CHAOS_DUMP (every round's when it is set).
+func (w *world) dump() {
+	t := w.t
+	if t.Failed() {
+		for _, ev := range testenv.SentinelEvents(w.top, w.top.Cfg.MonitorName) {
+			t.Logf("%s", ev)
+		}
+		for _, ev := range w.events.All() {
+			t.Logf("event: %s", ev)
+		}
+	}
+	dir := os.Getenv("CHAOS_DUMP")
+	if dir == "" {
+		return
+	}
+	dir = filepath.Join(dir, fmt.Sprintf("seed-%d", w.plan.seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("dump: %v", err)
+		return
+	}
+	b, _ := os.ReadFile(w.logPath)
+	_ = os.WriteFile(filepath.Join(dir, "controllers.log"), b, 0o644)
+	for i, s := range w.top.Sentinels {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("sentinel-%d-%d.log", i, s.Port)), []byte(s.Logs()), 0o644)
+	}
+	for i, n := range w.top.Nodes {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("node-%d-%d.log", i, n.Port)), []byte(n.Logs()), 0o644)
+	}
+	t.Logf("logs kept in %s", dir)
+}
+
+// countControllerEvents counts the controllers' Events by reason and lists the reasons of deferred handoffs.
+func countControllerEvents(evs []string) (map[string]int, []string) {
+	out := map[string]int{}
+	var deferred []string
+	for _, ev := range evs {
+		f := strings.Fields(ev)
+		if len(f) < 2 {
+			continue
+		}
+		out[f[1]]++
+		if f[1] == "RollDeferred" {
+			if i := strings.Index(ev, "deferred: "); i >= 0 {
+				why := ev[i+len("deferred: "):]
+				if j := strings.IndexByte(why, ':'); j > 0 {
+					why = why[:j]
+				}
+				deferred = append(deferred, why)
+			}
+		}
+	}
+	return out, deferred
+}
+
+// rulesLeft returns the nat OUTPUT rules that still carry one of uids' comments (valkeytest redirects).
+func rulesLeft(uids []int) string {
+	if len(uids) == 0 {
+		return ""
+	}
+	out, err := exec.Command("iptables", "-w", "5", "-t", "nat", "-S", "OUTPUT").Output()
+	if err != nil {
+		return "cannot list: " + err.Error()
+	}
+	var left []string
+	for _, line := range strings.Split(string(out), "\n") {
+		for _, uid := range uids {
+			if uid != 0 && regexp.MustCompile(`valkeytest-uid-`+strconv.Itoa(uid)+`\b`).MatchString(line) {
+				left = append(left, line)
+			}
+		}
+	}
+	return strings.Join(left, "\n")
+}
+
+func (r phaseResult) line() string {
+	s := fmt.Sprintf("%s..%s latency<=%dms faults=[%s] writes acked %d failed %d LOST %d; two-writable windows %d (%s); "+
+		"unplanned failovers %d (lost in them %d, two-writable windows in them %d (%s)); "+
+		"REMOVE %d RESET %d MONITOR %d FAILOVER-cmd %d +switch-master %d +odown %d; controller events %v",
+		r.from.Format("15:04:05.000"), r.to.Format("15:04:05.000"), r.latency.Milliseconds(), strings.Join(r.faults, "; "),
+		r.acked, r.failed, r.lost, len(r.windows), testenv.Total(r.windows).Round(time.Millisecond),
+		r.unplanned, r.lostUnplanned, len(r.windowsUnplanned), testenv.Total(r.windowsUnplanned).Round(time.Millisecond),
+		r.remove, r.reset, r.monitor, r.failoverCmd, r.switches, r.odown, r.ctl)
+	if r.name == "roll" {
+		s += fmt.Sprintf("; rolled %v", r.rolled)
+	}
+	if len(r.deferred) > 0 {
+		s += fmt.Sprintf("; handoffs deferred: %v", r.deferred)
+	}
+	if len(r.lostKeys) > 0 {
+		s += fmt.Sprintf("; lost e.g. %v", r.lostKeys)
+	}
+	return s
+}
