@@ -14,7 +14,8 @@ prev=$(cat "$STATE/node-count" 2>/dev/null || echo 1)
 restore() {
   if [[ ${KEEP_NODES:-0} != 1 && $prev != 3 ]]; then
     say "back to $prev node(s)"
-    NODES=$prev "$HACK/cluster.sh" up >/dev/null || say "WARNING: could not go back to $prev node(s)"
+    NODES=$prev "$HACK/cluster.sh" up >/dev/null || NODES=$prev "$HACK/cluster.sh" up >/dev/null \
+      || say "WARNING: could not go back to $prev node(s)"
   fi
 }
 trap restore EXIT

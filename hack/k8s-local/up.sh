@@ -572,6 +572,9 @@ kind: Deployment
 metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
 spec:
   replicas: $(( $(want_nodes) > 1 ? 2 : 1 ))
+  # old pod out first: a surge pod could never be placed next to one with the required anti-affinity of the
+  # multi-node form (going back to one node would wait forever)
+  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}
   selector: {matchLabels: {k8s-app: kube-dns}}
   template:
     metadata:
