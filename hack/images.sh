@@ -48,17 +48,21 @@ trap 'rm -rf "${TMPDIRS[@]}"' EXIT
 
 # digest of the image containerd holds under REF; Docker Hub names are stored in normalised form
 # (<hub>/valkey/valkey:8.0, <hub>/library/redis:7.0), so match the reference as a path suffix too
+# Both awk programs read their whole input and print the first match at the end: an early `exit` would close the
+# pipe under a still-writing ctr, whose SIGPIPE status then fails `dig=$(...)` silently under pipefail + errexit
+# (seen with long image lists).
 ctr_digest() {
-  kctr images ls 2>/dev/null | awk -v r="$1" 'NR > 1 {
+  kctr images ls 2>/dev/null | awk -v r="$1" 'NR > 1 && !found {
       n = $1
-      if (n == r) { print $3; exit }
-      if (index(r, "/") == 0 && substr(n, length(n) - length(r) - 8) == "/library/" r) { print $3; exit }
-      if (substr(n, length(n) - length(r)) == "/" r && r !~ /^localhost\//) { print $3; exit } }'
+      if (n == r || (index(r, "/") == 0 && substr(n, length(n) - length(r) - 8) == "/library/" r) ||
+          (substr(n, length(n) - length(r)) == "/" r && r !~ /^localhost\//)) { found = $3 } }
+    END { if (found != "") print found }'
 }
 ctr_name() { # full containerd name of REF (for ctr images tag)
   kctr images ls -q 2>/dev/null | awk -v r="$1" '
-      $1 == r || (index(r, "/") == 0 && substr($1, length($1) - length(r) - 8) == "/library/" r) ||
-      (r !~ /^localhost\// && substr($1, length($1) - length(r)) == "/" r) { print $1; exit }'
+      !found && ($1 == r || (index(r, "/") == 0 && substr($1, length($1) - length(r) - 8) == "/library/" r) ||
+      (r !~ /^localhost\// && substr($1, length($1) - length(r)) == "/" r)) { found = $1 }
+    END { if (found != "") print found }'
 }
 
 need_containerd() {
