@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -192,10 +193,14 @@ func TestBootNoGoodReplicaBacksOff(t *testing.T) {
 	const keys = 500
 	load(t, top, keys)
 	top.Nodes[0].Kill()
+	// the boot asks only once every Sentinel sees the primary down and runs no failover (their own goes first:
+	// here it ends -failover-abort-no-good-slave, or -failover-abort-not-elected after the election timeout)
+	waitSentinelsSeeDown(t, top, 40*time.Second)
 
 	var logs bytes.Buffer
 	cfg := h.config(0)
 	cfg.Retry, cfg.FailoverRetry, cfg.WaitLimit = 100*time.Millisecond, 200*time.Millisecond, 4*time.Second
+	cfg.FailoverGrace = 100 * time.Millisecond
 	d, err := Run(context.Background(), cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrNoGoodReplica)
@@ -263,4 +268,73 @@ func TestF4SentinelsAndReplicasPaused(t *testing.T) {
 	assert.Equal(t, StartReplica, d.Kind, d.Reason)
 	assert.EqualValues(t, keys, final, "keys lost")
 	assert.Zero(t, windows, "two-primary windows")
+}
+
+// TestLostPrimaryBootLetsSentinelFailOverFirst (issue 14, "a lost primary pod must not cost 24 s"): the
+// primary (no persistence) is killed and its replacement boots at once, empty, while Sentinel still names it
+// and does not see it down yet. On the cluster, asking for a failover at that moment raced Sentinel's cached
+// address of the pod (+fix-slave-config, -failover-abort-no-good-slave, then 2 x failover-timeout: 22.9-24 s
+// to a new primary). The boot must leave the first move to Sentinel: no SENTINEL FAILOVER reaches a Sentinel
+// before that Sentinel flagged the primary +sdown, the node ends as a replica of the new primary within
+// down-after + failover-timeout, and no key is lost.
+func TestLostPrimaryBootLetsSentinelFailOverFirst(t *testing.T) {
+	const downAfter, failoverTimeout = 3 * time.Second, 10 * time.Second
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: int(downAfter / time.Millisecond),
+		FailoverTimeoutMs: int(failoverTimeout / time.Millisecond)})
+	h := newHarness(t, top, true)
+	const keys = 500
+	load(t, top, keys)
+	start := time.Now()
+	top.Nodes[0].Kill()
+	d, err := Run(context.Background(), h.config(0), quiet())
+	require.NoError(t, err)
+	took := time.Since(start)
+	t.Logf("reborn node decided %s (%s) %s after the kill", d.Kind, d.Reason, took.Round(time.Millisecond))
+	assert.Equal(t, StartReplica, d.Kind, d.Reason)
+	assert.NotEqual(t, top.Nodes[0].Port, d.PrimaryPort)
+	assert.Less(t, took, downAfter+failoverTimeout, "a new primary within down-after + failover-timeout")
+
+	evs := testenv.SentinelEvents(top, top.Cfg.MonitorName)
+	sdown := map[int]time.Time{}
+	for _, ev := range evs {
+		if ev.Kind == "+sdown" && sdown[ev.Sentinel].IsZero() {
+			sdown[ev.Sentinel] = ev.At
+		}
+	}
+	for _, ev := range evs {
+		if ev.Kind != testenv.FailoverRequested {
+			continue
+		}
+		if sd := sdown[ev.Sentinel]; sd.IsZero() || ev.At.Before(sd) {
+			t.Errorf("SENTINEL FAILOVER reached sentinel-%d at %s, before it saw the primary down (+sdown %s)",
+				ev.Sentinel, ev.At.Format("15:04:05.000"), sd.Format("15:04:05.000"))
+		}
+	}
+	t.Logf("Sentinel events: %v", testenv.CountEvents(evs))
+	top.Nodes[0].Start()
+	assert.EqualValues(t, keys, primaryKeys(t, top), "keys on the new primary")
+}
+
+// waitSentinelsSeeDown waits until every Sentinel flags the monitor's primary s_down and runs no failover.
+func waitSentinelsSeeDown(t *testing.T, top *valkeytest.Topology, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		down := 0
+		for _, s := range top.Sentinels {
+			c := s.Client(valkey.Options{})
+			m, found, err := c.SentinelMaster(context.Background(), top.Cfg.MonitorName)
+			c.Close()
+			if err == nil && found && m.SubjectivelyDown() && !m.FailoverInProgress() {
+				down++
+			}
+		}
+		if down == len(top.Sentinels) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d Sentinels see the primary down after %s", down, len(top.Sentinels), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -12,7 +12,9 @@ package bootstrap
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -36,6 +38,11 @@ type SentinelAnswer struct {
 	// when that list could not be read: the replicas are then unknown, not absent.
 	Replicas    []valkey.SentinelReplica
 	ReplicasErr error
+	// Monitor is the Sentinel's own view of the monitor (SENTINEL MASTER: flags s_down, o_down and
+	// failover_in_progress, s-down-time, down-after-milliseconds), asked only when Found. MonitorErr is set
+	// when it could not be read: whether the Sentinel sees the primary down is then unknown.
+	Monitor    valkey.Monitor
+	MonitorErr error
 }
 
 // Peer is what one other data node reported.
@@ -71,6 +78,10 @@ type Observation struct {
 	// FailoverRequested is true once this boot asked Sentinel to fail over away from this node: from then on
 	// the node never starts as primary on its own (issue 12, F4).
 	FailoverRequested bool
+	// FailoverGrace is how long every Sentinel that names this (empty) node primary must have flagged it
+	// s_down, with no failover running, before this boot asks for a failover: until then Sentinel's own
+	// failover goes first. Zero means the monitor's down-after-milliseconds (5 s when unknown).
+	FailoverGrace time.Duration
 }
 
 // Kind is what the node does next.
@@ -104,10 +115,13 @@ type Decision struct {
 //     would flush this node's data: wait). If it is this node and it has persisted data, start as primary. If
 //     it starts empty (no persistence, or no data file), it starts as primary only when Sentinel itself lists
 //     no replica and no peer answers as a replica or a primary: a replica that does not answer (paused,
-//     partitioned, slow) is unknown, not absent (issue 12, F4). Otherwise it requests a failover instead of
-//     starting as an empty primary that would wipe the replicas on resync (case S08) or be a second writable
-//     primary. Once a failover was requested, it never starts as primary on its own; while a peer already
-//     reports primary (the failover runs) or the replica list cannot be read, it waits.
+//     partitioned, slow) is unknown, not absent (issue 12, F4). Otherwise it never starts as an empty primary
+//     that would wipe the replicas on resync (case S08) or be a second writable primary: it waits for
+//     Sentinel's own failover (the node serves nothing, so Sentinel sees it down after down-after), and
+//     requests one only when every Sentinel naming it has flagged it s_down for the grace with no failover
+//     running (see holdFailoverRequest). Once a failover was requested, it never starts as primary on its
+//     own; while a peer already reports primary, a Sentinel runs a failover or the replica list cannot be
+//     read, it waits.
 //  2. Otherwise, the peers decide: a peer reporting primary is followed (the highest offset wins when
 //     several claim it), unless this node holds persisted data and that primary holds less. With no primary
 //     anywhere, a node never promotes itself while a running peer holds data (the controller or Sentinel
@@ -277,25 +291,105 @@ func planNamedEmpty(o Observation, host string, port, votes int, peerHasData boo
 				"running; waiting for Sentinel to name the new primary", named, p.Node.Host)}
 		}
 	}
+	if who, running := failoverRunning(o.Sentinels, host, port); running {
+		return Decision{Kind: Wait, Reason: fmt.Sprintf("%s while Sentinel %s runs a failover: waiting for it to "+
+			"name the new primary", named, who)}
+	}
 	if o.FailoverRequested {
 		return Decision{Kind: RequestFailover, Reason: named + "; a failover was requested: waiting for Sentinel " +
 			"to promote a replica (never starting as primary after asking)"}
 	}
 	listed, known := sentinelReplicas(o.Sentinels, host, port)
+	var why string
 	switch {
 	case peerHasData:
-		return Decision{Kind: RequestFailover, Reason: named + " while replicas are up and hold data (case S08)"}
+		why = " while replicas are up and hold data (case S08)"
 	case replicaReachable(o.Peers):
 		// starting as primary would leave a second writable primary until Sentinel demotes it
-		return Decision{Kind: RequestFailover, Reason: named + " while replicas are up"}
+		why = " while replicas are up"
 	case listed > 0:
-		return Decision{Kind: RequestFailover, Reason: fmt.Sprintf("%s; no replica answers but Sentinel lists %d: "+
-			"they may hold data (unreachable is not absent, issue 12, F4)", named, listed)}
+		why = fmt.Sprintf("; no replica answers but Sentinel lists %d: they may hold data (unreachable is not "+
+			"absent, issue 12, F4)", listed)
 	case !known:
 		return Decision{Kind: Wait, Reason: named + "; no replica answers and SENTINEL REPLICAS could not be read " +
 			"on every Sentinel that names it: the replicas are unknown, not absent (issue 12, F4)"}
+	default:
+		return Decision{Kind: StartPrimary, Reason: named + " and Sentinel lists no replica: nothing to protect (cold start)"}
 	}
-	return Decision{Kind: StartPrimary, Reason: named + " and Sentinel lists no replica: nothing to protect (cold start)"}
+	if hold := holdFailoverRequest(o, host, port); hold != "" {
+		return Decision{Kind: Wait, Reason: named + why + "; " + hold}
+	}
+	return Decision{Kind: RequestFailover, Reason: named + why + ": Sentinel's own failover did not come"}
+}
+
+// failoverRunning reports whether a Sentinel naming host:port reports a failover in progress for the
+// monitor, and names the first one.
+func failoverRunning(answers []SentinelAnswer, host string, port int) (string, bool) {
+	for _, a := range answers {
+		if namesAddr(a, host, port) && a.MonitorErr == nil && a.Monitor.FailoverInProgress() {
+			return a.Addr, true
+		}
+	}
+	return "", false
+}
+
+// holdFailoverRequest returns why this boot must not ask for a failover yet, or "". A request goes out only
+// once every Sentinel that names this node flags it s_down, for at least the grace (the monitor's
+// down-after-milliseconds unless set), with no failover running: Sentinel then had its chance to fail over on
+// its own.
+//
+// Asking earlier (issue 14, "a lost primary pod must not cost 24 s") races Sentinel itself: the replacement
+// pod comes back under the same hostname with a new IP while Sentinel still holds the old one (it re-resolves
+// only when it reconnects) and still trusts the primary (not s_down, fresh INFO). Every replica INFO then
+// shows a "different" primary, so Sentinel sends +fix-slave-config, whose transaction ends with CLIENT KILL
+// TYPE normal and pubsub: every Sentinel's links to the replicas drop. The forced failover finds no connected
+// replica (-failover-abort-no-good-slave), and the aborted attempt stops that Sentinel from starting its own
+// failover for 2 x failover-timeout (valkey src/sentinel.c: sentinelRefreshInstanceInfo,
+// sentinelSendReplicaOf, sentinelSelectReplica, sentinelStartFailoverIfNeeded). Once the primary is s_down,
+// Sentinel no longer "fixes" replicas towards it.
+func holdFailoverRequest(o Observation, host string, port int) string {
+	var shortest time.Duration = -1
+	grace := o.FailoverGrace
+	for _, a := range o.Sentinels {
+		if !namesAddr(a, host, port) {
+			continue
+		}
+		if a.MonitorErr != nil {
+			return fmt.Sprintf("Sentinel %s's view of the monitor could not be read (%v): waiting for Sentinel's "+
+				"own failover instead of racing it", a.Addr, a.MonitorErr)
+		}
+		if !a.Monitor.SubjectivelyDown() {
+			return fmt.Sprintf("Sentinel %s does not see this node down yet: it fails over on its own after "+
+				"down-after-milliseconds, and a request before that races its cached address of this node "+
+				"(+fix-slave-config, -failover-abort-no-good-slave, then 2 x failover-timeout)", a.Addr)
+		}
+		down := time.Duration(0)
+		if ms, err := strconv.ParseInt(a.Monitor.Fields["s-down-time"], 10, 64); err == nil {
+			down = time.Duration(ms) * time.Millisecond
+		}
+		if shortest < 0 || down < shortest {
+			shortest = down
+		}
+		if o.FailoverGrace <= 0 && time.Duration(a.Monitor.DownAfterMs)*time.Millisecond > grace {
+			grace = time.Duration(a.Monitor.DownAfterMs) * time.Millisecond
+		}
+	}
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	if shortest < 0 {
+		return "no Sentinel that names this node answered: waiting"
+	}
+	if shortest < grace {
+		return fmt.Sprintf("Sentinels see this node down for %s: waiting until %s for their own failover before asking",
+			shortest.Round(time.Millisecond), grace)
+	}
+	return ""
+}
+
+// namesAddr reports whether the Sentinel answered and names host:port primary.
+func namesAddr(a SentinelAnswer, host string, port int) bool {
+	return a.Err == nil && a.Found && spec.NormalizeHost(a.Host) == host && a.Port == port
 }
 
 // sentinelReplicas returns the most replicas any Sentinel naming host:port lists for the monitor; known is
@@ -303,7 +397,7 @@ func planNamedEmpty(o Observation, host string, port, votes int, peerHasData boo
 func sentinelReplicas(answers []SentinelAnswer, host string, port int) (listed int, known bool) {
 	known = true
 	for _, a := range answers {
-		if a.Err != nil || !a.Found || spec.NormalizeHost(a.Host) != host || a.Port != port {
+		if !namesAddr(a, host, port) {
 			continue
 		}
 		if a.ReplicasErr != nil {

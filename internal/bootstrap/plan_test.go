@@ -2,7 +2,9 @@ package bootstrap
 
 import (
 	"errors"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -31,6 +33,23 @@ func names(host string, n int) []SentinelAnswer {
 }
 
 const replID = "0123456789abcdef0123456789abcdef01234567"
+
+// seenDown makes every answer flag its primary s_down for ms milliseconds (down-after 5000), no failover running.
+func seenDown(answers []SentinelAnswer, ms int) []SentinelAnswer {
+	for i := range answers {
+		answers[i].Monitor = valkey.Monitor{Flags: []string{"master", "s_down", "o_down"}, DownAfterMs: 5000, FailoverState: "none",
+			Fields: map[string]string{"s-down-time": strconv.Itoa(ms)}}
+	}
+	return answers
+}
+
+// seenUp makes every answer see its primary healthy.
+func seenUp(answers []SentinelAnswer) []SentinelAnswer {
+	for i := range answers {
+		answers[i].Monitor = valkey.Monitor{Flags: []string{"master"}, DownAfterMs: 5000, FailoverState: "none"}
+	}
+	return answers
+}
 
 // at is a persisted dataset at offset off of replID.
 func at(off int64) Persisted {
@@ -62,24 +81,50 @@ func TestPlanBoot(t *testing.T) {
 		{"TestCaseS05 restarted old primary follows Sentinel", Observation{Self: node(0), Sentinels: names("vk-2-0.vk-2", 3),
 			Peers: []Peer{replicaPeer(1, 10, "vk-2-0.vk-2"), primaryPeer(2, 10)}}, StartReplica, "vk-2-0.vk-2"},
 		// case S08: named primary, empty, a replica holds data -> ask for a failover, never start empty
-		{"TestCaseS08 empty named primary requests failover", Observation{Self: node(0), Sentinels: names("VK-0-0.vk-0.", 3),
+		{"TestCaseS08 empty named primary requests failover", Observation{Self: node(0), Sentinels: seenDown(names("VK-0-0.vk-0.", 3), 6000),
 			Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0"), replicaPeer(2, 1000, "vk-0-0.vk-0")}}, RequestFailover, ""},
+		// issue 14: asking before Sentinel sees the node down races its cached address (+fix-slave-config,
+		// -failover-abort-no-good-slave, 2 x failover-timeout): wait for Sentinel's own failover first
+		{"TestLostPrimary empty named primary not yet down for Sentinel: wait", Observation{Self: node(0), Sentinels: seenUp(names("vk-0-0.vk-0", 3)),
+			Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0"), replicaPeer(2, 1000, "vk-0-0.vk-0")}}, Wait, ""},
+		{"TestLostPrimary one Sentinel does not see it down: wait", Observation{Self: node(0),
+			Sentinels: append(seenDown(names("vk-0-0.vk-0", 2), 9000), seenUp(names("vk-0-0.vk-0", 1))...),
+			Peers:     []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, Wait, ""},
+		{"TestLostPrimary down for less than down-after: Sentinel's own failover goes first", Observation{Self: node(0), Sentinels: seenDown(names("vk-0-0.vk-0", 3), 1200),
+			Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, Wait, ""},
+		{"TestLostPrimary down for less than a set grace: wait", Observation{Self: node(0), FailoverGrace: 8 * time.Second,
+			Sentinels: seenDown(names("vk-0-0.vk-0", 3), 6000), Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, Wait, ""},
+		{"TestLostPrimary a failover runs: wait", Observation{Self: node(0), Sentinels: func() []SentinelAnswer {
+			a := seenDown(names("vk-0-0.vk-0", 3), 9000)
+			a[1].Monitor.Flags = append(a[1].Monitor.Flags, "failover_in_progress")
+			return a
+		}(), Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, Wait, ""},
+		{"TestLostPrimary a Sentinel's view unreadable: wait", Observation{Self: node(0), Sentinels: func() []SentinelAnswer {
+			a := seenDown(names("vk-0-0.vk-0", 3), 9000)
+			a[2].MonitorErr = errors.New("timeout")
+			return a
+		}(), Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, Wait, ""},
+		{"TestLostPrimary after a request, a running failover means wait", Observation{Self: node(0), FailoverRequested: true, Sentinels: func() []SentinelAnswer {
+			a := seenDown(names("vk-0-0.vk-0", 3), 9000)
+			a[0].Monitor.FailoverState = "select_slave"
+			return a
+		}(), Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, Wait, ""},
 		{"named primary with persisted data starts primary", Observation{Self: node(0), Local: Persisted{HasData: true}, Sentinels: names("vk-0-0.vk-0", 3),
 			Peers: []Peer{replicaPeer(1, 1000, "vk-0-0.vk-0")}}, StartPrimary, ""},
-		{"named primary restarted empty, empty replicas up: hand over, never two primaries", Observation{Self: node(0), Sentinels: names("vk-0-0.vk-0", 3),
+		{"named primary restarted empty, empty replicas up: hand over, never two primaries", Observation{Self: node(0), Sentinels: seenDown(names("vk-0-0.vk-0", 3), 5000),
 			Peers: []Peer{replicaPeer(1, 0, "vk-0-0.vk-0")}}, RequestFailover, ""},
 		{"named primary, cold start (replicas still booting, Sentinel lists none)", Observation{Self: node(0), Sentinels: names("vk-0-0.vk-0", 3),
 			Peers: []Peer{{Node: node(1)}, {Node: node(2)}}}, StartPrimary, ""},
 		// issue 12, F4: unreachable replicas are unknown, not absent
 		{"TestF4 named empty primary, replicas unreachable but listed by Sentinel: hand over", Observation{Self: node(0),
-			Sentinels: listing(names("vk-0-0.vk-0", 3), 2), Peers: []Peer{{Node: node(1)}, {Node: node(2)}}}, RequestFailover, ""},
+			Sentinels: seenDown(listing(names("vk-0-0.vk-0", 3), 2), 7000), Peers: []Peer{{Node: node(1)}, {Node: node(2)}}}, RequestFailover, ""},
 		{"TestF4 named empty primary, replica list unreadable: wait", Observation{Self: node(0),
 			Sentinels: []SentinelAnswer{{Found: true, Host: "vk-0-0.vk-0", Port: 6379, ReplicasErr: errors.New("timeout")}},
 			Peers:     []Peer{{Node: node(1)}, {Node: node(2)}}}, Wait, ""},
 		{"TestF4 after a failover request a promoted peer means wait, never start primary", Observation{Self: node(0),
 			FailoverRequested: true, Sentinels: names("vk-0-0.vk-0", 3), Peers: []Peer{primaryPeer(1, 0)}}, Wait, ""},
 		{"TestF4 after a failover request with nothing visible: keep asking, never start primary", Observation{Self: node(0),
-			FailoverRequested: true, Sentinels: names("vk-0-0.vk-0", 3), Peers: []Peer{{Node: node(1)}}}, RequestFailover, ""},
+			FailoverRequested: true, Sentinels: seenDown(names("vk-0-0.vk-0", 3), 100), Peers: []Peer{{Node: node(1)}}}, RequestFailover, ""},
 		{"TestF4 no Sentinel answers, no peer answers: wait, never a cold start", Observation{Self: node(0),
 			Sentinels: []SentinelAnswer{{Err: errors.New("timeout")}, {Err: errors.New("timeout")}, {Found: false}},
 			Peers:     []Peer{{Node: node(1)}, {Node: node(2)}}}, Wait, ""},

@@ -36,6 +36,9 @@ type Config struct {
 	// FailoverRetry is the pause before asking Sentinel for a failover again (default 15 s); it doubles after
 	// each refused or failed request, up to 8 times its value.
 	FailoverRetry time.Duration
+	// FailoverGrace is how long the Sentinels must have seen this empty node down, with no failover running,
+	// before it asks for one (default: the monitor's down-after-milliseconds; see holdFailoverRequest).
+	FailoverGrace time.Duration
 	// DialTimeout bounds each connection to a peer or Sentinel (default 1 s).
 	DialTimeout time.Duration
 	// TLSCAFile verifies TLS-only peers and Sentinels (default valkey.DefaultCAFile).
@@ -90,6 +93,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 	for attempt := 1; ; attempt++ {
 		obs := Observe(ctx, cfg)
 		obs.FailoverRequested = !failoverRequested.IsZero()
+		obs.FailoverGrace = cfg.FailoverGrace
 		d := PlanBoot(obs)
 		if d != lastLogged || time.Since(loggedAt) >= 30*time.Second || d.Kind == StartPrimary || d.Kind == StartReplica {
 			log.Info("bootstrap decision", "attempt", attempt, "decision", d.Kind, "primary", d.PrimaryHost,
@@ -233,6 +237,11 @@ func askSentinel(ctx context.Context, addr, monitor string, o valkey.Options) Se
 	a.Host, a.Port, a.Found, a.Err = c.SentinelPrimaryAddr(ctx, monitor)
 	if a.Err == nil && a.Found {
 		a.Replicas, a.ReplicasErr = c.SentinelReplicas(ctx, monitor)
+		var found bool
+		a.Monitor, found, a.MonitorErr = c.SentinelMaster(ctx, monitor)
+		if a.MonitorErr == nil && !found {
+			a.MonitorErr = fmt.Errorf("SENTINEL MASTER %s: no such monitor", monitor)
+		}
 	}
 	return a
 }
