@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -393,11 +394,14 @@ func TestSentinelControllerRefusesSecondQuorum(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true, Replicas: 1})
 	e.publishSentinels() // published by release "q"
 	sel, _ := labels.Parse("tier=cache")
+	m := metrics.New()
 	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "other", StatefulSet: "other", Replicas: 3,
-		Selector: sel, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+		Selector: sel, SentinelHosts: e.sentinelAddrs()}, m, e.rec, quietLog())
 	ctx := context.Background()
 	require.NoError(t, startInformers(ctx, t, c))
 	require.NoError(t, c.Reconcile(ctx))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.MonitorRefused.WithLabelValues(ns+"/other", ns+"/vk")), "valkey_ha_sentinel_monitor_refused")
+	assert.Equal(t, 0, testutil.CollectAndCount(m.MonitorRegistered), "a refused monitor is not counted as wanted")
 	for _, s := range e.top.Sentinels {
 		_, found, err := s.Client(valkey.Options{}).SentinelMaster(ctx, e.in.MonitorName)
 		require.NoError(t, err)

@@ -105,6 +105,8 @@ type instanceMemory struct {
 	// statusPrint fingerprints the last written status without timestamps and offsets
 	statusPrint   string
 	statusWritten time.Time
+	// rollHeldSince is when a planned roll started waiting (zero: none waits)
+	rollHeldSince time.Time
 }
 
 // NewInstanceController wires informers (label-filtered) and the queue. Call Run to start.
@@ -239,7 +241,8 @@ func (c *InstanceController) processNext(ctx context.Context) bool {
 		return true
 	}
 	c.queue.Forget(key)
-	if requeue {
+	if requeue { // false: the instance is gone and forgotten
+		c.metrics.ReconcileSucceeded("instance", c.opts.Namespace+"/"+key, time.Now())
 		c.queue.AddAfter(key, c.opts.Resync)
 	}
 	return true
@@ -322,7 +325,8 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	}
 	// planned operations, only when the repair took no disruptive step this pass
 	rollWait := ""
-	if lastAction == "" && applyErr == nil {
+	rollPlanned := lastAction == "" && applyErr == nil
+	if rollPlanned {
 		step, why := c.planRoll(in, obs, plan, quorum.OK, mem)
 		if step != nil && step.Kind == roll.HandOff {
 			step, why = c.gateHandoff(ctx, in, obs, plan, sentinelInfo, mem, step)
@@ -337,6 +341,14 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 			}
 		}
 	}
+	if rollPlanned {
+		if rollWait == "" {
+			mem.rollHeldSince = time.Time{}
+		} else if mem.rollHeldSince.IsZero() {
+			mem.rollHeldSince = now
+		}
+	}
+	c.observeMetrics(in, obs, plan, sentinelInfo != nil, quorum.OK, mem, now)
 	access := c.syncAccess(ctx, in, obs, mem)
 	if err := c.writeStatus(ctx, descCM, in, obs, plan, sentinelInfo, lastAction, access, quorum, rollWait, now); err != nil {
 		return true, err
@@ -344,7 +356,43 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	return true, applyErr
 }
 
+// observeMetrics sets the instance gauges (metrics.ObserveInstance) from this pass's observation and plan.
+func (c *InstanceController) observeMetrics(in spec.Instance, obs topology.Observation, plan topology.Plan, monitored, quorumOK bool,
+	mem *instanceMemory, now time.Time) {
+	o := metrics.InstanceObservation{Nodes: len(obs.Nodes), Monitored: monitored, QuorumOK: quorumOK}
+	if !mem.rollHeldSince.IsZero() {
+		o.RollHeld = now.Sub(mem.rollHeldSince)
+	}
+	var primaryOffset int64
+	primaryKnown := false
+	for _, n := range obs.Nodes {
+		if !n.Reachable {
+			continue
+		}
+		o.Reachable++
+		if n.Repl.Role == valkey.RolePrimary {
+			o.Primaries++
+		}
+		if plan.Primary != nil && n.Node.Index == plan.Primary.Index && n.Repl.Role == valkey.RolePrimary {
+			primaryOffset, primaryKnown = n.Repl.Offset(), true
+		}
+	}
+	for _, n := range obs.Nodes {
+		if !n.Reachable || n.Repl.Role != valkey.RoleReplica {
+			continue
+		}
+		r := metrics.ReplicaLink{Pod: n.Node.Pod,
+			LinkUp: n.Repl.LinkUp && plan.Primary != nil && in.SameAddr(*plan.Primary, n.Repl.PrimaryHost, n.Repl.PrimaryPort)}
+		if primaryKnown {
+			r.LagKnown, r.LagBytes = true, max(primaryOffset-n.Repl.Offset(), 0)
+		}
+		o.Replicas = append(o.Replicas, r)
+	}
+	c.metrics.ObserveInstance(in.Namespace+"/"+in.Name, o)
+}
+
 func (c *InstanceController) forget(name string) {
+	c.metrics.ForgetInstance(c.opts.Namespace + "/" + name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.state[name]; ok && st.subCancel != nil {

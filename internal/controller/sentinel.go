@@ -79,6 +79,8 @@ type SentinelController struct {
 	applied map[string]map[string]string // sentinel pod -> monitor -> auth hash
 	// reported dedupes the Warning events of conditions that last many passes
 	reported reportOnce
+	// rollHeldSince is when a planned Sentinel roll started waiting (zero: none waits)
+	rollHeldSince time.Time
 }
 
 // NewSentinelController wires label-filtered informers over the Sentinel pods and this project's ConfigMaps.
@@ -155,6 +157,7 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 			c.queue.AddRateLimited(key)
 			continue
 		}
+		c.metrics.ReconcileSucceeded("sentinel", c.opts.Namespace+"/"+c.opts.Release, time.Now())
 		c.queue.Done(key)
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, c.opts.Resync)
@@ -292,6 +295,10 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 	// instance. Neither is removed from a partial view (issue 12, F3).
 	keep, keepInfo := map[string]string{}, map[string]bool{}
 	var errs []error
+	mo := metrics.QuorumObservation{Reachable: map[string]bool{}}
+	for _, s := range sentinels {
+		mo.Reachable[s.Pod] = s.Reachable
+	}
 	for _, s := range sel {
 		keepInfo[infoName(s.cm)] = true
 		if len(s.in.Unknown) > 0 {
@@ -310,6 +317,7 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 				c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, s.refused)
 			}
 			st.Monitors = append(st.Monitors, status.MonitorStatus{Name: s.in.MonitorName, Instance: s.cm.Name, Refused: s.refused})
+			mo.Refused = append(mo.Refused, s.cm.Namespace+"/"+strings.TrimSuffix(s.cm.Name, "-instance"))
 			continue
 		}
 		w, err := c.resolve(ctx, s.in, sentinels)
@@ -320,6 +328,7 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 				c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%v; its monitor is kept as it is", err)
 			}
 			st.Monitors = append(st.Monitors, status.MonitorStatus{Name: s.in.MonitorName, Instance: s.cm.Name, Unresolved: err.Error()})
+			mo.Refused = append(mo.Refused, s.cm.Namespace+"/"+strings.TrimSuffix(s.cm.Name, "-instance"))
 			continue
 		}
 		if s.in.Quorum > 0 {
@@ -355,7 +364,9 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 		if err := c.publish(ctx, s, hosts, port); err != nil {
 			errs = append(errs, err)
 		}
-		st.Monitors = append(st.Monitors, c.monitorStatus(ctx, s, w, sentinels))
+		ms := c.monitorStatus(ctx, s, w, sentinels)
+		st.Monitors = append(st.Monitors, ms)
+		mo.Monitors = append(mo.Monitors, metrics.MonitorObservation{Name: ms.Name, Registered: ms.Registered, QuorumOK: ms.QuorumOK})
 	}
 	if err := c.withdraw(ctx, keepInfo); err != nil {
 		errs = append(errs, err)
@@ -373,6 +384,17 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 			st.Roll = wait
 		}
 	}
+	if len(plan.Actions) == 0 && len(errs) == 0 {
+		if st.Roll == "" {
+			c.rollHeldSince = time.Time{}
+		} else if c.rollHeldSince.IsZero() {
+			c.rollHeldSince = st.ObservedAt
+		}
+	}
+	if !c.rollHeldSince.IsZero() {
+		mo.RollHeld = st.ObservedAt.Sub(c.rollHeldSince)
+	}
+	c.metrics.ObserveQuorum(c.opts.Namespace+"/"+c.opts.Release, mo)
 	if err := c.putStatus(ctx, st); err != nil {
 		errs = append(errs, err)
 	}

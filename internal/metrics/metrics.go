@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,50 @@ type Metrics struct {
 	ReconcileErrors  *prometheus.CounterVec
 	// TimeToReady is seconds from the descriptor's creation to the first Ready, observed once per instance.
 	TimeToReady *prometheus.HistogramVec
+	// LastReconcileSuccess is the Unix time in seconds of the last pass that ended without error, by controller
+	// (instance|sentinel) and object (namespace/name of the instance, or of the Sentinel release).
+	LastReconcileSuccess *prometheus.GaugeVec
+
+	// The instance controller's view of one instance (label valkey_instance = namespace/name), set each pass.
+	// InstanceNodes is the number of data nodes the descriptor lists; InstanceNodesReachable those that
+	// answered INFO replication; InstancePrimaries those of them reporting role master (1 is healthy, 0 is no
+	// primary, 2 or more is a split).
+	InstanceNodes          *prometheus.GaugeVec
+	InstanceNodesReachable *prometheus.GaugeVec
+	InstancePrimaries      *prometheus.GaugeVec
+	// ReplicaLinkUp is 1 when a reachable replica's master_link_status is up and it replicates from the
+	// instance's primary, else 0; ReplicaLagBytes is the primary's master_repl_offset minus the replica's
+	// slave_repl_offset in bytes (only while the primary is known and reachable). Labels valkey_instance, pod.
+	ReplicaLinkUp   *prometheus.GaugeVec
+	ReplicaLagBytes *prometheus.GaugeVec
+	// InstanceQuorumOK is 1 when SENTINEL CKQUORUM <monitor> answered OK on the first Sentinel that answered,
+	// 0 when it did not (or none answered); absent while the instance is not monitored.
+	InstanceQuorumOK *prometheus.GaugeVec
+	// InstanceRollHeldSeconds is how long in seconds a planned data roll has been waiting (the status's
+	// rollWait reason has been set without a step), 0 when no roll waits.
+	InstanceRollHeldSeconds *prometheus.GaugeVec
+
+	// The sentinel controller's view of its quorum (label quorum = namespace/release), set each pass.
+	// Sentinels is the number of Sentinel pods of the release; SentinelReachable is 1 per Sentinel pod
+	// (label sentinel) that answered SENTINEL MASTERS, else 0.
+	Sentinels         *prometheus.GaugeVec
+	SentinelReachable *prometheus.GaugeVec
+	// MonitorRegistered is the number of reachable Sentinels that know the monitor (label monitor), for every
+	// monitor the quorum should hold; MonitorQuorumOK is 1 when every Sentinel knows it and SENTINEL CKQUORUM
+	// answered OK on each, else 0.
+	MonitorRegistered *prometheus.GaugeVec
+	MonitorQuorumOK   *prometheus.GaugeVec
+	// MonitorRefused is 1 for a selected instance (label valkey_instance = namespace/name) whose monitor is not
+	// managed this pass: refused (claimed by another quorum, TLS mismatch, invalid descriptor) or unresolved
+	// (its _sentinel Secret could not be read). The reason is in the quorum status and the instance's Events.
+	MonitorRefused *prometheus.GaugeVec
+	// SentinelRollHeldSeconds is how long in seconds a planned Sentinel roll has been waiting, 0 when none waits.
+	SentinelRollHeldSeconds *prometheus.GaugeVec
+
+	mu sync.Mutex
+	// series remembers the label values last set per instance or quorum, so a pass deletes the series of
+	// pods and monitors that are gone (forgetting an object releases its metric series).
+	series map[string]map[string]bool
 }
 
 // New registers every collector on a fresh registry (plus Go and process collectors).
@@ -38,15 +83,15 @@ func New() *Metrics {
 	m := &Metrics{
 		Registry: r,
 		Repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_repairs_total",
-			Help: "Topology repairs issued (repoint = REPLICAOF <primary>, promote = REPLICAOF NO ONE)."}, []string{"instance", "kind"}),
+			Help: "Topology repairs issued (repoint = REPLICAOF <primary>, promote = REPLICAOF NO ONE)."}, []string{"valkey_instance", "kind"}),
 		Registrations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_sentinel_registrations_total",
 			Help: "SENTINEL MONITOR commands issued."}, []string{"monitor"}),
 		Removals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_sentinel_removals_total",
 			Help: "SENTINEL REMOVE commands issued."}, []string{"monitor"}),
 		FailoversObserved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_failovers_observed_total",
-			Help: "Primary changes observed."}, []string{"instance"}),
+			Help: "Primary changes observed."}, []string{"valkey_instance"}),
 		LabelPatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_role_label_patches_total",
-			Help: "valkey.io/role label patches."}, []string{"instance"}),
+			Help: "valkey.io/role label patches."}, []string{"valkey_instance"}),
 		ReconcileSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "valkey_ha_reconcile_duration_seconds",
 			Help: "Duration of one reconcile pass in seconds.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"controller"}),
 		ReconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_reconcile_errors_total",
@@ -55,10 +100,181 @@ func New() *Metrics {
 			Help:    "Seconds from the instance descriptor's creation to its first Ready, observed once per instance.",
 			Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}}, []string{"engine"}),
 	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	}
+	m.LastReconcileSuccess = gauge("valkey_ha_reconcile_last_success_timestamp_seconds",
+		"Unix time in seconds of the last reconcile pass that ended without error.", "controller", "object")
+	m.InstanceNodes = gauge("valkey_ha_instance_nodes", "Data nodes the instance descriptor lists.", "valkey_instance")
+	m.InstanceNodesReachable = gauge("valkey_ha_instance_nodes_reachable",
+		"Data nodes that answered INFO replication in the last pass.", "valkey_instance")
+	m.InstancePrimaries = gauge("valkey_ha_instance_primaries",
+		"Reachable data nodes reporting role master (1 healthy, 0 no primary, 2+ split).", "valkey_instance")
+	m.ReplicaLinkUp = gauge("valkey_ha_replica_link_up",
+		"1 when the replica's link to the instance's primary is up, else 0.", "valkey_instance", "pod")
+	m.ReplicaLagBytes = gauge("valkey_ha_replica_lag_bytes",
+		"Primary master_repl_offset minus the replica's slave_repl_offset, in bytes.", "valkey_instance", "pod")
+	m.InstanceQuorumOK = gauge("valkey_ha_instance_quorum_ok",
+		"1 when SENTINEL CKQUORUM of the instance's monitor answered OK, else 0.", "valkey_instance")
+	m.InstanceRollHeldSeconds = gauge("valkey_ha_instance_roll_held_seconds",
+		"Seconds a planned data roll has been waiting without a step (0: none waits).", "valkey_instance")
+	m.Sentinels = gauge("valkey_ha_sentinels", "Sentinel pods of the quorum.", "quorum")
+	m.SentinelReachable = gauge("valkey_ha_sentinel_reachable",
+		"1 when the Sentinel answered SENTINEL MASTERS in the last pass, else 0.", "quorum", "sentinel")
+	m.MonitorRegistered = gauge("valkey_ha_sentinel_monitor_registered",
+		"Reachable Sentinels that know the monitor.", "quorum", "monitor")
+	m.MonitorQuorumOK = gauge("valkey_ha_sentinel_monitor_quorum_ok",
+		"1 when every Sentinel knows the monitor and SENTINEL CKQUORUM answered OK on each, else 0.", "quorum", "monitor")
+	m.MonitorRefused = gauge("valkey_ha_sentinel_monitor_refused",
+		"1 for a selected instance whose monitor is refused or unresolved this pass.", "quorum", "valkey_instance")
+	m.SentinelRollHeldSeconds = gauge("valkey_ha_sentinel_roll_held_seconds",
+		"Seconds a planned Sentinel roll has been waiting without a step (0: none waits).", "quorum")
+	m.series = map[string]map[string]bool{}
 	r.MustRegister(m.Repairs, m.Registrations, m.Removals, m.FailoversObserved, m.LabelPatches,
-		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady,
+		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
+		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
+		m.InstanceQuorumOK, m.InstanceRollHeldSeconds,
+		m.Sentinels, m.SentinelReachable, m.MonitorRegistered, m.MonitorQuorumOK, m.MonitorRefused, m.SentinelRollHeldSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// ReconcileSucceeded records that a pass of controller (instance|sentinel) over object (namespace/name) ended
+// without error at t.
+func (m *Metrics) ReconcileSucceeded(controller, object string, t time.Time) {
+	m.LastReconcileSuccess.WithLabelValues(controller, object).Set(float64(t.UnixNano()) / 1e9)
+}
+
+// ReplicaLink is one reachable replica as the instance controller saw it in a pass.
+type ReplicaLink struct {
+	// Pod is the replica's pod name.
+	Pod string
+	// LinkUp: master_link_status:up and replicating from the instance's primary.
+	LinkUp bool
+	// LagKnown says LagBytes was measured (the primary is known and answered).
+	LagKnown bool
+	// LagBytes is the primary's master_repl_offset minus the replica's slave_repl_offset, in bytes.
+	LagBytes int64
+}
+
+// InstanceObservation is what one instance-controller pass saw of an instance.
+type InstanceObservation struct {
+	// Nodes is the number of data nodes listed; Reachable answered INFO; Primaries report role master.
+	Nodes, Reachable, Primaries int
+	// Replicas lists the reachable replicas.
+	Replicas []ReplicaLink
+	// Monitored says Sentinels monitor the instance; QuorumOK is then SENTINEL CKQUORUM's verdict.
+	Monitored, QuorumOK bool
+	// RollHeld is how long a planned roll has waited (0: none waits).
+	RollHeld time.Duration
+}
+
+// ObserveInstance sets the instance gauges of instance (namespace/name) from one pass and deletes the replica
+// series of pods that are no longer replicas.
+func (m *Metrics) ObserveInstance(instance string, o InstanceObservation) {
+	m.InstanceNodes.WithLabelValues(instance).Set(float64(o.Nodes))
+	m.InstanceNodesReachable.WithLabelValues(instance).Set(float64(o.Reachable))
+	m.InstancePrimaries.WithLabelValues(instance).Set(float64(o.Primaries))
+	m.InstanceRollHeldSeconds.WithLabelValues(instance).Set(o.RollHeld.Seconds())
+	if o.Monitored {
+		m.InstanceQuorumOK.WithLabelValues(instance).Set(b2f(o.QuorumOK))
+	} else {
+		m.InstanceQuorumOK.DeleteLabelValues(instance)
+	}
+	links, lags := map[string]bool{}, map[string]bool{}
+	for _, r := range o.Replicas {
+		m.ReplicaLinkUp.WithLabelValues(instance, r.Pod).Set(b2f(r.LinkUp))
+		links[r.Pod] = true
+		if r.LagKnown {
+			m.ReplicaLagBytes.WithLabelValues(instance, r.Pod).Set(float64(r.LagBytes))
+			lags[r.Pod] = true
+		}
+	}
+	m.sweep("link/"+instance, links, func(pod string) { m.ReplicaLinkUp.DeleteLabelValues(instance, pod) })
+	m.sweep("lag/"+instance, lags, func(pod string) { m.ReplicaLagBytes.DeleteLabelValues(instance, pod) })
+}
+
+// ForgetInstance deletes every series of instance (namespace/name): it no longer exists.
+func (m *Metrics) ForgetInstance(instance string) {
+	l := prometheus.Labels{"valkey_instance": instance}
+	for _, v := range []*prometheus.GaugeVec{m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries,
+		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceRollHeldSeconds} {
+		v.DeletePartialMatch(l)
+	}
+	m.LastReconcileSuccess.DeleteLabelValues("instance", instance)
+	m.sweep("link/"+instance, nil, func(string) {})
+	m.sweep("lag/"+instance, nil, func(string) {})
+}
+
+// MonitorObservation is one monitor the quorum should hold, as one sentinel-controller pass saw it.
+type MonitorObservation struct {
+	// Name is the monitor name; Registered counts the reachable Sentinels that know it.
+	Name       string
+	Registered int
+	// QuorumOK: every Sentinel knows it and SENTINEL CKQUORUM answered OK on each.
+	QuorumOK bool
+}
+
+// QuorumObservation is what one sentinel-controller pass saw of its quorum.
+type QuorumObservation struct {
+	// Reachable is, per Sentinel pod name, whether it answered SENTINEL MASTERS.
+	Reachable map[string]bool
+	// Monitors are the monitors the quorum should hold (selected, resolved instances).
+	Monitors []MonitorObservation
+	// Refused names the selected instances (namespace/name) whose monitor was refused or unresolved.
+	Refused []string
+	// RollHeld is how long a planned Sentinel roll has waited (0: none waits).
+	RollHeld time.Duration
+}
+
+// ObserveQuorum sets the quorum gauges of quorum (namespace/release) from one pass and deletes the series
+// of Sentinels, monitors and refusals that are gone.
+func (m *Metrics) ObserveQuorum(quorum string, o QuorumObservation) {
+	m.Sentinels.WithLabelValues(quorum).Set(float64(len(o.Reachable)))
+	m.SentinelRollHeldSeconds.WithLabelValues(quorum).Set(o.RollHeld.Seconds())
+	pods, monitors, refused := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for pod, ok := range o.Reachable {
+		m.SentinelReachable.WithLabelValues(quorum, pod).Set(b2f(ok))
+		pods[pod] = true
+	}
+	for _, mo := range o.Monitors {
+		m.MonitorRegistered.WithLabelValues(quorum, mo.Name).Set(float64(mo.Registered))
+		m.MonitorQuorumOK.WithLabelValues(quorum, mo.Name).Set(b2f(mo.QuorumOK))
+		monitors[mo.Name] = true
+	}
+	for _, in := range o.Refused {
+		m.MonitorRefused.WithLabelValues(quorum, in).Set(1)
+		refused[in] = true
+	}
+	m.sweep("sentinel/"+quorum, pods, func(p string) { m.SentinelReachable.DeleteLabelValues(quorum, p) })
+	m.sweep("monitor/"+quorum, monitors, func(n string) {
+		m.MonitorRegistered.DeleteLabelValues(quorum, n)
+		m.MonitorQuorumOK.DeleteLabelValues(quorum, n)
+	})
+	m.sweep("refused/"+quorum, refused, func(n string) { m.MonitorRefused.DeleteLabelValues(quorum, n) })
+}
+
+// sweep calls drop for every value remembered under key that is not in now, then remembers now.
+func (m *Metrics) sweep(key string, now map[string]bool, drop func(string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for v := range m.series[key] {
+		if !now[v] {
+			drop(v)
+		}
+	}
+	if len(now) == 0 {
+		delete(m.series, key)
+		return
+	}
+	m.series[key] = now
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Health tracks readiness for /readyz (set once caches are synced).
