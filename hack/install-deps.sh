@@ -4,7 +4,8 @@
 #   valkey-server / valkey-sentinel / valkey-tools 8.0 (bookworm-backports), redis-server / redis-sentinel /
 #   redis-tools 7.0 (bookworm, the second engine), iptables (the fault-injection redirects of
 #   internal/valkeytest), valkey 9.1 (Debian sid on a trixie root filesystem in /var/cache/valkey-ha/engines, by
-#   hack/engine-rootfs.sh; nothing of it is installed on the host), and the helm CLI v3.22.0 (go install).
+#   hack/engine-rootfs.sh; nothing of it is installed on the host), the helm CLI v3.22.0 (go install) and
+#   promtool (the binary only, from Debian's prometheus package).
 # Package maintainer scripts are kept from starting services: tests start their own processes.
 #
 #   sudo hack/install-deps.sh            # packages + helm
@@ -94,6 +95,25 @@ install_helm() {
   GOTOOLCHAIN=local go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
+# promtool (the PrometheusRule unit tests of templates-tests): only the binary, taken out of Debian's
+# prometheus package (2.42 in bookworm, about 19 MB to download), so no server, user or service is set up.
+install_promtool() {
+  if command -v promtool >/dev/null 2>&1; then
+    log "promtool: present ($(command -v promtool))"
+    return 0
+  fi
+  if ((CHECK)); then log "missing: promtool (from Debian's prometheus package)"; return 0; fi
+  [[ $(id -u) == 0 ]] || die "must run as root to install promtool into /usr/local/bin"
+  local tmp
+  tmp=$(mktemp -d)
+  chmod 0755 "$tmp" # apt-get download runs as _apt
+  (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root prometheus) || { rm -rf "$tmp"; die "apt-get download prometheus failed"; }
+  dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$tmp" ./usr/bin/promtool
+  install -m 0755 "$tmp/usr/bin/promtool" /usr/local/bin/promtool
+  rm -rf "$tmp"
+  log "promtool: $(promtool --version 2>&1 | head -1)"
+}
+
 install_engines() {
   local here
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -105,5 +125,6 @@ command -v go >/dev/null || die "go not found on PATH"
 install_packages
 install_engines
 install_helm
+install_promtool
 log "done: valkey $(cat "${VALKEY_HA_ENGINES:-/var/cache/valkey-ha/engines}/valkey-9.1/VERSION" 2>/dev/null) (sid, default);" \
   "$(valkey-server --version 2>/dev/null | cut -d' ' -f1-3); $(redis-server --version 2>/dev/null | cut -d' ' -f1-3)"

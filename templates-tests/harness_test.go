@@ -167,7 +167,7 @@ type objects struct {
 }
 
 // decode splits the rendered files into manifests and decodes each into a typed object (unstructured for
-// kinds outside client-go's scheme, e.g. PodMonitor).
+// kinds outside client-go's scheme: the Prometheus operator's and cert-manager's).
 func decode(t testing.TB, files map[string]string) objects {
 	t.Helper()
 	names := make([]string, 0, len(files))
@@ -197,7 +197,7 @@ func decode(t testing.TB, files map[string]string) objects {
 				if yerr := yaml.Unmarshal([]byte(m), &u.Object); yerr != nil || u.GetKind() == "" {
 					t.Fatalf("%s: decode: %v\n%s", fn, err, m)
 				}
-				if !strings.Contains(u.GetAPIVersion(), "monitoring.coreos.com") {
+				if !strings.Contains(u.GetAPIVersion(), "monitoring.coreos.com") && !strings.HasPrefix(u.GetAPIVersion(), "cert-manager.io/") {
 					t.Fatalf("%s: decode %s: %v", fn, u.GetKind(), err)
 				}
 				obj = u

@@ -827,12 +827,14 @@ func TestCaseS18TLSOnlyDataSide(t *testing.T) {
 	assert.Equal(t, map[string]any{"enabled": true, "secretName": "valkey-tls"}, d["tls"])
 	assert.EqualValues(t, 6379, d["port"], "replication and Sentinel target the TLS port")
 	for _, s := range objs.statefulSets() {
+		i := s.Labels["valkey.io/node-index"]
 		spec := &s.Spec.Template.Spec
 		assert.Equal(t, "valkey-tls", volume(t, spec, "tls").Secret.SecretName)
 		c := container(t, spec, "valkey")
 		assert.Contains(t, c.ReadinessProbe.Exec.Command[2], "valkey-cli --tls --cacert /etc/valkey-ha/tls/ca.crt")
+		// the exporter verifies the server certificate, which carries the node FQDN, not localhost
 		m := container(t, spec, "metrics")
-		assert.Contains(t, m.Args, "--redis.addr=rediss://localhost:6379")
+		assert.Contains(t, m.Args, fmt.Sprintf("--redis.addr=rediss://%s-%s-0.%s-%s.%s.svc.cluster.local:6379", valkeyF, i, valkeyF, i, testNamespace))
 	}
 	ctl := objs.get(t, "Deployment", valkeyF+"-controller").(*appsv1.Deployment).Spec.Template.Spec
 	assert.Equal(t, "valkey-tls", ctl.Volumes[0].Secret.SecretName, "the controller speaks TLS to the nodes")

@@ -44,7 +44,8 @@ type Metrics struct {
 	InstancePrimaries      *prometheus.GaugeVec
 	// ReplicaLinkUp is 1 when a reachable replica's master_link_status is up and it replicates from the
 	// instance's primary, else 0; ReplicaLagBytes is the primary's master_repl_offset minus the replica's
-	// slave_repl_offset in bytes (only while the primary is known and reachable). Labels valkey_instance, pod.
+	// slave_repl_offset in bytes (only while the primary is known and reachable). Labels valkey_instance and
+	// replica (the replica's pod name; not "pod", which Prometheus gives the scraped controller pod).
 	ReplicaLinkUp   *prometheus.GaugeVec
 	ReplicaLagBytes *prometheus.GaugeVec
 	// InstanceQuorumOK is 1 when SENTINEL CKQUORUM <monitor> answered OK on the first Sentinel that answered,
@@ -111,9 +112,9 @@ func New() *Metrics {
 	m.InstancePrimaries = gauge("valkey_ha_instance_primaries",
 		"Reachable data nodes reporting role master (1 healthy, 0 no primary, 2+ split).", "valkey_instance")
 	m.ReplicaLinkUp = gauge("valkey_ha_replica_link_up",
-		"1 when the replica's link to the instance's primary is up, else 0.", "valkey_instance", "pod")
+		"1 when the replica's link to the instance's primary is up, else 0.", "valkey_instance", "replica")
 	m.ReplicaLagBytes = gauge("valkey_ha_replica_lag_bytes",
-		"Primary master_repl_offset minus the replica's slave_repl_offset, in bytes.", "valkey_instance", "pod")
+		"Primary master_repl_offset minus the replica's slave_repl_offset, in bytes.", "valkey_instance", "replica")
 	m.InstanceQuorumOK = gauge("valkey_ha_instance_quorum_ok",
 		"1 when SENTINEL CKQUORUM of the instance's monitor answered OK, else 0.", "valkey_instance")
 	m.InstanceRollHeldSeconds = gauge("valkey_ha_instance_roll_held_seconds",

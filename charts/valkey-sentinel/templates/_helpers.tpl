@@ -337,6 +337,15 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- if and .Values.tls.enabled (not .Values.tls.existingSecret) -}}
 {{- fail "tls.existingSecret: tls.enabled needs a Secret with tls.crt, tls.key and ca.crt covering the Sentinel FQDNs; set tls.existingSecret" -}}
 {{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.enabled) -}}
+{{- fail "tls.certManager.enabled: the Certificate is for TLS; set tls.enabled too (and tls.existingSecret: the Secret cert-manager writes)" -}}
+{{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
+{{- fail "tls.certManager.issuerRef.name: name the cert-manager Issuer or ClusterIssuer that signs the Certificate (its Secret must carry ca.crt: a CA or Vault issuer)" -}}
+{{- end -}}
+{{- if and .Values.metrics.podMonitor.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.podMonitor.enabled: needs metrics.enabled (the exporter sidecar)" -}}
+{{- end -}}
 {{- if and .Values.tls.enabled (eq .Values.tls.authClients "yes") -}}
 {{- fail "tls.authClients: \"yes\" requires a client certificate from every client, and the controllers and the data pods' bootstrap connect without one, so no monitor could be registered or asked; use optional (clients may present one) or no" -}}
 {{- end -}}

@@ -807,6 +807,12 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if and .Values.tls.enabled (not .Values.tls.existingSecret) -}}
 {{- fail "tls.existingSecret: tls.enabled needs a Secret with tls.crt, tls.key and ca.crt covering the node FQDNs; set tls.existingSecret (e.g. from cert-manager)" -}}
 {{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.enabled) -}}
+{{- fail "tls.certManager.enabled: the Certificate is for TLS; set tls.enabled too (and tls.existingSecret: the Secret cert-manager writes)" -}}
+{{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
+{{- fail "tls.certManager.issuerRef.name: name the cert-manager Issuer or ClusterIssuer that signs the Certificate (its Secret must carry ca.crt: a CA or Vault issuer)" -}}
+{{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled: needs metrics.enabled (the exporter sidecar)" -}}
 {{- end -}}

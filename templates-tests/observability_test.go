@@ -1,0 +1,265 @@
+package templatestests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+)
+
+// observabilityValues turns on every observability object of each chart.
+var observabilityValues = map[string]string{
+	"valkey": "metrics: {enabled: true, podMonitor: {enabled: true}, prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}\n" +
+		"controller: {serviceMonitor: {enabled: true}}\n",
+	"valkey-sentinel": "metrics: {enabled: true, podMonitor: {enabled: true}, prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}\n" +
+		"controller: {serviceMonitor: {enabled: true}}\n",
+}
+
+// ruleGroups returns spec.groups of the one PrometheusRule a render holds.
+func ruleGroups(t *testing.T, objs objects) []any {
+	t.Helper()
+	rules := objs.ofKind("PrometheusRule")
+	require.Len(t, rules, 1)
+	groups, found, err := unstructured.NestedSlice(rules[0].(*unstructured.Unstructured).Object, "spec", "groups")
+	require.NoError(t, err)
+	require.True(t, found)
+	return groups
+}
+
+// TestPrometheusRulesPromtool: both charts' PrometheusRules pass `promtool check rules` (PromQL and alert
+// templates) and the rule unit tests in testdata/promtool (each alert fires on its own release only, after its
+// `for`). Skips only when promtool is not installed (hack/install-deps.sh installs it).
+func TestPrometheusRulesPromtool(t *testing.T) {
+	promtool := needBinary(t, "promtool")
+	for chart, tests := range map[string]string{"valkey": "valkey.yaml", "valkey-sentinel": "sentinel.yaml"} {
+		t.Run(chart, func(t *testing.T) {
+			groups := ruleGroups(t, decode(t, mustRender(t, chart, observabilityValues[chart])))
+			dir := t.TempDir()
+			full, err := yaml.Marshal(map[string]any{"groups": groups})
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "full.yaml"), full, 0o600))
+			out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "full.yaml")).CombinedOutput()
+			require.NoError(t, err, "promtool check rules:\n%s", out)
+
+			// the unit tests compare labels; annotations (templated prose) are checked above
+			for _, g := range groups {
+				for _, r := range g.(map[string]any)["rules"].([]any) {
+					delete(r.(map[string]any), "annotations")
+				}
+			}
+			bare, err := yaml.Marshal(map[string]any{"groups": groups})
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), bare, 0o600))
+			spec, err := os.ReadFile(filepath.Join("testdata", "promtool", tests))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, tests), spec, 0o600))
+			out, err = exec.Command(promtool, "test", "rules", filepath.Join(dir, tests)).CombinedOutput()
+			require.NoError(t, err, "promtool test rules:\n%s", out)
+
+			// every alert of the chart has a unit test
+			for _, g := range groups {
+				for _, r := range g.(map[string]any)["rules"].([]any) {
+					name := r.(map[string]any)["alert"].(string)
+					assert.Contains(t, string(spec), "alertname: "+name, "%s has no promtool unit test", name)
+				}
+			}
+		})
+	}
+}
+
+// exporterMetrics are the redis_exporter metric names the rules and dashboards use, as
+// oliver006/redis_exporter v1.67.0 (the charts' metrics.image.tag) names them: exporter/exporter.go
+// (INFO field -> name maps, metricDescriptions) and exporter/sentinels.go, namespace "redis".
+var exporterMetrics = map[string]bool{
+	"redis_up": true, "redis_memory_used_bytes": true, "redis_memory_max_bytes": true,
+	"redis_rejected_connections_total": true, "redis_commands_processed_total": true, "redis_connected_clients": true,
+	"redis_sentinel_master_ckquorum_status": true, "redis_sentinel_tilt": true,
+	"redis_sentinel_master_ok_sentinels": true, "redis_sentinel_masters": true,
+}
+
+var metricName = regexp.MustCompile(`\b(valkey_ha_[a-z0-9_]+|redis_[a-z0-9_]+)\b`)
+
+// TestObservabilityMetricNamesExist: every metric name an alert or a dashboard panel queries is one the
+// controllers register (internal/metrics) or the pinned exporter version exports; the dashboards are valid
+// JSON with a per-release uid.
+func TestObservabilityMetricNamesExist(t *testing.T) {
+	ours := map[string]bool{}
+	descs := make(chan *prometheus.Desc, 512)
+	metrics.New().Registry.Describe(descs)
+	close(descs)
+	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		if m := fq.FindStringSubmatch(d.String()); m != nil {
+			ours[m[1]] = true
+		}
+	}
+	require.Contains(t, ours, "valkey_ha_instance_primaries")
+	for chart, vals := range observabilityValues {
+		var v struct {
+			Metrics struct{ Image struct{ Tag string } }
+		}
+		b, err := os.ReadFile(filepath.Join(chartPath(chart), "values.yaml"))
+		require.NoError(t, err)
+		require.NoError(t, yaml.Unmarshal(b, &v))
+		assert.Equal(t, "v1.67.0", v.Metrics.Image.Tag, "%s: a new exporter version: recheck exporterMetrics against its source", chart)
+
+		objs := decode(t, mustRender(t, chart, vals))
+		var queries []string
+		for _, g := range ruleGroups(t, objs) {
+			for _, r := range g.(map[string]any)["rules"].([]any) {
+				queries = append(queries, r.(map[string]any)["expr"].(string))
+			}
+		}
+		var dashboards []*corev1.ConfigMap
+		for _, o := range objs.ofKind("ConfigMap") {
+			if cm := o.(*corev1.ConfigMap); cm.Labels["grafana_dashboard"] == "1" {
+				dashboards = append(dashboards, cm)
+			}
+		}
+		require.Len(t, dashboards, 1, "%s: one dashboard ConfigMap with the sidecar label", chart)
+		for key, doc := range dashboards[0].Data {
+			var d struct {
+				UID    string
+				Title  string
+				Panels []struct{ Targets []struct{ Expr string } }
+			}
+			require.NoError(t, json.Unmarshal([]byte(doc), &d), "%s: %s is JSON", chart, key)
+			assert.Regexp(t, `^vkh[as]-[0-9a-f]{16}$`, d.UID)
+			assert.NotContains(t, doc, "__", "%s: every placeholder is filled", key)
+			for _, p := range d.Panels {
+				for _, tg := range p.Targets {
+					queries = append(queries, tg.Expr)
+				}
+			}
+		}
+		seen := map[string]bool{}
+		for _, q := range queries {
+			for _, n := range metricName.FindAllString(q, -1) {
+				seen[n] = true
+			}
+		}
+		var names []string
+		for n := range seen {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if strings.HasPrefix(n, "valkey_ha_") {
+				assert.True(t, ours[n], "%s: %s is not a metric of internal/metrics", chart, n)
+			} else {
+				assert.True(t, exporterMetrics[n], "%s: %s is not a metric of redis_exporter v1.67.0", chart, n)
+			}
+		}
+	}
+}
+
+// TestObservabilityObjects: the controller metrics Services select the controller pods on their metrics
+// port, the ServiceMonitors select those Services, the Sentinel exporter sidecar is reachable by scrapers
+// only, and nothing is rendered by default.
+func TestObservabilityObjects(t *testing.T) {
+	v := decode(t, mustRender(t, "valkey", observabilityValues["valkey"]))
+	svc := v.service(t, valkeyF+"-controller-metrics")
+	assert.Equal(t, "controller", svc.Spec.Selector["app.kubernetes.io/component"])
+	assert.Equal(t, "metrics", svc.Spec.Ports[0].TargetPort.String())
+	sm := v.get(t, "ServiceMonitor", valkeyF+"-controller").(*unstructured.Unstructured)
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	for k, want := range sel {
+		assert.Equal(t, want, svc.Labels[k], "the ServiceMonitor selects %s", svc.Name)
+	}
+
+	s := decode(t, mustRender(t, "valkey-sentinel", observabilityValues["valkey-sentinel"]))
+	ssvc := s.service(t, sentinelRel+"-controller-metrics")
+	assert.Equal(t, "controller", ssvc.Spec.Selector["app.kubernetes.io/component"])
+	ssm := s.get(t, "ServiceMonitor", sentinelRel+"-controller").(*unstructured.Unstructured)
+	sel, _, _ = unstructured.NestedStringMap(ssm.Object, "spec", "selector", "matchLabels")
+	for k, want := range sel {
+		assert.Equal(t, want, ssvc.Labels[k], "the ServiceMonitor selects %s", ssvc.Name)
+	}
+	sts := s.statefulSets()[0]
+	m := container(t, &sts.Spec.Template.Spec, "metrics")
+	assert.Contains(t, m.Args, "--redis.addr=redis://localhost:26379")
+	assert.Contains(t, m.Args, "--config-command=-")
+	assert.Len(t, s.ofKind("PodMonitor"), 1)
+
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		plain := decode(t, mustRender(t, chart, ""))
+		for _, kind := range []string{"PrometheusRule", "ServiceMonitor", "PodMonitor", "Certificate"} {
+			assert.Empty(t, plain.ofKind(kind), "%s renders no %s by default", chart, kind)
+		}
+		for _, o := range plain.ofKind("ConfigMap") {
+			assert.NotContains(t, o.(*corev1.ConfigMap).Labels, "grafana_dashboard")
+		}
+	}
+}
+
+// TestSentinelExporterTLSUsesThePodFQDN: with TLS the Sentinel exporter dials its own pod's FQDN, which
+// the certificate carries (localhost would fail verification), and presents the mounted client certificate.
+func TestSentinelExporterTLSUsesThePodFQDN(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: sentinel-tls}\nmetrics: {enabled: true}\n"))
+	spec := &objs.statefulSets()[0].Spec.Template.Spec
+	m := container(t, spec, "metrics")
+	assert.Contains(t, m.Args, "--redis.addr=rediss://$(POD_NAME)."+sentinelRel+"-headless."+testNamespace+".svc.cluster.local:26379")
+	assert.Contains(t, m.Args, "--tls-ca-cert-file=/etc/valkey-ha/tls/ca.crt")
+	assert.Equal(t, "POD_NAME", m.Env[0].Name)
+	assert.Equal(t, "metadata.name", m.Env[0].ValueFrom.FieldRef.FieldPath)
+	assert.Equal(t, "tls", m.VolumeMounts[0].Name)
+}
+
+// TestCertManagerCertificates: the Certificates name every host clients, peers, Sentinels and the exporters
+// dial (the names the other templates render), issue into tls.existingSecret, and are refused without TLS or
+// an issuer.
+func TestCertManagerCertificates(t *testing.T) {
+	cases := []struct {
+		chart, values string
+		want          []string
+	}{
+		{"valkey", "tls: {enabled: true, existingSecret: vt, certManager: {enabled: true, issuerRef: {name: ca, kind: ClusterIssuer}, extraDnsNames: [cache.example.org]}}\n",
+			[]string{valkeyF + "-0-0." + valkeyF + "-0.ns1.svc.cluster.local", valkeyF + "-2-0." + valkeyF + "-2.ns1.svc.cluster.local",
+				valkeyF + "-primary", valkeyF + "-primary.ns1.svc", valkeyF + "-replicas.ns1.svc.cluster.local", valkeyF + ".ns1", "cache.example.org"}},
+		{"valkey-sentinel", "tls: {enabled: true, existingSecret: vt, certManager: {enabled: true, issuerRef: {name: ca, kind: ClusterIssuer}}}\n",
+			[]string{"quorum-0.quorum-headless.ns1.svc.cluster.local", "quorum-2.quorum-headless.ns1.svc.cluster.local",
+				"quorum", "quorum.ns1.svc", "quorum-headless.ns1.svc.cluster.local"}},
+	}
+	for _, tc := range cases {
+		objs := decode(t, mustRender(t, tc.chart, tc.values))
+		certs := objs.ofKind("Certificate")
+		require.Len(t, certs, 1, tc.chart)
+		c := certs[0].(*unstructured.Unstructured)
+		assert.Equal(t, "cert-manager.io/v1", c.GetAPIVersion())
+		secret, _, _ := unstructured.NestedString(c.Object, "spec", "secretName")
+		assert.Equal(t, "vt", secret)
+		kind, _, _ := unstructured.NestedString(c.Object, "spec", "issuerRef", "kind")
+		assert.Equal(t, "ClusterIssuer", kind)
+		names, _, _ := unstructured.NestedStringSlice(c.Object, "spec", "dnsNames")
+		for _, w := range tc.want {
+			assert.Contains(t, names, w, tc.chart)
+		}
+		// the names the instance descriptor and the Sentinel controller actually dial are covered
+		if tc.chart == "valkey" {
+			nodes := descriptor(t, objs)["nodes"].([]any)
+			for _, n := range nodes {
+				assert.Contains(t, names, n.(map[string]any)["host"], "node host in the descriptor")
+			}
+		}
+
+		_, err := renderChart(t, tc.chart, "tls: {certManager: {enabled: true, issuerRef: {name: ca}}}\n", renderOpts{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "tls.certManager.enabled")
+		_, err = renderChart(t, tc.chart, "tls: {enabled: true, existingSecret: vt, certManager: {enabled: true}}\n", renderOpts{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "tls.certManager.issuerRef.name")
+	}
+}
