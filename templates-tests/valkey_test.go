@@ -513,6 +513,8 @@ func TestDataPodContract(t *testing.T) {
 		"app.kubernetes.io/name": "valkey", "app.kubernetes.io/instance": valkeyRelease, "app.kubernetes.io/component": "data",
 		"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "valkey-ha",
 		"valkey.io/instance": valkeyF, "valkey.io/node-index": "1",
+		"app.kubernetes.io/version": loadChart(t, "valkey").Metadata.AppVersion,
+		"helm.sh/chart":             "valkey-" + loadChart(t, "valkey").Metadata.Version,
 	}, s.Spec.Template.Labels)
 
 	conf := objs.configMap(t, valkeyF+"-config").Data["valkey.conf"]

@@ -22,9 +22,14 @@ app.kubernetes.io/name: {{ include "vs.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}
 {{- end -}}
 
-{{/* Common labels; call with (dict "ctx" $ "component" "sentinel"). */}}
+{{/*
+Labels of every object: commonLabels, then the chart's own (validateCommon keeps its prefixes out of
+commonLabels). Call with (dict "ctx" $ "component" "sentinel"). Never used in a selector.
+*/}}
 {{- define "vs.labels" -}}
 {{- $ctx := .ctx -}}
+{{- with $ctx.Values.commonLabels }}{{ toYaml . }}
+{{ end -}}
 helm.sh/chart: {{ include "vs.chart" $ctx }}
 {{ include "vs.selectorLabels" $ctx }}
 app.kubernetes.io/version: {{ $ctx.Chart.AppVersion | quote }}
@@ -38,6 +43,36 @@ app.kubernetes.io/component: {{ .component }}
 {{ include "vs.selectorLabels" . }}
 app.kubernetes.io/component: sentinel
 valkey.io/sentinel: {{ include "vs.fullname" . }}
+{{- end -}}
+
+{{/*
+Labels of the Sentinel pod template: commonLabels and podLabels (podLabels win), the selector labels, and the
+chart's version labels. helm.sh/chart and app.kubernetes.io/version change with a chart upgrade, so the
+controller then rolls the Sentinels (one at a time, while CKQUORUM passes).
+*/}}
+{{- define "vs.podLabels" -}}
+{{- with merge (dict) (.Values.podLabels | default dict) (.Values.commonLabels | default dict) }}{{ toYaml . }}
+{{ end -}}
+{{ include "vs.podSelectorLabels" . }}
+helm.sh/chart: {{ include "vs.chart" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: valkey-ha
+{{- end -}}
+
+{{/*
+Labels of a controller pod template (not the Deployment selector): commonLabels, the selector labels, the
+component and the chart's version labels. Call with (dict "ctx" $).
+*/}}
+{{- define "vs.controllerPodLabels" -}}
+{{- with .ctx.Values.commonLabels }}{{ toYaml . }}
+{{ end -}}
+{{ include "vs.selectorLabels" .ctx }}
+app.kubernetes.io/component: controller
+helm.sh/chart: {{ include "vs.chart" .ctx }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: valkey-ha
 {{- end -}}
 
 {{- define "vs.image" -}}
@@ -264,6 +299,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validateSelectors" . -}}
 {{- include "vs.validateConfig" . -}}
 {{- include "vs.validateServiceAccount" . -}}
+{{- include "vs.validateCommon" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -520,6 +556,68 @@ when the chart can see the cluster (lookup answers; `helm template` cannot tell,
 {{- end -}}
 {{- if not $found -}}
 {{- fail (printf "controller.createServiceAccount: false, but ServiceAccount %q does not exist in namespace %q, so the controller pods could never start; create it first, or set controller.createServiceAccount: true" $sa .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+commonLabels, commonAnnotations and the Services: keys the chart sets itself are refused (they would appear
+twice in an object, which the API server rejects or, worse, one silently wins).
+*/}}
+{{- define "vs.validateCommon" -}}
+{{- include "vs.checkLabels" (dict "field" "commonLabels" "labels" .Values.commonLabels) -}}
+{{- range $k, $_ := .Values.commonLabels -}}
+{{- if or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k) -}}
+{{- fail (printf "commonLabels.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/team)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- $annotations := dict "commonAnnotations" .Values.commonAnnotations "podAnnotations" .Values.podAnnotations "service.annotations" .Values.service.annotations "service.headless.annotations" .Values.service.headless.annotations -}}
+{{- range $field, $m := $annotations -}}
+{{- range $k, $_ := $m -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s key %q" $field $k) "value" $k "format" "labelKey") -}}
+{{- if and (eq $field "commonAnnotations") (or (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k)) -}}
+{{- fail (printf "commonAnnotations.%s: the prefixes helm.sh/ and valkey.io/ are set by the chart (hooks, revisions); choose another annotation key (e.g. example.com/owner)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $svc := (list
+  (list "service" .Values.service (list "sentinel") (list 26379))
+  (list "service.headless" (merge (dict "type" "ClusterIP") .Values.service.headless) (list "sentinel") (list 26379))
+) -}}
+{{- $field := index $svc 0 -}}
+{{- $v := index $svc 1 -}}
+{{- $type := $v.type | default "ClusterIP" -}}
+{{- if and $v.loadBalancerSourceRanges (ne $type "LoadBalancer") -}}
+{{- fail (printf "%s.loadBalancerSourceRanges: only a LoadBalancer Service has them, and this one is %s; set %s.type: LoadBalancer, or remove them" $field $type $field) -}}
+{{- end -}}
+{{- range $i, $c := $v.loadBalancerSourceRanges | default list -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.loadBalancerSourceRanges[%d]" $field $i) "value" $c "format" "cidr") -}}
+{{- end -}}
+{{- $names := dict -}}
+{{- $numbers := dict -}}
+{{- range $i, $p := $v.extraPorts | default list -}}
+{{- $pf := printf "%s.extraPorts[%d]" $field $i -}}
+{{- if not (and (kindIs "string" $p.name) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $p.name) (le (len $p.name) 15) (regexMatch "[a-z]" $p.name)) -}}
+{{- fail (printf "%s.name: %q is not a port name: at most 15 lowercase letters, digits and '-', with a letter, starting and ending with a letter or digit; for example http" $pf (toString $p.name)) -}}
+{{- end -}}
+{{- if has $p.name (index $svc 2) -}}
+{{- fail (printf "%s.name: %q is a port name of the chart on this Service; choose another name" $pf $p.name) -}}
+{{- end -}}
+{{- if has (int $p.port) (index $svc 3) -}}
+{{- fail (printf "%s.port: %d is already a port of the chart on this Service; choose another port" $pf (int $p.port)) -}}
+{{- end -}}
+{{- if hasKey $names $p.name -}}
+{{- fail (printf "%s.name: %q is listed twice; port names must be unique" $pf $p.name) -}}
+{{- end -}}
+{{- $key := printf "%d/%s" (int $p.port) ($p.protocol | default "TCP") -}}
+{{- if hasKey $numbers $key -}}
+{{- fail (printf "%s.port: %s is listed twice; ports must be unique" $pf $key) -}}
+{{- end -}}
+{{- $_ := set $names $p.name true -}}
+{{- $_ := set $numbers $key true -}}
+{{- if and $p.nodePort (eq $type "ClusterIP") -}}
+{{- fail (printf "%s.nodePort: a ClusterIP Service has no node ports; set %s.type: NodePort or LoadBalancer, or remove nodePort" $pf $field) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -36,9 +36,15 @@ app.kubernetes.io/name: {{ include "valkey.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}
 {{- end -}}
 
-{{/* Common labels; call with (dict "ctx" $ "component" "data"). */}}
+{{/*
+Labels of every object: commonLabels (and "extra", e.g. instanceLabels, which wins over them), then the chart's
+own (validateCommon keeps its prefixes out of commonLabels). Call with (dict "ctx" $ "component" "data"
+["extra" map]). Never used in a selector.
+*/}}
 {{- define "valkey.labels" -}}
 {{- $ctx := .ctx -}}
+{{- with merge (dict) (.extra | default dict) ($ctx.Values.commonLabels | default dict) }}{{ toYaml . }}
+{{ end -}}
 helm.sh/chart: {{ include "valkey.chart" $ctx }}
 {{ include "valkey.selectorLabels" $ctx }}
 app.kubernetes.io/version: {{ $ctx.Chart.AppVersion | quote }}
@@ -53,6 +59,38 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: data
 valkey.io/instance: {{ include "valkey.fullname" .ctx }}
 valkey.io/node-index: {{ .index | int | toString | quote }}
+{{- end -}}
+
+{{/*
+Labels of the pod template of data node i: commonLabels and podLabels (podLabels win), the selector labels, and
+the chart's version labels. helm.sh/chart and app.kubernetes.io/version change with a chart upgrade, so the
+controller rolls the data pods after one (a planned roll: replicas first, then a failover). Call with
+(dict "ctx" $ "index" i).
+*/}}
+{{- define "valkey.podLabels" -}}
+{{- $ctx := .ctx -}}
+{{- with merge (dict) ($ctx.Values.podLabels | default dict) ($ctx.Values.commonLabels | default dict) }}{{ toYaml . }}
+{{ end -}}
+{{ include "valkey.nodeSelectorLabels" . }}
+helm.sh/chart: {{ include "valkey.chart" $ctx }}
+app.kubernetes.io/version: {{ $ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $ctx.Release.Service }}
+app.kubernetes.io/part-of: valkey-ha
+{{- end -}}
+
+{{/*
+Labels of the controller pod template (not the Deployment selector): commonLabels, the selector labels, the
+component and the chart's version labels. Call with (dict "ctx" $).
+*/}}
+{{- define "valkey.controllerPodLabels" -}}
+{{- with .ctx.Values.commonLabels }}{{ toYaml . }}
+{{ end -}}
+{{ include "valkey.selectorLabels" .ctx }}
+app.kubernetes.io/component: controller
+helm.sh/chart: {{ include "valkey.chart" .ctx }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: valkey-ha
 {{- end -}}
 
 {{- define "valkey.serverImage" -}}
@@ -420,6 +458,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateUsers" . -}}
 {{- include "valkey.validateTLS" . -}}
 {{- include "valkey.validateLabels" . -}}
+{{- include "valkey.validateCommon" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -843,6 +882,76 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- if and $old.monitorName (ne $old.monitorName (include "valkey.monitorName" .)) -}}
 {{- fail (printf "sentinel.monitorName: this instance is monitored as %q and the monitor name cannot change (clients use it); set sentinel.monitorName: %s" $old.monitorName $old.monitorName) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+commonLabels, commonAnnotations and the Services: keys the chart sets itself are refused (they would appear
+twice in an object, which the API server rejects or, worse, one silently wins).
+*/}}
+{{- define "valkey.validateCommon" -}}
+{{- include "valkey.checkLabels" (dict "field" "commonLabels" "labels" .Values.commonLabels) -}}
+{{- range $k, $_ := .Values.commonLabels -}}
+{{- if or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k) -}}
+{{- fail (printf "commonLabels.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/team)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- $annotations := dict "commonAnnotations" .Values.commonAnnotations "podAnnotations" .Values.podAnnotations "service.primary.annotations" .Values.service.primary.annotations "service.replicas.annotations" .Values.service.replicas.annotations "service.headless.annotations" .Values.service.headless.annotations -}}
+{{- range $field, $m := $annotations -}}
+{{- range $k, $_ := $m -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "%s key %q" $field $k) "value" $k "format" "labelKey") -}}
+{{- if and (eq $field "commonAnnotations") (or (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k)) -}}
+{{- fail (printf "commonAnnotations.%s: the prefixes helm.sh/ and valkey.io/ are set by the chart (hooks, revisions); choose another annotation key (e.g. example.com/owner)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $field, $m := dict "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels -}}
+{{- range $k, $_ := $m -}}
+{{- if hasKey $.Values.commonLabels $k -}}
+{{- fail (printf "%s.%s: commonLabels sets this key too; set it in one of them" $field $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $svc := (list
+  (list "service.primary" .Values.service.primary (list "valkey") (list (int .Values.port)))
+  (list "service.replicas" .Values.service.replicas (list "valkey") (list (int .Values.port)))
+  (list "service.headless" (merge (dict "type" "ClusterIP") .Values.service.headless) (list "valkey" "metrics") (ternary (list (int .Values.port) (int .Values.metrics.port)) (list (int .Values.port)) .Values.metrics.enabled))
+) -}}
+{{- $field := index $svc 0 -}}
+{{- $v := index $svc 1 -}}
+{{- $type := $v.type | default "ClusterIP" -}}
+{{- if and $v.loadBalancerSourceRanges (ne $type "LoadBalancer") -}}
+{{- fail (printf "%s.loadBalancerSourceRanges: only a LoadBalancer Service has them, and this one is %s; set %s.type: LoadBalancer, or remove them" $field $type $field) -}}
+{{- end -}}
+{{- range $i, $c := $v.loadBalancerSourceRanges | default list -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "%s.loadBalancerSourceRanges[%d]" $field $i) "value" $c "format" "cidr") -}}
+{{- end -}}
+{{- $names := dict -}}
+{{- $numbers := dict -}}
+{{- range $i, $p := $v.extraPorts | default list -}}
+{{- $pf := printf "%s.extraPorts[%d]" $field $i -}}
+{{- if not (and (kindIs "string" $p.name) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $p.name) (le (len $p.name) 15) (regexMatch "[a-z]" $p.name)) -}}
+{{- fail (printf "%s.name: %q is not a port name: at most 15 lowercase letters, digits and '-', with a letter, starting and ending with a letter or digit; for example http" $pf (toString $p.name)) -}}
+{{- end -}}
+{{- if has $p.name (index $svc 2) -}}
+{{- fail (printf "%s.name: %q is a port name of the chart on this Service; choose another name" $pf $p.name) -}}
+{{- end -}}
+{{- if has (int $p.port) (index $svc 3) -}}
+{{- fail (printf "%s.port: %d is already a port of the chart on this Service; choose another port" $pf (int $p.port)) -}}
+{{- end -}}
+{{- if hasKey $names $p.name -}}
+{{- fail (printf "%s.name: %q is listed twice; port names must be unique" $pf $p.name) -}}
+{{- end -}}
+{{- $key := printf "%d/%s" (int $p.port) ($p.protocol | default "TCP") -}}
+{{- if hasKey $numbers $key -}}
+{{- fail (printf "%s.port: %s is listed twice; ports must be unique" $pf $key) -}}
+{{- end -}}
+{{- $_ := set $names $p.name true -}}
+{{- $_ := set $numbers $key true -}}
+{{- if and $p.nodePort (eq $type "ClusterIP") -}}
+{{- fail (printf "%s.nodePort: a ClusterIP Service has no node ports; set %s.type: NodePort or LoadBalancer, or remove nodePort" $pf $field) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -1,0 +1,168 @@
+package templatestests
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The knobs of issue 15 (Services, commonLabels/commonAnnotations, pod version labels): every object of both
+// charts carries commonLabels and commonAnnotations, while no selector, no volumeClaimTemplate and no
+// StatefulSet selector changes with them or with the chart version.
+
+const knobsValkey = `
+commonLabels: {example.com/team: payments}
+commonAnnotations: {example.com/owner: data-platform}
+podLabels: {example.com/team: cache}
+instanceLabels: {example.com/sentinel: main}
+plan: casual
+metrics: {enabled: true}
+service:
+  primary:
+    type: LoadBalancer
+    annotations: {lb.example.com/internal: "true", example.com/owner: primary-owner}
+    loadBalancerSourceRanges: [10.0.0.0/8]
+    extraPorts: [{name: http, port: 8080, targetPort: 8080, nodePort: 30080}]
+  replicas: {type: NodePort}
+  headless:
+    annotations: {dns.example.com/ttl: "5"}
+    extraPorts: [{name: side, port: 9000, targetPort: side}]
+`
+
+const knobsSentinel = `
+commonLabels: {example.com/team: payments}
+commonAnnotations: {example.com/owner: data-platform}
+persistence: {enabled: true}
+service:
+  type: LoadBalancer
+  annotations: {lb.example.com/internal: "true"}
+  loadBalancerSourceRanges: [10.0.0.0/8]
+  extraPorts: [{name: http, port: 8080}]
+  headless: {annotations: {dns.example.com/ttl: "5"}}
+`
+
+func TestCommonLabelsAndAnnotationsOnEveryObject(t *testing.T) {
+	for _, tc := range []struct{ chart, values string }{{"valkey", knobsValkey}, {"valkey-sentinel", knobsSentinel}} {
+		objs := decode(t, mustRender(t, tc.chart, tc.values))
+		require.NotEmpty(t, objs.list)
+		for _, o := range objs.list {
+			m := objMeta(o)
+			id := kindOf(o) + "/" + m.GetName()
+			assert.Equal(t, "payments", m.GetLabels()["example.com/team"], "%s: commonLabels", id)
+			owner := m.GetAnnotations()["example.com/owner"]
+			assert.NotEmpty(t, owner, "%s: commonAnnotations", id)
+			if kindOf(o) != "Service" {
+				assert.Equal(t, "data-platform", owner, id)
+			}
+		}
+		for _, o := range objs.list {
+			var tmpl *corev1.PodTemplateSpec
+			var sel map[string]string
+			switch v := o.(type) {
+			case *appsv1.StatefulSet:
+				tmpl, sel = &v.Spec.Template, v.Spec.Selector.MatchLabels
+				for _, vct := range v.Spec.VolumeClaimTemplates {
+					assert.NotContains(t, vct.Labels, "example.com/team", "%s: volumeClaimTemplates are immutable", v.Name)
+					assert.NotContains(t, vct.Labels, "helm.sh/chart", v.Name)
+					assert.NotContains(t, vct.Labels, "app.kubernetes.io/version", v.Name)
+				}
+			case *appsv1.Deployment:
+				tmpl, sel = &v.Spec.Template, v.Spec.Selector.MatchLabels
+			default:
+				continue
+			}
+			name := objMeta(o).GetName()
+			for _, k := range []string{"example.com/team", "helm.sh/chart", "app.kubernetes.io/version"} {
+				assert.NotContains(t, sel, k, "%s: selectors are immutable", name)
+				assert.Contains(t, tmpl.Labels, k, "%s: pod labels", name)
+			}
+			for k, v := range sel {
+				assert.Equal(t, v, tmpl.Labels[k], "%s: the pod template matches its selector", name)
+			}
+			assert.NotContains(t, tmpl.Annotations, "example.com/owner", "%s: commonAnnotations stay off pod templates", name)
+		}
+	}
+	// podLabels win over commonLabels on data pods; instanceLabels stay on the descriptor.
+	objs := decode(t, mustRender(t, "valkey", knobsValkey))
+	assert.Equal(t, "cache", objs.statefulSets()[0].Spec.Template.Labels["example.com/team"])
+	assert.Equal(t, "main", objs.configMap(t, valkeyF+"-instance").Labels["example.com/sentinel"])
+}
+
+// Selectors, StatefulSet selectors and volumeClaimTemplates render the same with and without the knobs and
+// under another chart version: an upgrade that sets them never touches an immutable field.
+func TestKnobsLeaveImmutableFieldsAlone(t *testing.T) {
+	for _, tc := range []struct{ chart, values, base string }{
+		{"valkey", knobsValkey, "plan: casual\nmetrics: {enabled: true}\n"},
+		{"valkey-sentinel", knobsSentinel, "persistence: {enabled: true}\n"},
+	} {
+		c := loadChart(t, tc.chart)
+		before := decode(t, mustRender(t, tc.chart, tc.base))
+		version := c.Metadata.Version
+		c.Metadata.Version = "9.9.9"
+		after := decode(t, mustRender(t, tc.chart, tc.values))
+		c.Metadata.Version = version
+		for _, o := range before.list {
+			switch b := o.(type) {
+			case *appsv1.StatefulSet:
+				a := after.get(t, "StatefulSet", b.Name).(*appsv1.StatefulSet)
+				assert.Equal(t, b.Spec.Selector, a.Spec.Selector, b.Name)
+				require.Equal(t, len(b.Spec.VolumeClaimTemplates), len(a.Spec.VolumeClaimTemplates), b.Name)
+				for i := range b.Spec.VolumeClaimTemplates {
+					assert.Equal(t, b.Spec.VolumeClaimTemplates[i].Labels, a.Spec.VolumeClaimTemplates[i].Labels, b.Name)
+					assert.Equal(t, b.Spec.VolumeClaimTemplates[i].Spec, a.Spec.VolumeClaimTemplates[i].Spec, b.Name)
+				}
+				assert.Equal(t, b.Spec.ServiceName, a.Spec.ServiceName, b.Name)
+			case *appsv1.Deployment:
+				a := after.get(t, "Deployment", b.Name).(*appsv1.Deployment)
+				assert.Equal(t, b.Spec.Selector, a.Spec.Selector, b.Name)
+			case *corev1.Service:
+				a := after.get(t, "Service", b.Name).(*corev1.Service)
+				assert.Equal(t, b.Spec.Selector, a.Spec.Selector, b.Name)
+				assert.Equal(t, b.Spec.ClusterIP, a.Spec.ClusterIP, "%s: clusterIP is immutable", b.Name)
+			}
+		}
+	}
+}
+
+func TestServiceKnobs(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey", knobsValkey))
+	p := objs.service(t, valkeyF+"-primary")
+	assert.Equal(t, corev1.ServiceTypeLoadBalancer, p.Spec.Type)
+	assert.Equal(t, []string{"10.0.0.0/8"}, p.Spec.LoadBalancerSourceRanges)
+	assert.Equal(t, "true", p.Annotations["lb.example.com/internal"])
+	assert.Equal(t, "primary-owner", p.Annotations["example.com/owner"], "a Service's own annotation wins over commonAnnotations")
+	require.Len(t, p.Spec.Ports, 2)
+	assert.Equal(t, corev1.ServicePort{Name: "http", Port: 8080, TargetPort: intstr.FromInt(8080), NodePort: 30080}, p.Spec.Ports[1])
+	assert.Equal(t, corev1.ServiceTypeNodePort, objs.service(t, valkeyF+"-replicas").Spec.Type)
+	for _, name := range []string{valkeyF, valkeyF + "-0", valkeyF + "-1", valkeyF + "-2"} {
+		s := objs.service(t, name)
+		assert.Equal(t, corev1.ClusterIPNone, s.Spec.ClusterIP, name)
+		assert.Equal(t, "5", s.Annotations["dns.example.com/ttl"], name)
+		last := s.Spec.Ports[len(s.Spec.Ports)-1]
+		assert.Equal(t, "side", last.Name, name)
+		assert.Equal(t, intstr.FromString("side"), last.TargetPort, name)
+	}
+	// defaults: ClusterIP, no extra port, no annotation
+	def := decode(t, mustRender(t, "valkey", ""))
+	for _, s := range def.ofKind("Service") {
+		svc := s.(*corev1.Service)
+		assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, svc.Name)
+		assert.Empty(t, svc.Annotations, svc.Name)
+		assert.Len(t, svc.Spec.Ports, 1, svc.Name)
+	}
+
+	sobjs := decode(t, mustRender(t, "valkey-sentinel", knobsSentinel))
+	s := sobjs.service(t, sentinelRel)
+	assert.Equal(t, corev1.ServiceTypeLoadBalancer, s.Spec.Type)
+	assert.Equal(t, []string{"10.0.0.0/8"}, s.Spec.LoadBalancerSourceRanges)
+	assert.Equal(t, "true", s.Annotations["lb.example.com/internal"])
+	require.Len(t, s.Spec.Ports, 2)
+	assert.Equal(t, "http", s.Spec.Ports[1].Name)
+	h := sobjs.service(t, sentinelRel+"-headless")
+	assert.Equal(t, corev1.ClusterIPNone, h.Spec.ClusterIP)
+	assert.Equal(t, "5", h.Annotations["dns.example.com/ttl"])
+}
