@@ -166,3 +166,57 @@ func TestServiceKnobs(t *testing.T) {
 	assert.Equal(t, corev1.ClusterIPNone, h.Spec.ClusterIP)
 	assert.Equal(t, "5", h.Annotations["dns.example.com/ttl"])
 }
+
+// extraEnvVars, initContainers and sidecars land after the chart's own; the pods run as their own
+// ServiceAccount, whose token is mounted nowhere.
+func TestPodExtrasAndServiceAccount(t *testing.T) {
+	extras := `
+extraEnvVars: [{name: TZ, value: UTC}]
+initContainers: [{name: warm, image: "busybox:1.36"}]
+sidecars: [{name: shipper, image: "busybox:1.36"}]
+extraVolumes: [{name: scratch, emptyDir: {}}]
+extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
+serviceAccount: {annotations: {iam.example.com/role: cache}}
+`
+	for _, tc := range []struct{ chart, fullname, main, init string }{
+		{"valkey", valkeyF, "valkey", "install-ctl"},
+		{"valkey-sentinel", sentinelRel, "sentinel", "config"},
+	} {
+		objs := decode(t, mustRender(t, tc.chart, extras))
+		sa := objs.get(t, "ServiceAccount", tc.fullname).(*corev1.ServiceAccount)
+		require.NotNil(t, sa.AutomountServiceAccountToken)
+		assert.False(t, *sa.AutomountServiceAccountToken, tc.chart)
+		assert.Equal(t, "cache", sa.Annotations["iam.example.com/role"], tc.chart)
+		sts := objs.statefulSets()
+		require.NotEmpty(t, sts)
+		for _, s := range sts {
+			spec := s.Spec.Template.Spec
+			assert.Equal(t, tc.fullname, spec.ServiceAccountName, s.Name)
+			require.NotNil(t, spec.AutomountServiceAccountToken, s.Name)
+			assert.False(t, *spec.AutomountServiceAccountToken, s.Name)
+			require.Len(t, spec.InitContainers, 2, s.Name)
+			assert.Equal(t, []string{tc.init, "warm"}, []string{spec.InitContainers[0].Name, spec.InitContainers[1].Name}, s.Name)
+			assert.Equal(t, tc.main, spec.Containers[0].Name, s.Name)
+			assert.Equal(t, "shipper", spec.Containers[len(spec.Containers)-1].Name, s.Name)
+			env := spec.Containers[0].Env
+			assert.Equal(t, corev1.EnvVar{Name: "TZ", Value: "UTC"}, env[len(env)-1], s.Name)
+			mounts := spec.Containers[0].VolumeMounts
+			assert.Equal(t, "scratch", mounts[len(mounts)-1].Name, s.Name)
+			assert.Equal(t, "scratch", spec.Volumes[len(spec.Volumes)-1].Name, s.Name)
+		}
+	}
+	// create false: the named ServiceAccount (or default), none rendered
+	for _, tc := range []struct{ chart, values, want string }{
+		{"valkey", "serviceAccount: {create: false}", "default"},
+		{"valkey", "serviceAccount: {create: false, name: cache-data}", "cache-data"},
+		{"valkey-sentinel", "serviceAccount: {create: false, name: sentinels}", "sentinels"},
+	} {
+		objs := decode(t, mustRender(t, tc.chart, tc.values))
+		for _, s := range objs.statefulSets() {
+			assert.Equal(t, tc.want, s.Spec.Template.Spec.ServiceAccountName, tc.values)
+		}
+		for _, o := range objs.ofKind("ServiceAccount") {
+			assert.NotEqual(t, tc.want, nameOf(o), "%s: not created", tc.values)
+		}
+	}
+}

@@ -95,6 +95,11 @@ Instances grant it `get` on their F-sentinel-auth Secret, so it must be this quo
 {{- .Values.controller.serviceAccountName | default (printf "%s-controller" (include "vs.fullname" .)) -}}
 {{- end -}}
 
+{{/* ServiceAccount of the Sentinel pods: serviceAccount.name, else S when the chart creates it, else default. */}}
+{{- define "vs.podServiceAccount" -}}
+{{- .Values.serviceAccount.name | default (ternary (include "vs.fullname" .) "default" .Values.serviceAccount.create) -}}
+{{- end -}}
+
 {{- define "vs.authSecretName" -}}
 {{- .Values.auth.existingSecret | default (printf "%s-auth" (include "vs.fullname" .)) -}}
 {{- end -}}
@@ -300,6 +305,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validateConfig" . -}}
 {{- include "vs.validateServiceAccount" . -}}
 {{- include "vs.validateCommon" . -}}
+{{- include "vs.validatePodExtras" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -619,6 +625,69 @@ twice in an object, which the API server rejects or, worse, one silently wins).
 {{- if and $p.nodePort (eq $type "ClusterIP") -}}
 {{- fail (printf "%s.nodePort: a ClusterIP Service has no node ports; set %s.type: NodePort or LoadBalancer, or remove nodePort" $pf $field) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+extraEnvVars, initContainers, sidecars, extraVolumes and the pods' ServiceAccount: names the chart uses are
+refused (a second container, variable or volume of the same name is rejected by the API server or, for
+variables, silently overrides the chart's).
+*/}}
+{{- define "vs.validatePodExtras" -}}
+{{- $seen := dict -}}
+{{- range $i, $e := .Values.extraEnvVars -}}
+{{- $f := printf "extraEnvVars[%d].name" $i -}}
+{{- if not (regexMatch "^[-._a-zA-Z][-._a-zA-Z0-9]*$" (toString $e.name)) -}}
+{{- fail (printf "%s: %q is not an environment variable name: letters, digits, '_', '-' and '.', not starting with a digit; for example TZ" $f (toString $e.name)) -}}
+{{- end -}}
+{{- if has $e.name (list "REDISCLI_AUTH") -}}
+{{- fail (printf "%s: %s is set by the chart; choose another name" $f $e.name) -}}
+{{- end -}}
+{{- if hasKey $seen $e.name -}}
+{{- fail (printf "%s: %s is listed twice; the later one would silently win. List it once" $f $e.name) -}}
+{{- end -}}
+{{- $_ := set $seen $e.name true -}}
+{{- end -}}
+{{- $names := dict -}}
+{{- range $field := list "initContainers" "sidecars" -}}
+{{- range $i, $c := get $.Values $field -}}
+{{- $f := printf "%s[%d].name" $field $i -}}
+{{- include "vs.checkFormat" (dict "field" $f "value" ($c.name | default "") "format" "dnsLabel" "example" "log-shipper") -}}
+{{- if has $c.name (list "config" "sentinel") -}}
+{{- fail (printf "%s: %q is a container of the chart (config, sentinel); choose another name" $f $c.name) -}}
+{{- end -}}
+{{- if hasKey $names $c.name -}}
+{{- fail (printf "%s: %q is already the name of %s; container names must be unique in a pod (init containers included)" $f $c.name (get $names $c.name)) -}}
+{{- end -}}
+{{- $_ := set $names $c.name (printf "%s[%d]" $field $i) -}}
+{{- if not $c.image -}}
+{{- fail (printf "%s[%d].image: container %q has no image; set one" $field $i $c.name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $v := .Values.extraVolumes -}}
+{{- $f := printf "extraVolumes[%d].name" $i -}}
+{{- include "vs.checkFormat" (dict "field" $f "value" ($v.name | default "") "format" "dnsLabel" "example" "scratch") -}}
+{{- if has $v.name (list "config" "auth" "tls" "data") -}}
+{{- fail (printf "%s: %q is a volume of the chart (config, auth, tls, data); choose another name" $f $v.name) -}}
+{{- end -}}
+{{- end -}}
+{{- $sa := .Values.serviceAccount -}}
+{{- if $sa.name -}}
+{{- include "vs.checkFormat" (dict "field" "serviceAccount.name" "value" $sa.name "format" "dnsName" "example" "cache-data") -}}
+{{- end -}}
+{{- if and $sa.create (eq $sa.name "default") -}}
+{{- fail "serviceAccount.name: \"default\" exists in every namespace and is not the chart's to create; leave serviceAccount.name empty, or set serviceAccount.create: false to use it" -}}
+{{- end -}}
+{{- if and (not $sa.create) $sa.annotations -}}
+{{- fail "serviceAccount.annotations: they apply to a ServiceAccount the chart creates, and serviceAccount.create is false; annotate your ServiceAccount yourself, or remove them" -}}
+{{- end -}}
+{{- $S := include "vs.fullname" . -}}
+{{- $name := include "vs.podServiceAccount" . -}}
+{{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) -}}
+{{- if eq $name $other -}}
+{{- fail (printf "serviceAccount.name: %q is the ServiceAccount of the controller or of the helm test, which holds rights (and reads instances' _sentinel passwords) the Sentinel pods must not have; choose another name, or leave it empty for %s" $name $S) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

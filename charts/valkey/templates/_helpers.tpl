@@ -93,6 +93,11 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 app.kubernetes.io/part-of: valkey-ha
 {{- end -}}
 
+{{/* ServiceAccount of the data pods: serviceAccount.name, else F when the chart creates it, else default. */}}
+{{- define "valkey.dataServiceAccount" -}}
+{{- .Values.serviceAccount.name | default (ternary (include "valkey.fullname" .) "default" .Values.serviceAccount.create) -}}
+{{- end -}}
+
 {{- define "valkey.serverImage" -}}
 {{- $repo := .Values.image.repository | default (ternary "redis" "valkey/valkey" (eq .Values.engine "redis")) -}}
 {{- printf "%s:%s" $repo (include "valkey.serverTag" .) -}}
@@ -459,6 +464,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateTLS" . -}}
 {{- include "valkey.validateLabels" . -}}
 {{- include "valkey.validateCommon" . -}}
+{{- include "valkey.validatePodExtras" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -953,5 +959,71 @@ twice in an object, which the API server rejects or, worse, one silently wins).
 {{- fail (printf "%s.nodePort: a ClusterIP Service has no node ports; set %s.type: NodePort or LoadBalancer, or remove nodePort" $pf $field) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+extraEnvVars, initContainers, sidecars, extraVolumes and the pods' ServiceAccount: names the chart uses are
+refused (a second container, variable or volume of the same name is rejected by the API server or, for
+variables, silently overrides the chart's).
+*/}}
+{{- define "valkey.validatePodExtras" -}}
+{{- $seen := dict -}}
+{{- range $i, $e := .Values.extraEnvVars -}}
+{{- $f := printf "extraEnvVars[%d].name" $i -}}
+{{- if not (regexMatch "^[-._a-zA-Z][-._a-zA-Z0-9]*$" (toString $e.name)) -}}
+{{- fail (printf "%s: %q is not an environment variable name: letters, digits, '_', '-' and '.', not starting with a digit; for example TZ" $f (toString $e.name)) -}}
+{{- end -}}
+{{- if has $e.name (list "REDISCLI_AUTH") -}}
+{{- fail (printf "%s: %s is set by the chart; choose another name" $f $e.name) -}}
+{{- end -}}
+{{- if hasKey $seen $e.name -}}
+{{- fail (printf "%s: %s is listed twice; the later one would silently win. List it once" $f $e.name) -}}
+{{- end -}}
+{{- $_ := set $seen $e.name true -}}
+{{- end -}}
+{{- $names := dict -}}
+{{- range $field := list "initContainers" "sidecars" -}}
+{{- range $i, $c := get $.Values $field -}}
+{{- $f := printf "%s[%d].name" $field $i -}}
+{{- include "valkey.checkFormat" (dict "field" $f "value" ($c.name | default "") "format" "dnsLabel" "example" "log-shipper") -}}
+{{- if has $c.name (list "install-ctl" "valkey" "metrics") -}}
+{{- fail (printf "%s: %q is a container of the chart (install-ctl, valkey, metrics); choose another name" $f $c.name) -}}
+{{- end -}}
+{{- if hasKey $names $c.name -}}
+{{- fail (printf "%s: %q is already the name of %s; container names must be unique in a pod (init containers included)" $f $c.name (get $names $c.name)) -}}
+{{- end -}}
+{{- $_ := set $names $c.name (printf "%s[%d]" $field $i) -}}
+{{- if not $c.image -}}
+{{- fail (printf "%s[%d].image: container %q has no image; set one" $field $i $c.name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $v := .Values.extraVolumes -}}
+{{- $f := printf "extraVolumes[%d].name" $i -}}
+{{- include "valkey.checkFormat" (dict "field" $f "value" ($v.name | default "") "format" "dnsLabel" "example" "scratch") -}}
+{{- if has $v.name (list "config" "instance" "sentinels" "system" "acl" "runtime" "bin" "data" "tls") -}}
+{{- fail (printf "%s: %q is a volume of the chart (config, instance, sentinels, system, acl, runtime, bin, data, tls); choose another name" $f $v.name) -}}
+{{- end -}}
+{{- end -}}
+{{- $sa := .Values.serviceAccount -}}
+{{- if $sa.name -}}
+{{- include "valkey.checkFormat" (dict "field" "serviceAccount.name" "value" $sa.name "format" "dnsName" "example" "cache-data") -}}
+{{- end -}}
+{{- if and $sa.create (eq $sa.name "default") -}}
+{{- fail "serviceAccount.name: \"default\" exists in every namespace and is not the chart's to create; leave serviceAccount.name empty, or set serviceAccount.create: false to use it" -}}
+{{- end -}}
+{{- if and (not $sa.create) $sa.annotations -}}
+{{- fail "serviceAccount.annotations: they apply to a ServiceAccount the chart creates, and serviceAccount.create is false; annotate your ServiceAccount yourself, or remove them" -}}
+{{- end -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $name := include "valkey.dataServiceAccount" . -}}
+{{- range $other := list (printf "%s-controller" $F) (printf "%s-test" $F) .Values.sentinel.controllerServiceAccount -}}
+{{- if eq $name $other -}}
+{{- fail (printf "serviceAccount.name: %q is the ServiceAccount of a valkey-ha controller or of the helm test, which holds rights (or reads the _sentinel password) the data pods must not have; choose another name, or leave it empty for %s" $name $F) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.extraContainers -}}
+{{- fail "extraContainers: renamed to sidecars; move the list there" -}}
 {{- end -}}
 {{- end -}}
