@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -219,4 +220,59 @@ serviceAccount: {annotations: {iam.example.com/role: cache}}
 			assert.NotEqual(t, tc.want, nameOf(o), "%s: not created", tc.values)
 		}
 	}
+}
+
+// controller.replicas > 1 turns on the Lease (--leader-elect), a rolling update that keeps a standby, and soft
+// anti-affinity; requests may sit below the limits; the default stays one pod, Recreate, requests = limits.
+func TestControllerKnobs(t *testing.T) {
+	standbys := `
+controller:
+  replicas: 2
+  resources: {cpu: 200m, memory: 128Mi, requests: {cpu: 20m, memory: 64Mi}}
+  priorityClassName: ops-high
+  tolerations: [{key: dedicated, operator: Exists}]
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]
+`
+	for _, tc := range []struct{ chart, name string }{{"valkey", valkeyF + "-controller"}, {"valkey-sentinel", sentinelRel + "-controller"}} {
+		d := decode(t, mustRender(t, tc.chart, standbys)).get(t, "Deployment", tc.name).(*appsv1.Deployment)
+		require.NotNil(t, d.Spec.Replicas)
+		assert.Equal(t, int32(2), *d.Spec.Replicas, tc.chart)
+		assert.Equal(t, appsv1.RollingUpdateDeploymentStrategyType, d.Spec.Strategy.Type, tc.chart)
+		assert.Equal(t, intstr.FromInt(0), *d.Spec.Strategy.RollingUpdate.MaxUnavailable, tc.chart)
+		c := d.Spec.Template.Spec.Containers[0]
+		assert.Contains(t, c.Args, "--leader-elect", tc.chart)
+		assert.Equal(t, "20m", c.Resources.Requests.Cpu().String(), tc.chart)
+		assert.Equal(t, "64Mi", c.Resources.Requests.Memory().String(), tc.chart)
+		assert.Equal(t, "200m", c.Resources.Limits.Cpu().String(), tc.chart)
+		spec := d.Spec.Template.Spec
+		assert.Equal(t, "ops-high", spec.PriorityClassName, tc.chart)
+		require.Len(t, spec.Tolerations, 1, tc.chart)
+		require.Len(t, spec.TopologySpreadConstraints, 1, tc.chart)
+		require.NotNil(t, spec.Affinity, tc.chart)
+		require.NotNil(t, spec.Affinity.PodAntiAffinity, tc.chart)
+		term := spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+		for k, v := range d.Spec.Selector.MatchLabels {
+			assert.Equal(t, v, term.LabelSelector.MatchLabels[k], "%s: the anti-affinity selects the controller pods", tc.chart)
+		}
+
+		def := decode(t, mustRender(t, tc.chart, "")).get(t, "Deployment", tc.name).(*appsv1.Deployment)
+		assert.Equal(t, int32(1), *def.Spec.Replicas, tc.chart)
+		assert.Equal(t, appsv1.RecreateDeploymentStrategyType, def.Spec.Strategy.Type, tc.chart)
+		dc := def.Spec.Template.Spec.Containers[0]
+		assert.NotContains(t, dc.Args, "--leader-elect", tc.chart)
+		assert.Equal(t, dc.Resources.Limits, dc.Resources.Requests, "%s: requests = limits by default (Guaranteed QoS)", tc.chart)
+		assert.Nil(t, def.Spec.Template.Spec.Affinity, tc.chart)
+	}
+	// The instance controller's Lease is the one its Role may update (RBAC names it).
+	objs := decode(t, mustRender(t, "valkey", standbys))
+	role := objs.get(t, "Role", valkeyF+"-controller")
+	found := false
+	for _, r := range role.(*rbacv1.Role).Rules {
+		if len(r.Resources) == 1 && r.Resources[0] == "leases" && len(r.ResourceNames) == 1 {
+			assert.Equal(t, valkeyF+"-controller", r.ResourceNames[0])
+			assert.ElementsMatch(t, []string{"get", "update"}, r.Verbs)
+			found = true
+		}
+	}
+	assert.True(t, found, "the Role grants get/update on Lease F-controller (the controller's default --lease-name)")
 }

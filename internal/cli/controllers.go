@@ -54,9 +54,14 @@ func (o *CommonOptions) validate() error {
 // runController serves metrics and runs fn, under a Lease when leader election is on. fn runs only while
 // this replica holds the Lease; on shutdown the Lease is released after fn has returned, so a successor takes
 // over at once and never acts while this replica still does. A lost Lease stops fn and returns an error, so
-// the process exits and restarts as a follower.
+// the process exits and restarts as a follower. Under leader election a follower reports ready on /readyz
+// (a healthy standby): otherwise a Deployment with several replicas never finishes a rolling update and
+// `helm install --wait` never returns, since only the leader would ever be ready.
 func runController(ctx context.Context, o CommonOptions, cs kubernetes.Interface, m *metrics.Metrics, h *metrics.Health, lease string,
 	fn func(context.Context) error) error {
+	if o.LeaderElect {
+		h.SetReady(true)
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return metrics.Serve(ctx, o.MetricsAddr, o.HealthAddr, m, h) })
 	g.Go(func() error {

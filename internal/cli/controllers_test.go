@@ -17,15 +17,17 @@ import (
 
 // TestLeaderElectionOneActsAndTheOtherTakesOver runs two controller replicas against one Lease: only one
 // runs its reconcile loop at any time, and when the leader stops (its Lease is released once its loop has
-// returned, which here takes 3 s) the other one takes over, never before.
+// returned, which here takes 3 s) the other one takes over, never before. The follower reports ready (a
+// standby), so a Deployment of two replicas can roll.
 func TestLeaderElectionOneActsAndTheOtherTakesOver(t *testing.T) {
 	cs := fake.NewSimpleClientset()
 	var active atomic.Int32
 	var overlap atomic.Bool
 	started := make(chan string, 4)
+	health := map[string]*metrics.Health{"a": {}, "b": {}}
 	replica := func(ctx context.Context, id string) error {
 		o := CommonOptions{Namespace: "ns", LeaderElect: true, Identity: id}
-		return runController(ctx, o, cs, metrics.New(), &metrics.Health{}, "db-controller", func(ctx context.Context) error {
+		return runController(ctx, o, cs, metrics.New(), health[id], "db-controller", func(ctx context.Context) error {
 			if active.Add(1) > 1 {
 				overlap.Store(true)
 			}
@@ -61,6 +63,7 @@ func TestLeaderElectionOneActsAndTheOtherTakesOver(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, lease.Spec.HolderIdentity)
 	assert.Equal(t, "a", *lease.Spec.HolderIdentity)
+	assert.True(t, health["b"].Ready(), "the follower b reports ready while a leads")
 
 	cancelA() // a releases the Lease on the way out
 	select {

@@ -284,6 +284,9 @@ type Health struct{ ready atomic.Bool }
 // SetReady marks the process ready.
 func (h *Health) SetReady(v bool) { h.ready.Store(v) }
 
+// Ready reports what /readyz answers: true once SetReady(true) was called.
+func (h *Health) Ready() bool { return h.ready.Load() }
+
 // Serve runs /metrics on metricsAddr and /healthz and /readyz on healthAddr (on metricsAddr too when
 // healthAddr is empty) until ctx ends. Empty addresses serve nothing.
 func Serve(ctx context.Context, metricsAddr, healthAddr string, m *Metrics, h *Health) error {

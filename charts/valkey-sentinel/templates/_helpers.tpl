@@ -306,6 +306,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validateServiceAccount" . -}}
 {{- include "vs.validateCommon" . -}}
 {{- include "vs.validatePodExtras" . -}}
+{{- include "vs.validateController" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -688,6 +689,45 @@ variables, silently overrides the chart's).
 {{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) -}}
 {{- if eq $name $other -}}
 {{- fail (printf "serviceAccount.name: %q is the ServiceAccount of the controller or of the helm test, which holds rights (and reads instances' _sentinel passwords) the Sentinel pods must not have; choose another name, or leave it empty for %s" $name $S) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* CPU quantity (100m, 0.5, 2) in millicores, printed as a number. */}}
+{{- define "vs.millicores" -}}
+{{- $q := toString . -}}
+{{- if hasSuffix "m" $q -}}{{- printf "%.3f" (float64 (trimSuffix "m" $q)) -}}{{- else -}}{{- printf "%.3f" (mulf (float64 $q) 1000.0) -}}{{- end -}}
+{{- end -}}
+
+{{/*
+Controller knobs: requests at most the limits (a request above its limit is refused by the API server), the
+priority class.
+*/}}
+{{- define "vs.validateController" -}}
+{{- $r := .Values.controller.resources -}}
+{{- $req := $r.requests | default dict -}}
+{{- with $req.cpu -}}
+{{- include "vs.checkFormat" (dict "field" "controller.resources.requests.cpu" "value" . "format" "cpu" "example" "20m") -}}
+{{- if eq (float64 (include "vs.millicores" .)) 0.0 -}}
+{{- fail (printf "controller.resources.requests.cpu: %q requests no CPU, so the controller could be starved on a busy node; request at least 1m, such as 20m, or leave it empty for the limit" (toString .)) -}}
+{{- end -}}
+{{- if gt (float64 (include "vs.millicores" .)) (float64 (include "vs.millicores" $r.cpu)) -}}
+{{- fail (printf "controller.resources.requests.cpu: %s is above the limit controller.resources.cpu (%s); a request may not exceed its limit. Lower the request or raise the limit" (toString .) (toString $r.cpu)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $req.memory -}}
+{{- include "vs.checkFormat" (dict "field" "controller.resources.requests.memory" "value" . "format" "quantity" "example" "64Mi") -}}
+{{- if eq (float64 (include "vs.bytes" .)) 0.0 -}}
+{{- fail (printf "controller.resources.requests.memory: %q requests no memory, so the controller would be the first pod evicted under memory pressure; request at least 32Mi, or leave it empty for the limit" (toString .)) -}}
+{{- end -}}
+{{- if gt (float64 (include "vs.bytes" .)) (float64 (include "vs.bytes" $r.memory)) -}}
+{{- fail (printf "controller.resources.requests.memory: %s is above the limit controller.resources.memory (%s); a request may not exceed its limit. Lower the request or raise the limit" (toString .) (toString $r.memory)) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.controller.priorityClassName -}}
+{{- include "vs.checkFormat" (dict "field" "controller.priorityClassName" "value" . "format" "dnsName" "example" "high-priority") -}}
+{{- if hasPrefix "system-" . -}}
+{{- fail (printf "controller.priorityClassName: %q is reserved for pods in kube-system, so the controller pods would never be created here; use a PriorityClass of your own" .) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

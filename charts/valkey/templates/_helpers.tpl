@@ -465,6 +465,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateLabels" . -}}
 {{- include "valkey.validateCommon" . -}}
 {{- include "valkey.validatePodExtras" . -}}
+{{- include "valkey.validateController" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -1025,5 +1026,44 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- if .Values.extraContainers -}}
 {{- fail "extraContainers: renamed to sidecars; move the list there" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* CPU quantity (100m, 0.5, 2) in millicores, printed as a number. */}}
+{{- define "valkey.millicores" -}}
+{{- $q := toString . -}}
+{{- if hasSuffix "m" $q -}}{{- printf "%.3f" (float64 (trimSuffix "m" $q)) -}}{{- else -}}{{- printf "%.3f" (mulf (float64 $q) 1000.0) -}}{{- end -}}
+{{- end -}}
+
+{{/*
+Controller knobs: requests at most the limits (a request above its limit is refused by the API server), the
+priority class.
+*/}}
+{{- define "valkey.validateController" -}}
+{{- $r := .Values.controller.resources -}}
+{{- $req := $r.requests | default dict -}}
+{{- with $req.cpu -}}
+{{- include "valkey.checkFormat" (dict "field" "controller.resources.requests.cpu" "value" . "format" "cpu" "example" "20m") -}}
+{{- if eq (float64 (include "valkey.millicores" .)) 0.0 -}}
+{{- fail (printf "controller.resources.requests.cpu: %q requests no CPU, so the controller could be starved on a busy node; request at least 1m, such as 20m, or leave it empty for the limit" (toString .)) -}}
+{{- end -}}
+{{- if gt (float64 (include "valkey.millicores" .)) (float64 (include "valkey.millicores" $r.cpu)) -}}
+{{- fail (printf "controller.resources.requests.cpu: %s is above the limit controller.resources.cpu (%s); a request may not exceed its limit. Lower the request or raise the limit" (toString .) (toString $r.cpu)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $req.memory -}}
+{{- include "valkey.checkFormat" (dict "field" "controller.resources.requests.memory" "value" . "format" "quantity" "example" "64Mi") -}}
+{{- if eq (float64 (include "valkey.bytes" .)) 0.0 -}}
+{{- fail (printf "controller.resources.requests.memory: %q requests no memory, so the controller would be the first pod evicted under memory pressure; request at least 32Mi, or leave it empty for the limit" (toString .)) -}}
+{{- end -}}
+{{- if gt (float64 (include "valkey.bytes" .)) (float64 (include "valkey.bytes" $r.memory)) -}}
+{{- fail (printf "controller.resources.requests.memory: %s is above the limit controller.resources.memory (%s); a request may not exceed its limit. Lower the request or raise the limit" (toString .) (toString $r.memory)) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.controller.priorityClassName -}}
+{{- include "valkey.checkFormat" (dict "field" "controller.priorityClassName" "value" . "format" "dnsName" "example" "high-priority") -}}
+{{- if hasPrefix "system-" . -}}
+{{- fail (printf "controller.priorityClassName: %q is reserved for pods in kube-system, so the controller pods would never be created here; use a PriorityClass of your own" .) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
