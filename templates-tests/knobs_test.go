@@ -21,7 +21,14 @@ commonAnnotations: {example.com/owner: data-platform}
 podLabels: {example.com/team: cache}
 instanceLabels: {example.com/sentinel: main}
 plan: casual
-metrics: {enabled: true}
+metrics:
+  enabled: true
+  podMonitor: {enabled: true, labels: {release: prom}}
+  serviceMonitor: {enabled: true, labels: {example.com/team: monitored}}
+  prometheusRule: {enabled: true}
+  grafanaDashboard: {enabled: true}
+tls: {enabled: true, existingSecret: cache-tls, certManager: {enabled: true, issuerRef: {name: ca}}}
+controller: {serviceMonitor: {enabled: true}}
 service:
   primary:
     type: LoadBalancer
@@ -38,6 +45,13 @@ const knobsSentinel = `
 commonLabels: {example.com/team: payments}
 commonAnnotations: {example.com/owner: data-platform}
 persistence: {enabled: true}
+metrics:
+  enabled: true
+  podMonitor: {enabled: true}
+  prometheusRule: {enabled: true}
+  grafanaDashboard: {enabled: true}
+tls: {enabled: true, existingSecret: quorum-tls, certManager: {enabled: true, issuerRef: {name: ca}}}
+controller: {serviceMonitor: {enabled: true}}
 service:
   type: LoadBalancer
   annotations: {lb.example.com/internal: "true"}
@@ -53,7 +67,11 @@ func TestCommonLabelsAndAnnotationsOnEveryObject(t *testing.T) {
 		for _, o := range objs.list {
 			m := objMeta(o)
 			id := kindOf(o) + "/" + m.GetName()
-			assert.Equal(t, "payments", m.GetLabels()["example.com/team"], "%s: commonLabels", id)
+			if id == "ServiceMonitor/"+valkeyF {
+				assert.Equal(t, "monitored", m.GetLabels()["example.com/team"], "%s: its own labels win", id)
+			} else {
+				assert.Equal(t, "payments", m.GetLabels()["example.com/team"], "%s: commonLabels", id)
+			}
 			owner := m.GetAnnotations()["example.com/owner"]
 			assert.NotEmpty(t, owner, "%s: commonAnnotations", id)
 			if kindOf(o) != "Service" {
@@ -97,8 +115,8 @@ func TestCommonLabelsAndAnnotationsOnEveryObject(t *testing.T) {
 // under another chart version: an upgrade that sets them never touches an immutable field.
 func TestKnobsLeaveImmutableFieldsAlone(t *testing.T) {
 	for _, tc := range []struct{ chart, values, base string }{
-		{"valkey", knobsValkey, "plan: casual\nmetrics: {enabled: true}\n"},
-		{"valkey-sentinel", knobsSentinel, "persistence: {enabled: true}\n"},
+		{"valkey", knobsValkey, "plan: casual\nmetrics: {enabled: true}\ntls: {enabled: true, existingSecret: cache-tls}\n"},
+		{"valkey-sentinel", knobsSentinel, "persistence: {enabled: true}\nmetrics: {enabled: true}\ntls: {enabled: true, existingSecret: quorum-tls}\n"},
 	} {
 		c := loadChart(t, tc.chart)
 		before := decode(t, mustRender(t, tc.chart, tc.base))

@@ -23,12 +23,13 @@ app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote
 {{- end -}}
 
 {{/*
-Labels of every object: commonLabels, then the chart's own (validateCommon keeps its prefixes out of
-commonLabels). Call with (dict "ctx" $ "component" "sentinel"). Never used in a selector.
+Labels of every object: commonLabels (and "extra", e.g. a monitor's labels, which wins over them), then the
+chart's own (validateCommon keeps its prefixes out of commonLabels). Call with (dict "ctx" $ "component"
+"sentinel" ["extra" map]). Never used in a selector.
 */}}
 {{- define "vs.labels" -}}
 {{- $ctx := .ctx -}}
-{{- with $ctx.Values.commonLabels }}{{ toYaml . }}
+{{- with merge (dict) (.extra | default dict) ($ctx.Values.commonLabels | default dict) }}{{ toYaml . }}
 {{ end -}}
 helm.sh/chart: {{ include "vs.chart" $ctx }}
 {{ include "vs.selectorLabels" $ctx }}
@@ -655,8 +656,8 @@ variables, silently overrides the chart's).
 {{- range $i, $c := get $.Values $field -}}
 {{- $f := printf "%s[%d].name" $field $i -}}
 {{- include "vs.checkFormat" (dict "field" $f "value" ($c.name | default "") "format" "dnsLabel" "example" "log-shipper") -}}
-{{- if has $c.name (list "config" "sentinel") -}}
-{{- fail (printf "%s: %q is a container of the chart (config, sentinel); choose another name" $f $c.name) -}}
+{{- if has $c.name (list "config" "sentinel" "metrics") -}}
+{{- fail (printf "%s: %q is a container of the chart (config, sentinel, metrics); choose another name" $f $c.name) -}}
 {{- end -}}
 {{- if hasKey $names $c.name -}}
 {{- fail (printf "%s: %q is already the name of %s; container names must be unique in a pod (init containers included)" $f $c.name (get $names $c.name)) -}}

@@ -913,13 +913,6 @@ twice in an object, which the API server rejects or, worse, one silently wins).
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- range $field, $m := dict "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels -}}
-{{- range $k, $_ := $m -}}
-{{- if hasKey $.Values.commonLabels $k -}}
-{{- fail (printf "%s.%s: commonLabels sets this key too; set it in one of them" $field $k) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
 {{- range $svc := (list
   (list "service.primary" .Values.service.primary (list "valkey") (list (int .Values.port)))
   (list "service.replicas" .Values.service.replicas (list "valkey") (list (int .Values.port)))
