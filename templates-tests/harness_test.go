@@ -109,7 +109,7 @@ func renderChart(t testing.TB, name, valuesYAML string, o renderOpts) (map[strin
 // fakeProvider answers `lookup` from a fake dynamic client.
 type fakeProvider struct{ objs []runtime.Object }
 
-var kindResources = map[string]string{"Secret": "secrets", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts"}
+var kindResources = map[string]string{"Secret": "secrets", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts", "StatefulSet": "statefulsets"}
 
 func (f fakeProvider) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
@@ -140,9 +140,10 @@ func (f fakeProvider) GetClientFor(apiVersion, kind string) (dynamic.Namespaceab
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{
-			{Version: "v1", Resource: "secrets"}:         "SecretList",
-			{Version: "v1", Resource: "configmaps"}:      "ConfigMapList",
-			{Version: "v1", Resource: "serviceaccounts"}: "ServiceAccountList",
+			{Version: "v1", Resource: "secrets"}:                     "SecretList",
+			{Version: "v1", Resource: "configmaps"}:                  "ConfigMapList",
+			{Version: "v1", Resource: "serviceaccounts"}:             "ServiceAccountList",
+			{Group: "apps", Version: "v1", Resource: "statefulsets"}: "StatefulSetList",
 		}, objs...)
 	return client.Resource(gv.WithResource(res)), true, nil
 }

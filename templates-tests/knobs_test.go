@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -293,4 +295,56 @@ controller:
 		}
 	}
 	assert.True(t, found, "the Role grants get/update on Lease F-controller (the controller's default --lease-name)")
+}
+
+// persistence.existingClaims: node i mounts claim i, and the StatefulSets have no claims of their own.
+func TestExistingClaims(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey", "plan: casual\nreplicas: 1\npersistence: {existingClaims: [vol-a, vol-b]}\n"))
+	for i, s := range objs.statefulSets() {
+		assert.Empty(t, s.Spec.VolumeClaimTemplates, s.Name)
+		assert.Nil(t, s.Spec.PersistentVolumeClaimRetentionPolicy, s.Name)
+		var claim string
+		for _, v := range s.Spec.Template.Spec.Volumes {
+			if v.Name == "data" && v.PersistentVolumeClaim != nil {
+				claim = v.PersistentVolumeClaim.ClaimName
+			}
+		}
+		assert.Equal(t, []string{"vol-a", "vol-b"}[i], claim, s.Name)
+	}
+}
+
+// A changed persistence.size (or storage class, or a switch between the chart's claims and none or existing
+// ones) cannot be applied to installed StatefulSets: the chart refuses it with the way out, when it sees the
+// cluster; an unchanged size (written differently) upgrades.
+func TestClaimTemplateChangesRefused(t *testing.T) {
+	installed := decode(t, mustRender(t, "valkey", "plan: casual\n")).statefulSets()
+	var existing []runtime.Object
+	for _, s := range installed {
+		c := s.DeepCopy()
+		c.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"}
+		existing = append(existing, c)
+	}
+	up := renderOpts{upgrade: true, existing: existing}
+	_, err := renderChart(t, "valkey", "plan: casual\npersistence: {size: 10240Mi}\n", up)
+	require.NoError(t, err, "10Gi written as 10240Mi is the same size")
+	for values, want := range map[string]string{
+		"plan: casual\npersistence: {size: 20Gi}\n":                "persistence.size: StatefulSet cache-valkey-0 claims 10Gi per node and a StatefulSet's volumeClaimTemplates cannot change, so 20Gi cannot be applied by an upgrade; keep persistence.size: 10Gi, or grow the volumes first",
+		"plan: casual\npersistence: {storageClass: fast}\n":        "persistence.storageClass: StatefulSet cache-valkey-0 claims the cluster's default storage class and a StatefulSet's volumeClaimTemplates cannot change; leave persistence.storageClass empty",
+		"plan: casual\npersistence: {enabled: false}\n":            "persistence: StatefulSet cache-valkey-0 has claims of its own, and a StatefulSet's volumeClaimTemplates cannot change",
+		"plan: casual\npersistence: {existingClaims: [a, b, c]}\n": "persistence: StatefulSet cache-valkey-0 has claims of its own",
+	} {
+		_, err := renderChart(t, "valkey", values, up)
+		require.Error(t, err, values)
+		assert.Contains(t, refusal(err), want, values)
+	}
+	// persistence off at install, on now
+	var off []runtime.Object
+	for _, s := range decode(t, mustRender(t, "valkey", "")).statefulSets() {
+		c := s.DeepCopy()
+		c.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"}
+		off = append(off, c)
+	}
+	_, err = renderChart(t, "valkey", "plan: casual\n", renderOpts{upgrade: true, existing: off})
+	require.Error(t, err)
+	assert.Contains(t, refusal(err), "persistence: StatefulSet cache-valkey-0 has no claims of its own")
 }

@@ -602,7 +602,23 @@ written here rather than a failure further down. Each message names the field, t
 {{- if lt $size (mulf $max 5.0) -}}
 {{- fail (printf "persistence.size: %s is under 5x maxmemory (%s); set persistence.size to at least %.0fM or lower maxmemory" $s.size $s.maxmemory (divf (mulf $max 5.0) 1e6)) -}}
 {{- end -}}
+{{- with .Values.persistence.existingClaims -}}
+{{- if ne (len .) (int (include "valkey.nodeCount" $)) -}}
+{{- fail (printf "persistence.existingClaims: %d claims for %d nodes (the primary and %d replicas); list exactly one per node, node 0 first" (len .) (int (include "valkey.nodeCount" $)) (int $.Values.replicas)) -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- range $i, $c := . -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "persistence.existingClaims[%d]" $i) "value" $c "format" "dnsName" "example" "cache-data-0") -}}
+{{- if hasKey $seen $c -}}
+{{- fail (printf "persistence.existingClaims[%d]: %q is already node %v's claim; every node needs a volume of its own" $i $c (get $seen $c)) -}}
+{{- end -}}
+{{- $_ := set $seen $c $i -}}
+{{- end -}}
+{{- end -}}
 {{- else -}}
+{{- with .Values.persistence.existingClaims -}}
+{{- fail (printf "persistence.existingClaims: set but persistence is off (plan %s), so no volume is mounted; set persistence.enabled: true, or remove persistence.existingClaims" $.Values.plan) -}}
+{{- end -}}
 {{- range $field, $v := dict "persistence.size" .Values.persistence.size "persistence.storageClass" .Values.persistence.storageClass -}}
 {{- if $v -}}
 {{- fail (printf "%s: %q is set but persistence is off (plan %s), so no volume is created and it would be ignored; set persistence.enabled: true, or remove %s" $field $v $.Values.plan $field) -}}
@@ -878,8 +894,44 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- end -}}
 
+{{/*
+A StatefulSet's volumeClaimTemplates cannot change (the API server refuses the upgrade with a message naming
+no value): compare the installed StatefulSets F-<i> with what this render would apply. Only a render that sees
+the cluster checks this (`helm template` cannot, and renders).
+*/}}
+{{- define "valkey.validateClaims" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $own := and $s.persistence (not .Values.persistence.existingClaims) -}}
+{{- $how := "see \"Growing the volumes\" in the chart README" -}}
+{{- range $i := until (int (include "valkey.nodeCount" .)) -}}
+{{- $sts := lookup "apps/v1" "StatefulSet" $.Release.Namespace (printf "%s-%d" $F $i) | default dict -}}
+{{- if $sts -}}
+{{- $vcts := $sts.spec.volumeClaimTemplates | default list -}}
+{{- if and $own (not $vcts) -}}
+{{- fail (printf "persistence: StatefulSet %s-%d has no claims of its own (persistence off, or persistence.existingClaims), and a StatefulSet's volumeClaimTemplates cannot change; delete the StatefulSets with --cascade=orphan before this upgrade (the pods keep running), %s" $F $i $how) -}}
+{{- end -}}
+{{- if and $vcts (not $own) -}}
+{{- fail (printf "persistence: StatefulSet %s-%d has claims of its own, and a StatefulSet's volumeClaimTemplates cannot change; to turn persistence off or move to persistence.existingClaims, delete the StatefulSets with --cascade=orphan first (the pods keep running), %s" $F $i $how) -}}
+{{- end -}}
+{{- if and $own $vcts -}}
+{{- $old := (index $vcts 0).spec -}}
+{{- $oldSize := toString $old.resources.requests.storage -}}
+{{- if ne (include "valkey.bytes" $oldSize) (include "valkey.bytes" $s.size) -}}
+{{- fail (printf "persistence.size: StatefulSet %s-%d claims %s per node and a StatefulSet's volumeClaimTemplates cannot change, so %s cannot be applied by an upgrade; keep persistence.size: %s, or grow the volumes first (resize each PVC data-%s-<i>-0, then delete the StatefulSets with --cascade=orphan and upgrade): %s" $F $i $oldSize $s.size $oldSize $F $how) -}}
+{{- end -}}
+{{- $oldClass := toString ($old.storageClassName | default "") -}}
+{{- if ne $oldClass (toString $.Values.persistence.storageClass) -}}
+{{- fail (printf "persistence.storageClass: StatefulSet %s-%d claims %s and a StatefulSet's volumeClaimTemplates cannot change; %s (moving to another class means migrating the data to a new release)" $F $i (ternary (printf "storage class %q" $oldClass) "the cluster's default storage class" (ne $oldClass "")) (ternary (printf "keep persistence.storageClass: %s" $oldClass) "leave persistence.storageClass empty" (ne $oldClass ""))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* engine and monitor name are immutable: compare with the existing descriptor. */}}
 {{- define "valkey.validateImmutable" -}}
+{{- include "valkey.validateClaims" . -}}
 {{- $cm := lookup "v1" "ConfigMap" .Release.Namespace (printf "%s-instance" (include "valkey.fullname" .)) | default dict -}}
 {{- $raw := get ($cm.data | default dict) "instance.json" -}}
 {{- if $raw -}}
