@@ -60,8 +60,15 @@ func TestCaseS17RotatePasswordNoRestart(t *testing.T) {
 	// the old password keeps working until previousValidUntil (checked every 5 s up to 3 s before it)
 	checks := 0
 	for time.Until(validUntil) > 3*time.Second {
-		if ok, err := in.passwordWorksEverywhere(ctx, "app", p1, true); !ok {
+		ok, err := in.passwordWorksEverywhere(ctx, "app", p1, true)
+		// the check execs into every pod in turn (seconds under load): a refusal seen only after
+		// previousValidUntil passed is what should happen, not a failure; one seen before it is
+		if !ok && time.Now().Before(validUntil) {
 			t.Fatalf("the old password stopped working %s before previousValidUntil: %v", time.Until(validUntil).Round(time.Second), err)
+		}
+		if !ok {
+			t.Logf("the check that began before previousValidUntil ended %s after it and saw the old password refused: %v", time.Since(validUntil).Round(time.Millisecond), err)
+			break
 		}
 		checks++
 		wait := 5 * time.Second
