@@ -52,8 +52,14 @@ func partOf(extra map[string]string) map[string]string {
 }
 
 func newEnv(t *testing.T, cfg valkeytest.TopologyConfig) *env {
+	return newEnvOn(t, cfg, fake.NewClientset())
+}
+
+// newEnvOn is newEnv on a given clientset (for example one made strict with kubefault.Strict before any
+// object exists, so every object has a UID and a resourceVersion).
+func newEnvOn(t *testing.T, cfg valkeytest.TopologyConfig, cs *fake.Clientset) *env {
 	top := valkeytest.StartTopology(t, cfg)
-	e := &env{t: t, top: top, cs: fake.NewClientset(), rec: record.NewFakeRecorder(1000)}
+	e := &env{t: t, top: top, cs: cs, rec: record.NewFakeRecorder(1000)}
 	in := spec.Instance{Name: "vk", Namespace: ns, Release: "vk", Engine: top.Cfg.Engine.Name, MonitorName: top.Cfg.MonitorName,
 		FailoverMode: spec.FailoverSentinel, Port: 6379, PodSelector: map[string]string{spec.LabelInstance: "vk"},
 		SentinelConfig: map[string]string{"down-after-milliseconds": strconv.Itoa(top.Cfg.DownAfterMs),

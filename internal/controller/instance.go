@@ -308,7 +308,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 		obs.NoPrimaryFor = now.Sub(mem.noPrimarySince)
 	}
 	plan := topology.Build(obs)
-	lastAction, applyErr := c.apply(ctx, in, descCM, plan, mem)
+	lastAction, applyErr := c.apply(ctx, in, descCM, obs, plan, mem)
 	if plan.Primary != nil && plan.PrimaryConfirmed && mem.lastPrimary != "" && mem.lastPrimary != plan.Primary.Pod {
 		c.metrics.FailoversObserved.WithLabelValues(ns + "/" + name).Inc()
 		c.recorder.Eventf(descCM, corev1.EventTypeNormal, "PrimaryChanged", "primary moved from %s to %s", mem.lastPrimary, plan.Primary.Pod)
@@ -334,7 +334,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 		c.reportNoPromotable(descCM, why, mem)
 		rollWait = why
 		if step != nil {
-			lastAction, applyErr = c.applyRoll(ctx, in, descCM, step, sentinelInfo, mem)
+			lastAction, applyErr = c.applyRoll(ctx, in, descCM, obs, step, sentinelInfo, mem)
 		} else if why == "" && sentinelInfo != nil && !obs.Sentinel.FailoverInProgress && !obs.Sentinel.PrimaryDown && !obs.Sentinel.Disagree {
 			if target, _ := c.planResetAfterScaleIn(ctx, in, *sentinelInfo, plan); target != "" {
 				lastAction, applyErr = c.applyReset(ctx, in, descCM, *sentinelInfo, target)
@@ -431,6 +431,7 @@ func (c *InstanceController) observe(ctx context.Context, in spec.Instance, mem 
 		pod, err := c.pods.Pods(in.Namespace).Get(n.Pod)
 		if err == nil {
 			st.PodExists = true
+			st.PodUID, st.PodVersion = string(pod.UID), pod.ResourceVersion
 			st.PodReady = kube.PodReady(pod)
 			st.RoleLabel = pod.Labels[spec.LabelRole]
 			if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
@@ -543,13 +544,13 @@ func (c *InstanceController) observeSentinels(ctx context.Context, in spec.Insta
 }
 
 // apply executes the plan in order and returns a description of the disruptive step taken, if any.
-func (c *InstanceController) apply(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, plan topology.Plan, mem *instanceMemory) (string, error) {
+func (c *InstanceController) apply(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, obs topology.Observation, plan topology.Plan, mem *instanceMemory) (string, error) {
 	var last string
 	opts := c.opOptions(in, mem)
 	for _, a := range plan.Actions {
 		switch a.Kind {
 		case topology.Label:
-			if err := kube.PatchPodRole(ctx, c.cs, in.Namespace, a.Node.Pod, a.Role); err != nil {
+			if err := kube.PatchPodRole(ctx, c.cs, in.Namespace, a.Node.Pod, observedPod(obs, a.Node).PodVersion, a.Role); err != nil {
 				return last, err
 			}
 			c.metrics.LabelPatches.WithLabelValues(in.Namespace + "/" + in.Name).Inc()
@@ -579,6 +580,16 @@ func (c *InstanceController) apply(ctx context.Context, in spec.Instance, descCM
 		}
 	}
 	return last, nil
+}
+
+// observedPod returns the observation of node n (zero when it is not part of obs).
+func observedPod(obs topology.Observation, n spec.Node) topology.NodeState {
+	for _, st := range obs.Nodes {
+		if st.Node.Index == n.Index {
+			return st
+		}
+	}
+	return topology.NodeState{}
 }
 
 // ensureSubscription keeps one +switch-master subscriber per Sentinel of a monitored instance; each event for

@@ -11,10 +11,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
+	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/topology"
@@ -140,12 +141,15 @@ func handoffPrint(obs topology.Observation) string {
 }
 
 // applyRoll executes one roll step.
-func (c *InstanceController) applyRoll(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, step *roll.DataStep, si *spec.SentinelInfo, mem *instanceMemory) (string, error) {
+// A pod is deleted only as observed (its UID and resourceVersion as preconditions): one replaced or
+// changed since fails with a Conflict and the next pass looks again.
+func (c *InstanceController) applyRoll(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, obs topology.Observation,
+	step *roll.DataStep, si *spec.SentinelInfo, mem *instanceMemory) (string, error) {
 	switch step.Kind {
 	case roll.DeletePod:
-		err := c.cs.CoreV1().Pods(in.Namespace).Delete(ctx, step.Node.Pod, metav1.DeleteOptions{})
-		if err != nil {
-			return "", fmt.Errorf("delete pod %s: %w", step.Node.Pod, err)
+		seen := observedPod(obs, step.Node)
+		if err := kube.DeletePod(ctx, c.cs, in.Namespace, step.Node.Pod, types.UID(seen.PodUID), seen.PodVersion); err != nil {
+			return "", fmt.Errorf("roll: %w", err)
 		}
 		c.pool.drop(in.Addr(step.Node))
 		c.recorder.Eventf(descCM, corev1.EventTypeNormal, "RollingPod", "replaced %s: %s", step.Node.Pod, step.Reason)

@@ -663,12 +663,14 @@ func (c *SentinelController) rollSentinels(ctx context.Context, sentinels []regi
 		}
 		in.Monitors = append(in.Monitors, g)
 	}
+	observed := map[string]*corev1.Pod{}
 	for _, s := range sentinels {
 		pod, err := c.pods.Pods(c.opts.Namespace).Get(s.Pod)
 		if err != nil {
 			in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod})
 			continue
 		}
+		observed[s.Pod] = pod
 		knows := map[string]bool{}
 		if s.Reachable {
 			for name := range s.Monitors {
@@ -688,8 +690,13 @@ func (c *SentinelController) rollSentinels(ctx context.Context, sentinels []regi
 		c.log.Info("sentinel roll", "note", n)
 	}
 	c.log.Info("sentinel roll: CKQUORUM OK on every monitor, no failover in flight, every pod ready; deleting", "pod", target)
-	if err := c.cs.CoreV1().Pods(c.opts.Namespace).Delete(ctx, target, metav1.DeleteOptions{}); err != nil {
-		return "", "", fmt.Errorf("delete sentinel pod %s: %w", target, err)
+	// only the pod observed: one replaced or changed since fails with a Conflict (a stale cache)
+	seen := observed[target]
+	if seen == nil {
+		return "", "no Sentinel replaced: pod " + target + " was not observed", nil
+	}
+	if err := kube.DeletePod(ctx, c.cs, c.opts.Namespace, target, seen.UID, seen.ResourceVersion); err != nil {
+		return "", "", fmt.Errorf("sentinel roll: %w", err)
 	}
 	c.pool.drop(c.addrOf(target))
 	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {

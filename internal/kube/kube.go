@@ -70,15 +70,38 @@ func NewInformerFactory(cs kubernetes.Interface, namespace, extra string, resync
 }
 
 // PatchPodRole sets the pod's valkey.io/role label to role, or removes it when role is "" (JSON merge patch).
-func PatchPodRole(ctx context.Context, cs kubernetes.Interface, namespace, pod, role string) error {
+// resourceVersion, when not empty, is the version of the pod the decision was made from: the patch carries
+// it, so the API server refuses it with a Conflict when the pod changed or was replaced since (a stale
+// informer cache), instead of labelling another pod of the same name.
+func PatchPodRole(ctx context.Context, cs kubernetes.Interface, namespace, pod, resourceVersion, role string) error {
 	var val any
 	if role != "" {
 		val = role
 	}
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{spec.LabelRole: val}}})
+	md := map[string]any{"labels": map[string]any{spec.LabelRole: val}}
+	if resourceVersion != "" {
+		md["resourceVersion"] = resourceVersion
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": md})
 	_, err := cs.CoreV1().Pods(namespace).Patch(ctx, pod, types.MergePatchType, body, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("patch pod %s/%s label %s=%q: %w", namespace, pod, spec.LabelRole, role, err)
+	}
+	return nil
+}
+
+// DeletePod deletes the pod the caller observed: uid and resourceVersion (each when not empty) are sent as
+// preconditions, so a pod replaced or changed since it was observed is not deleted (409 Conflict).
+func DeletePod(ctx context.Context, cs kubernetes.Interface, namespace, pod string, uid types.UID, resourceVersion string) error {
+	var pre metav1.Preconditions
+	if uid != "" {
+		pre.UID = &uid
+	}
+	if resourceVersion != "" {
+		pre.ResourceVersion = &resourceVersion
+	}
+	if err := cs.CoreV1().Pods(namespace).Delete(ctx, pod, metav1.DeleteOptions{Preconditions: &pre}); err != nil {
+		return fmt.Errorf("delete pod %s/%s (uid %s, resourceVersion %s): %w", namespace, pod, uid, resourceVersion, err)
 	}
 	return nil
 }

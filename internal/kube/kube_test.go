@@ -7,22 +7,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
 func TestPatchPodRoleSetsAndRemoves(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"keep": "1"}}})
 	ctx := context.Background()
-	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", spec.RolePrimary))
+	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", "", spec.RolePrimary))
 	p, _ := cs.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
 	assert.Equal(t, map[string]string{"keep": "1", spec.LabelRole: "primary"}, p.Labels)
-	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", ""))
+	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", "", ""))
 	p, _ = cs.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
 	assert.Equal(t, map[string]string{"keep": "1"}, p.Labels, "an empty role removes the label")
-	assert.ErrorContains(t, PatchPodRole(ctx, cs, "ns", "missing", "primary"), "patch pod ns/missing")
+	assert.ErrorContains(t, PatchPodRole(ctx, cs, "ns", "missing", "", "primary"), "patch pod ns/missing")
 }
 
 func TestApplyConfigMapWritesOnlyChanges(t *testing.T) {
@@ -58,4 +60,32 @@ func TestReadSecretKey(t *testing.T) {
 	assert.Equal(t, "pw", v)
 	_, err = ReadSecretKey(context.Background(), cs, "ns", "s", "nope")
 	assert.ErrorContains(t, err, `no key "nope"`)
+}
+
+// TestPodWritesCarryTheObservedVersion: a label patch or a delete decided from an observed pod fails with a
+// Conflict once the pod changed or was replaced (API server bookkeeping: kubefault.Strict), and goes through
+// for the pod as observed.
+func TestPodWritesCarryTheObservedVersion(t *testing.T) {
+	cs := fake.NewClientset()
+	kubefault.Strict(cs)
+	ctx := context.Background()
+	pods := cs.CoreV1().Pods("ns")
+	seen, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, pods.Delete(ctx, "p", metav1.DeleteOptions{}))
+	now, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	err = PatchPodRole(ctx, cs, "ns", "p", seen.ResourceVersion, spec.RolePrimary)
+	assert.True(t, apierrors.IsConflict(err), "patch of a replaced pod: %v", err)
+	err = DeletePod(ctx, cs, "ns", "p", seen.UID, seen.ResourceVersion)
+	assert.True(t, apierrors.IsConflict(err), "delete of a replaced pod: %v", err)
+
+	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", now.ResourceVersion, spec.RolePrimary))
+	err = DeletePod(ctx, cs, "ns", "p", now.UID, now.ResourceVersion)
+	assert.True(t, apierrors.IsConflict(err), "the label patch made a new version: %v", err)
+	cur, err := pods.Get(ctx, "p", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, spec.RolePrimary, cur.Labels[spec.LabelRole])
+	require.NoError(t, DeletePod(ctx, cs, "ns", "p", cur.UID, cur.ResourceVersion))
 }

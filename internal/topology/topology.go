@@ -22,6 +22,10 @@ type NodeState struct {
 	PodExists bool
 	PodReady  bool
 	RoleLabel string
+	// PodUID and PodVersion identify the pod object observed (UID, resourceVersion); writes decided from
+	// this observation carry them as preconditions.
+	PodUID     string
+	PodVersion string
 	// Reachable is true when INFO replication answered; Err says why not.
 	Reachable bool
 	Err       string
