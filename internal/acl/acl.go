@@ -20,7 +20,27 @@ const (
 	Probe       = "_probe"
 	Exporter    = "_exporter"
 	Default     = "default"
+	// PreStop is the node-local user of a data pod's preStop hook (PreStopUser).
+	PreStop = "_prestop"
 )
+
+// PreStopUser is the one user that is not in the system Secret: the bootstrap of each data pod gives it a
+// fresh random password, kept in the pod's runtime directory and in the runtime ACL file of that node only.
+// The preStop hook (valkey-sentinel-ctl prestop) uses it to hand the primary role off its own server. It
+// exists only on the node whose bootstrap created it, so a compromised data container gains nothing on its
+// peers (the _operator password never reaches a data pod; issue 19). Reads of the peers go through _probe.
+var PreStopUser = SystemUser{Name: PreStop, Perms: []Permission{
+	{"+hello", "valkey-go opens connections with HELLO 3 AUTH"},
+	{"+ping", "liveness of its connections"},
+	{"+info", "INFO replication: role and offset of its own server"},
+	{"+role", "cheap role check"},
+	{"+client|setname", "names its handoff connection: the handoff lock (internal/handoff)"},
+	{"+client|list", "sees whether another handoff (the controller's roll) holds the lock"},
+	{"+client|pause", "pauses writes until a replica caught up"},
+	{"+client|unpause", "lifts that pause"},
+	{"+replicaof", "demotes its own server to a replica of the promoted one"},
+	{"+failover", "unmonitored instances: FAILOVER TO a replica"},
+}}
 
 // Permission is one rule of a system user with the reason it is needed.
 type Permission struct {
@@ -125,7 +145,7 @@ func SystemUserByName(name string) (SystemUser, bool) {
 
 // IsReserved reports whether a user name belongs to the system (default and the system users).
 func IsReserved(name string) bool {
-	if name == Default {
+	if name == Default || name == PreStop {
 		return true
 	}
 	_, ok := SystemUserByName(name)

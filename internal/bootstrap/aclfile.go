@@ -1,6 +1,8 @@
 package bootstrap
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,6 +59,11 @@ func rewriteACLFile(text, configOut string, now time.Time) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("runtime ACL file from %s: %w", UsersJSON, err)
 		}
+		line, err := preStopUser(filepath.Dir(configOut))
+		if err != nil {
+			return "", err
+		}
+		content += line + "\n"
 		out := filepath.Join(filepath.Dir(configOut), "users.acl")
 		if err := writeAtomic(out, content); err != nil {
 			return "", err
@@ -65,6 +72,29 @@ func rewriteACLFile(text, configOut string, now time.Time) (string, error) {
 		return strings.Join(lines, "\n"), nil
 	}
 	return text, nil
+}
+
+// PreStopPasswordFile is the file, next to the runtime config, that holds the node-local password of
+// acl.PreStop (read by `valkey-sentinel-ctl prestop`).
+const PreStopPasswordFile = "_prestop"
+
+// preStopUser gives acl.PreStop a fresh random password, writes it to PreStopPasswordFile in dir (mode
+// 0600) and returns the user's ACL line for this node's runtime ACL file.
+func preStopUser(dir string) (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random password for %s: %w", acl.PreStop, err)
+	}
+	pw := hex.EncodeToString(b)
+	if err := writeAtomic(filepath.Join(dir, PreStopPasswordFile), pw); err != nil {
+		return "", err
+	}
+	return acl.RenderLine(acl.PreStop, PreStopRules(pw)), nil
+}
+
+// PreStopRules are the ACL rules of acl.PreStop with password pw (clean slate first).
+func PreStopRules(pw string) []string {
+	return append([]string{"on", "resetpass", "#" + acl.HashPassword(pw), "resetkeys", "resetchannels", "nocommands"}, acl.PreStopUser.Rules()...)
 }
 
 func writeAtomic(path, content string) error {

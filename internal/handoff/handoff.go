@@ -51,6 +51,8 @@ package handoff
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +73,9 @@ type Config struct {
 	Primary string
 	// NodeOptions connect to data nodes (the _operator user).
 	NodeOptions valkey.Options
+	// ReplicaOptions, when its Username is set, connect to the replicas instead of NodeOptions (the preStop
+	// hook reads them as _probe: its own user exists on its own node only).
+	ReplicaOptions valkey.Options
 	// MonitorName is the Sentinel monitor; empty means unmonitored (FAILOVER TO Target).
 	MonitorName string
 	// Sentinels are the Sentinel addresses ("host:port") in the order to ask them; the first that answers
@@ -218,6 +223,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if r.Role != valkey.RolePrimary {
 		return Result{}, fail(ReasonNotPrimary, nil, "%s is a %s", cfg.Primary, r.Role)
 	}
+	lock, err := h.lock(ctx)
+	if lock != nil {
+		defer lock.Close()
+	}
+	if err != nil {
+		return Result{}, err
+	}
 	if cfg.MonitorName == "" {
 		return h.direct(ctx)
 	}
@@ -229,6 +241,78 @@ type handoff struct {
 	log     *slog.Logger
 	clients map[string]*valkey.Client
 	pc      *valkey.Client
+}
+
+// LockName prefixes the client name of the connection a handoff holds on the primary while it runs: the
+// lock that keeps the controller's planned roll and the preStop hook from handing off the same primary at
+// once. It lives on the primary itself because the hook has no Kubernetes API and must work with every
+// controller down; it ends with the connection, so a handoff that dies holds nothing.
+const LockName = "valkey-ha-handoff-"
+
+// lock names a fresh connection to the primary LockName+<random> and then lists the primary's clients:
+// the lock is held when no other connection with that prefix has a lower client id. Both sides name
+// their connection before they look, and the server runs one command at a time, so of two handoffs that
+// race, the later one to list sees the other, and only the one with the lower id goes on.
+func (h *handoff) lock(ctx context.Context) (*valkey.Client, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	name := LockName + hex.EncodeToString(b)
+	o := h.cfg.NodeOptions
+	o.ClientName = name
+	c, err := valkey.Dial(ctx, h.cfg.Primary, o)
+	if err != nil {
+		return nil, fail(ReasonUnreachable, err, "primary %s (handoff lock)", h.cfg.Primary)
+	}
+	v, err := c.Do(ctx, "CLIENT", "LIST", "TYPE", "normal")
+	if err != nil {
+		return c, fail(ReasonCommandFailed, err, "CLIENT LIST on %s (handoff lock)", h.cfg.Primary)
+	}
+	text, _ := v.(string)
+	mine, holders := lockHolders(text, name)
+	for _, o := range holders {
+		if mine < 0 || o.id < mine {
+			return c, fail(ReasonFailoverInFlight, nil, "another handoff runs on %s (connection %s, id %d)", h.cfg.Primary, o.name, o.id)
+		}
+	}
+	return c, nil
+}
+
+type lockHolder struct {
+	id   int64
+	name string
+}
+
+// lockHolders parses CLIENT LIST: the id of the connection called mine (-1 if absent) and every other
+// connection whose name starts with LockName.
+func lockHolders(clientList, mine string) (int64, []lockHolder) {
+	own := int64(-1)
+	var out []lockHolder
+	for _, line := range strings.Split(clientList, "\n") {
+		var id int64 = -1
+		name := ""
+		for _, f := range strings.Fields(line) {
+			k, v, ok := strings.Cut(f, "=")
+			if !ok {
+				continue
+			}
+			switch k {
+			case "id":
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					id = n
+				}
+			case "name":
+				name = v
+			}
+		}
+		switch {
+		case id < 0:
+		case name == mine:
+			own = id
+		case strings.HasPrefix(name, LockName):
+			out = append(out, lockHolder{id: id, name: name})
+		}
+	}
+	return own, out
 }
 
 func (h *handoff) dial(ctx context.Context, addr string, o valkey.Options) (*valkey.Client, error) {

@@ -363,3 +363,41 @@ func TestRunAskedSentinelStallsAfterTheRequest(t *testing.T) {
 	require.NoError(t, rerr)
 	assert.Equal(t, valkey.RoleReplica, r.Role, "still demoted while the stalled Sentinel's failover is pending")
 }
+
+func TestLockHolders(t *testing.T) {
+	list := "id=3 addr=127.0.0.1:1 name= cmd=ping\n" +
+		"id=7 addr=127.0.0.1:2 name=valkey-ha-handoff-aa cmd=client|list\n" +
+		"id=5 addr=127.0.0.1:3 name=valkey-ha-handoff-bb cmd=pause\n" +
+		"id=9 addr=127.0.0.1:4 name=other cmd=get\n"
+	own, others := lockHolders(list, "valkey-ha-handoff-aa")
+	assert.EqualValues(t, 7, own)
+	assert.Equal(t, []lockHolder{{id: 5, name: "valkey-ha-handoff-bb"}}, others)
+	own, others = lockHolders("", "x")
+	assert.EqualValues(t, -1, own)
+	assert.Empty(t, others)
+}
+
+// TestRunRefusesWhileAnotherHandoffHoldsTheLock: a connection named like a running handoff's (the
+// controller's roll while the preStop hook starts, or the other way round) sits on the primary: Run
+// refuses with FailoverInFlight before pausing or asking anything; once it is gone, Run hands off.
+func TestRunRefusesWhileAnotherHandoffHoldsTheLock(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	o := top.Options(acl.Operator)
+	o.ClientName = LockName + "other"
+	holder, err := valkey.Dial(context.Background(), top.Nodes[0].Addr(), o)
+	require.NoError(t, err)
+	_, err = Run(context.Background(), configFor(top))
+	require.Error(t, err)
+	assert.Equal(t, ReasonFailoverInFlight, ReasonOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "another handoff runs")
+	for _, s := range top.Sentinels {
+		assert.NotContains(t, s.Logs(), "+try-failover", "no failover asked of %s", s.Addr())
+	}
+	start := time.Now()
+	writeKeys(t, top.Nodes[0].Client(top.Options(acl.Operator)), "unlocked", 1)
+	assert.Less(t, time.Since(start), time.Second, "writes are not paused")
+	holder.Close()
+	res, err := Run(context.Background(), configFor(top))
+	require.NoError(t, err)
+	assert.NotEqual(t, top.Nodes[0].Addr(), res.NewPrimary)
+}

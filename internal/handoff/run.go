@@ -309,7 +309,7 @@ func (h *handoff) catchUp(ctx context.Context, cands []candidate, replID string,
 func (h *handoff) checkReplica(ctx context.Context, addr, replID string, offset int64, until time.Time) string {
 	pctx, cancel := pollContext(ctx, until)
 	defer cancel()
-	c, err := h.dial(pctx, addr, h.cfg.NodeOptions)
+	c, err := h.dial(pctx, addr, h.replicaOptions())
 	if err != nil {
 		return "unreachable: " + err.Error()
 	}
@@ -326,6 +326,13 @@ func (h *handoff) checkReplica(ctx context.Context, addr, replID string, offset 
 		return fmt.Sprintf("at offset %d", r.ReplicaReplOffset)
 	}
 	return ""
+}
+
+func (h *handoff) replicaOptions() valkey.Options {
+	if h.cfg.ReplicaOptions.Username != "" {
+		return h.cfg.ReplicaOptions
+	}
+	return h.cfg.NodeOptions
 }
 
 // sentinelState is one look at the asked Sentinel.

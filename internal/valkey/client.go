@@ -30,6 +30,8 @@ type Options struct {
 	// DialTimeout bounds connecting (default 2 s). CommandTimeout bounds each command (default 5 s).
 	DialTimeout    time.Duration
 	CommandTimeout time.Duration
+	// ClientName, when set, names the connection (CLIENT SETNAME on connect), as CLIENT LIST shows it.
+	ClientName string
 }
 
 // DefaultCAFile is where the charts mount the CA of the instance's TLS Secret.
@@ -74,6 +76,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		Dialer:            net.Dialer{Timeout: o.DialTimeout},
 		ConnWriteTimeout:  o.CommandTimeout,
 		AlwaysRESP2:       o.RESP2,
+		ClientName:        o.ClientName,
 		// small buffers: the controllers hold one connection per node of every instance they watch, and
 		// valkey-go's 0.5 MiB defaults per direction would make memory grow by ~1 MiB per node
 		ReadBufferEachConn:  1 << 15,

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/prestop"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+)
+
+// PreStopOptions are the flags of `prestop`.
+type PreStopOptions struct {
+	NodeIndex     int
+	InstanceFile  string
+	SentinelsFile string
+	SecretsDir    string
+	RuntimeDir    string
+	Timeout       time.Duration
+	DialTimeout   time.Duration
+	// LogFile also receives the log lines: the kubelet discards what an exec hook prints unless the hook
+	// fails (then only in the FailedPreStopHook Event), so the chart points it at the container's own
+	// stdout, /proc/1/fd/1, where `kubectl logs` shows it.
+	LogFile string
+}
+
+// Validate checks the options.
+func (o *PreStopOptions) Validate() error {
+	if o.NodeIndex < 0 {
+		return errors.New("--node-index must be >= 0")
+	}
+	if o.InstanceFile == "" || o.RuntimeDir == "" {
+		return errors.New("--instance-file and --runtime-dir are required")
+	}
+	if o.Timeout <= 0 {
+		return errors.New("--timeout must be > 0")
+	}
+	return nil
+}
+
+func newPreStopCmd() *cobra.Command {
+	o := &PreStopOptions{}
+	cmd := &cobra.Command{
+		Use:   "prestop",
+		Short: "preStop hook of a data container: hand the primary role off this node before it stops",
+		Long: `prestop runs as the data container's preStop hook. When this node is the primary and a replica may be
+promoted, it hands off with the planned roll's code (pause writes, wait until the replicas reached the
+primary's offset, SENTINEL FAILOVER, wait until the Sentinel names the new primary, demote, unpause), or with
+FAILOVER TO when the instance is not monitored. On a replica it returns at once unless a failover runs (then
+it waits for its end). It always exits 0 within --timeout, logging why when it could not hand off: the
+shutdown must go on. See internal/prestop.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := slog.Default()
+			if o.LogFile != "" {
+				if f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+					defer f.Close()
+					log = slog.New(slog.NewJSONHandler(io.MultiWriter(os.Stderr, f), nil))
+				}
+			}
+			if err := o.Validate(); err != nil {
+				log.Error("prestop: not run", "err", err)
+				return nil
+			}
+			b, err := os.ReadFile(o.InstanceFile)
+			if err != nil {
+				log.Error("prestop: not run", "err", fmt.Errorf("read descriptor: %w", err))
+				return nil
+			}
+			in, err := spec.ParseInstance(b)
+			if err != nil {
+				log.Error("prestop: not run", "err", err)
+				return nil
+			}
+			log = log.With("instance", in.Name, "node", o.NodeIndex)
+			log.Info("prestop: started", "timeout", o.Timeout.String())
+			out := prestop.Run(cmd.Context(), prestop.Config{Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile,
+				SecretsDir: o.SecretsDir, PasswordFile: o.RuntimeDir + "/" + bootstrap.PreStopPasswordFile,
+				Timeout: o.Timeout, DialTimeout: o.DialTimeout, Log: log})
+			attrs := []any{"action", out.Action, "reason", out.Reason, "detail", out.Detail, "took", out.Took.Round(time.Millisecond).String()}
+			if out.Result.NewPrimary != "" {
+				attrs = append(attrs, "newPrimary", out.Result.NewPrimary, "paused", out.Result.Paused.Round(time.Millisecond).String(),
+					"demotedEarly", out.Result.DemotedEarly)
+			}
+			if out.Action == prestop.Skipped {
+				log.Warn("prestop: no handoff; the shutdown goes on (the server still waits for lagging replicas)", attrs...)
+			} else {
+				log.Info("prestop: done", attrs...)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.NodeIndex, "node-index", -1, "index of this node in the descriptor's nodes")
+	f.StringVar(&o.InstanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
+	f.StringVar(&o.SentinelsFile, "sentinels-file", "/etc/valkey-ha/sentinels/sentinels.json", "Sentinel info (absent = not monitored)")
+	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with the _probe password (reads of the replicas)")
+	f.StringVar(&o.RuntimeDir, "runtime-dir", "/etc/valkey-ha/runtime", "runtime directory where the bootstrap wrote the node-local _prestop password")
+	f.DurationVar(&o.Timeout, "timeout", 20*time.Second, "bound of the whole hook (keep it below terminationGracePeriodSeconds minus the server's shutdown-timeout)")
+	f.DurationVar(&o.DialTimeout, "dial-timeout", time.Second, "bound of each connection and command")
+	f.StringVar(&o.LogFile, "log-file", "", "also write the log here (the chart: /proc/1/fd/1, the container's stdout)")
+	return cmd
+}

@@ -1,0 +1,331 @@
+// Package prestop is the preStop hook of a data container (`valkey-sentinel-ctl prestop`, issue 14): before
+// Kubernetes stops a data pod that is the primary (delete, eviction, drain, rescheduling), it hands the
+// primary role to a caught-up replica with the same code as the controller's planned roll
+// (internal/handoff), then returns so the shutdown goes on. It needs no Kubernetes API and works with every
+// controller down.
+//
+// What it does, by the role of its own server:
+//
+//   - Primary of a monitored instance: handoff.Run with the Sentinels of the mounted sentinels file (last
+//     first, as the controller orders them) after SENTINEL CKQUORUM passed on the first Sentinel that
+//     answers. Another handoff holding the lock on this primary (the controller's planned roll), or a
+//     failover that runs: wait, then look again, until the server is no longer primary or the deadline.
+//   - Primary of an unmonitored instance: FAILOVER TO the online replica with the highest offset.
+//   - Replica: return at once, unless a Sentinel runs a failover: then wait for its end (bounded).
+//
+// It never fails the shutdown: every way it cannot hand off safely (no replica that may be promoted, no
+// quorum, Sentinels unreachable, replicas lagging) is logged with its reason and the hook returns. The
+// server's own shutdown then still waits for lagging replicas (shutdown-timeout), so acknowledged writes
+// are not lost by the stop itself. Every step is bounded by Config.Timeout, which the chart keeps below
+// terminationGracePeriodSeconds; unreachable Sentinels cost at most their dial timeouts (a namespace being
+// deleted must not wait out the grace period of every pod).
+//
+// Credentials: the node-local acl.PreStop user (password written by the bootstrap into the runtime
+// directory) on its own server, _probe to read the replicas, none towards the Sentinels (as the bootstrap).
+package prestop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/handoff"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// Config is what the hook of one node needs; the chart passes the paths as flags.
+type Config struct {
+	Instance  spec.Instance
+	NodeIndex int
+	// SentinelsFile is the mounted sentinels.json (absent: not monitored, or the quorum is not linked).
+	SentinelsFile string
+	// SecretsDir holds the _probe password (reads of the replicas).
+	SecretsDir string
+	// PasswordFile holds the acl.PreStop password the bootstrap wrote.
+	PasswordFile string
+	// Timeout bounds the whole hook (default 20 s).
+	Timeout time.Duration
+	// DialTimeout bounds each connection and command to a node or Sentinel (default 1 s).
+	DialTimeout time.Duration
+	// TLSCAFile verifies TLS servers (default valkey.DefaultCAFile).
+	TLSCAFile string
+	// Poll is the interval of the waits (default 100 ms).
+	Poll time.Duration
+	// PauseBudget, CatchUpTimeout and FailoverWait are passed to handoff.Config (0: its defaults).
+	PauseBudget    time.Duration
+	CatchUpTimeout time.Duration
+	FailoverWait   time.Duration
+	Log            *slog.Logger
+}
+
+// Action is what the hook did.
+type Action string
+
+// The actions.
+const (
+	// HandedOff: the primary role moved off this node (by this hook or by a handoff or failover it waited for).
+	HandedOff Action = "HandedOff"
+	// NothingToDo: this node is a replica and no failover runs.
+	NothingToDo Action = "NothingToDo"
+	// WaitedForFailover: this node is a replica and the hook waited for a running failover to end.
+	WaitedForFailover Action = "WaitedForFailover"
+	// Skipped: no handoff; Reason says why. The shutdown goes on (the server waits for lagging replicas).
+	Skipped Action = "Skipped"
+)
+
+// Outcome is the hook's result, logged by the command.
+type Outcome struct {
+	Action Action
+	// Reason is a handoff.Reason or one of the hook's own ("NoQuorum", "NoSentinels", "OwnServer").
+	Reason string
+	Detail string
+	Result handoff.Result
+	// Took is how long the hook ran.
+	Took time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = 20 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = time.Second
+	}
+	if c.TLSCAFile == "" {
+		c.TLSCAFile = valkey.DefaultCAFile
+	}
+	if c.Poll <= 0 {
+		c.Poll = 100 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Run is the hook (see the package doc). It never returns an error: every failure is an Outcome with
+// Action Skipped.
+func Run(ctx context.Context, cfg Config) Outcome {
+	cfg = cfg.withDefaults()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	o := run(ctx, cfg)
+	o.Took = time.Since(start)
+	return o
+}
+
+func skipped(reason, format string, args ...any) Outcome {
+	return Outcome{Action: Skipped, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+func run(ctx context.Context, cfg Config) Outcome {
+	in := cfg.Instance
+	if cfg.NodeIndex < 0 || cfg.NodeIndex >= len(in.Nodes) {
+		return skipped("OwnServer", "node index %d: the descriptor has %d nodes", cfg.NodeIndex, len(in.Nodes))
+	}
+	self := in.Addr(in.Nodes[cfg.NodeIndex])
+	pw, err := os.ReadFile(cfg.PasswordFile)
+	if err != nil {
+		return skipped("OwnServer", "read the %s password: %v", acl.PreStop, err)
+	}
+	nodeOpts := valkey.Options{Username: acl.PreStop, Password: strings.TrimSpace(string(pw)),
+		DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}.WithTLS(in.TLS.Enabled, cfg.TLSCAFile)
+	probeOpts := valkey.Options{Username: acl.Probe, Password: readFile(filepath.Join(cfg.SecretsDir, acl.Probe)), RESP2: true,
+		DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}.WithTLS(in.TLS.Enabled, cfg.TLSCAFile)
+	repl, err := ownReplication(ctx, self, nodeOpts)
+	if err != nil {
+		return skipped(string(handoff.ReasonUnreachable), "own server %s: %v", self, err)
+	}
+	var si *spec.SentinelInfo
+	if in.Monitored() {
+		if s, err := readSentinelInfo(cfg.SentinelsFile); err == nil && s.MonitorName == in.MonitorName && len(s.Addrs()) > 0 {
+			si = &s
+		}
+	}
+	sentOpts := valkey.Options{DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}
+	if si != nil {
+		sentOpts = sentOpts.WithTLS(si.TLS, cfg.TLSCAFile)
+	}
+	if repl.Role != valkey.RolePrimary {
+		if si == nil {
+			return Outcome{Action: NothingToDo, Detail: fmt.Sprintf("%s is a %s", self, repl.Role)}
+		}
+		return waitReplica(ctx, cfg, si, sentOpts, self)
+	}
+	hc := handoff.Config{Primary: self, NodeOptions: nodeOpts, ReplicaOptions: probeOpts, PauseBudget: cfg.PauseBudget,
+		CatchUpTimeout: cfg.CatchUpTimeout, FailoverWait: cfg.FailoverWait, Log: cfg.Log}
+	if !in.Monitored() {
+		target, ok := bestReplica(repl)
+		if !ok {
+			return skipped(string(handoff.ReasonNoGoodReplica), "unmonitored primary %s has no online replica", self)
+		}
+		hc.Target = target
+		if dl, ok := ctx.Deadline(); ok && (hc.PauseBudget <= 0 || hc.PauseBudget > time.Until(dl)-3*time.Second) {
+			hc.PauseBudget = max(time.Until(dl)-3*time.Second, time.Second)
+		}
+		return outcome(handoff.Run(ctx, hc))
+	}
+	if si == nil {
+		return skipped("NoSentinels", "monitored instance %s but no sentinels file for monitor %s at %s: nothing to ask for a failover", in.Name, in.MonitorName, cfg.SentinelsFile)
+	}
+	hc.MonitorName, hc.SentinelOptions = in.MonitorName, sentOpts
+	hc.Sentinels = reversed(si.Addrs())
+	if why := checkQuorum(ctx, hc.Sentinels, in.MonitorName, sentOpts); why != "" {
+		return skipped("NoQuorum", "%s", why)
+	}
+	for {
+		res, err := handoff.Run(ctx, hc)
+		r := handoff.ReasonOf(err)
+		switch {
+		case err == nil:
+			return Outcome{Action: HandedOff, Result: res, Detail: "handed off to " + res.NewPrimary}
+		case r == handoff.ReasonNotPrimary:
+			// another handoff or a failover moved the role meanwhile (or this node never was Sentinel's primary)
+			return Outcome{Action: HandedOff, Reason: string(r), Detail: err.Error()}
+		case r == handoff.ReasonFailoverInFlight && res.NewPrimary != "":
+			return Outcome{Action: HandedOff, Reason: string(r), Result: res, Detail: err.Error()}
+		case r == handoff.ReasonFailoverInFlight:
+			cfg.Log.Info("prestop: another handoff or a failover runs; waiting, then looking again", "detail", err.Error())
+			if !sleep(ctx, cfg.Poll) {
+				return skipped(string(r), "deadline reached while another handoff or failover ran: %v", err)
+			}
+		default:
+			return skipped(string(r), "%v", err)
+		}
+	}
+}
+
+func outcome(res handoff.Result, err error) Outcome {
+	if err != nil {
+		return skipped(string(handoff.ReasonOf(err)), "%v", err)
+	}
+	return Outcome{Action: HandedOff, Result: res, Detail: "handed off to " + res.NewPrimary}
+}
+
+func ownReplication(ctx context.Context, addr string, o valkey.Options) (valkey.Replication, error) {
+	c, err := valkey.Dial(ctx, addr, o)
+	if err != nil {
+		return valkey.Replication{}, err
+	}
+	defer c.Close()
+	return c.InfoReplication(ctx)
+}
+
+// bestReplica returns the online replica with the highest offset the primary reports.
+func bestReplica(r valkey.Replication) (string, bool) {
+	best, found := valkey.ConnectedReplica{}, false
+	for _, c := range r.Replicas {
+		if c.State == "online" && (!found || c.Offset > best.Offset) {
+			best, found = c, true
+		}
+	}
+	if !found {
+		return "", false
+	}
+	return fmt.Sprintf("%s:%d", best.Host, best.Port), true
+}
+
+// checkQuorum asks the Sentinels in order for SENTINEL CKQUORUM; the first that answers decides. It returns
+// why there is no quorum, or "".
+func checkQuorum(ctx context.Context, addrs []string, monitor string, o valkey.Options) string {
+	var why []string
+	for _, a := range addrs {
+		c, err := valkey.Dial(ctx, a, o)
+		if err != nil {
+			why = append(why, err.Error())
+			continue
+		}
+		q, err := c.SentinelCKQuorum(ctx, monitor)
+		c.Close()
+		if err != nil {
+			why = append(why, err.Error())
+			continue
+		}
+		if !q.OK {
+			return fmt.Sprintf("Sentinel %s: %s", a, q.Message)
+		}
+		return ""
+	}
+	return "no Sentinel answered: " + strings.Join(why, "; ")
+}
+
+// waitReplica waits, bounded by ctx, while any Sentinel that answers runs a failover of the monitor.
+func waitReplica(ctx context.Context, cfg Config, si *spec.SentinelInfo, o valkey.Options, self string) Outcome {
+	waited := false
+	for {
+		running := ""
+		for _, a := range si.Addrs() {
+			c, err := valkey.Dial(ctx, a, o)
+			if err != nil {
+				continue
+			}
+			m, found, err := c.SentinelMaster(ctx, cfg.Instance.MonitorName)
+			c.Close()
+			if err == nil && found && m.FailoverInProgress() {
+				running = fmt.Sprintf("Sentinel %s runs a failover (%s)", a, m.FailoverState)
+				break
+			}
+		}
+		if running == "" {
+			if waited {
+				return Outcome{Action: WaitedForFailover, Detail: self + " is a replica; the failover ended"}
+			}
+			return Outcome{Action: NothingToDo, Detail: self + " is a replica and no failover runs"}
+		}
+		if !waited {
+			cfg.Log.Info("prestop: replica waits for the running failover to end", "detail", running)
+		}
+		waited = true
+		if !sleep(ctx, cfg.Poll) {
+			return skipped(string(handoff.ReasonFailoverInFlight), "deadline reached while %s", running)
+		}
+	}
+}
+
+func readSentinelInfo(path string) (spec.SentinelInfo, error) {
+	if path == "" {
+		return spec.SentinelInfo{}, errors.New("no sentinels file")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return spec.SentinelInfo{}, err
+	}
+	return spec.ParseSentinelInfo(b)
+}
+
+func readFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// reversed returns the Sentinels last first: the order of the controller's planned roll
+// (controller.planFailoverOrder: most clients subscribe to the first Sentinel, and the asked one, the
+// failover's leader, publishes +switch-master last).
+func reversed(addrs []string) []string {
+	out := make([]string, 0, len(addrs))
+	for i := len(addrs) - 1; i >= 0; i-- {
+		out = append(out, addrs[i])
+	}
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
