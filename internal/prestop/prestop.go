@@ -59,10 +59,14 @@ type Config struct {
 	TLSCAFile string
 	// Poll is the interval of the waits (default 100 ms).
 	Poll time.Duration
-	// PauseBudget, CatchUpTimeout and FailoverWait are passed to handoff.Config (0: its defaults).
+	// PauseBudget and CatchUpTimeout are passed to handoff.Config (0: its defaults).
 	PauseBudget    time.Duration
 	CatchUpTimeout time.Duration
-	FailoverWait   time.Duration
+	// FailoverWait is handoff.Config.FailoverWait (default 5 s, not the failover-timeout the controller
+	// waits): after the pause budget ran out the old primary is already a replica and Sentinel finishes the
+	// failover on its own; the longer wait would only hold the stop of a pod whose Sentinels are going away
+	// too (a namespace being deleted).
+	FailoverWait time.Duration
 	Log            *slog.Logger
 }
 
@@ -104,6 +108,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Poll <= 0 {
 		c.Poll = 100 * time.Millisecond
+	}
+	if c.FailoverWait <= 0 {
+		c.FailoverWait = 5 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
