@@ -67,7 +67,7 @@ type Config struct {
 	// failover on its own; the longer wait would only hold the stop of a pod whose Sentinels are going away
 	// too (a namespace being deleted).
 	FailoverWait time.Duration
-	Log            *slog.Logger
+	Log          *slog.Logger
 }
 
 // Action is what the hook did.
