@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -442,4 +443,62 @@ func TestRenderedDescriptorIsCanonical(t *testing.T) {
 			assert.NoError(t, in.CheckCanonical(cm.Name, cm.Namespace, c.domain), "%q", c.values)
 		}
 	}
+}
+
+// TestSecurityPreStopUserIsNodeLocal (issue 14): the preStop hook's _prestop user comes from the node's
+// own bootstrap, not from any Secret: a node started the way the data pod starts it (the chart's rendered
+// files, bootstrap.WriteConfig) accepts the password its bootstrap wrote into the runtime directory (mode
+// 0600) for what a handoff needs, refuses it every key, and a second node started from the same rendered
+// files refuses it: the hook's credential opens nothing on the peers.
+func TestSecurityPreStopUserIsNodeLocal(t *testing.T) {
+	ci := renderInstance(t, "controller: {enabled: false}\n", renderOpts{})
+	aclSecret := ci.objs.secret(t, valkeyF+"-acl")
+	in, err := spec.ParseInstance([]byte(ci.objs.configMap(t, valkeyF+"-instance").Data["instance.json"]))
+	require.NoError(t, err)
+	start := func() (*valkeytest.Proc, string) {
+		root := t.TempDir()
+		rewrite := strings.NewReplacer("/etc/valkey-ha/", root+"/etc/valkey-ha/")
+		fileTree(t, root, map[string]string{
+			"etc/valkey-ha/config/valkey.conf":  rewrite.Replace(ci.objs.configMap(t, valkeyF+"-config").Data["valkey.conf"]),
+			"etc/valkey-ha/acl/users.acl":       string(aclSecret.Data["users.acl"]),
+			"etc/valkey-ha/acl/users.json":      string(aclSecret.Data["users.json"]),
+			"etc/valkey-ha/system/_probe":       ci.pw[acl.Probe],
+			"etc/valkey-ha/system/_replication": ci.pw[acl.Replication],
+		})
+		in.Nodes[0].Host = valkeytest.Host
+		cfg := bootstrap.Config{Instance: in, NodeIndex: 0, SecretsDir: root + "/etc/valkey-ha/system",
+			ConfigTemplate: root + "/etc/valkey-ha/config/valkey.conf", ConfigOut: root + "/etc/valkey-ha/runtime/valkey.conf", DataDir: root + "/data"}
+		require.NoError(t, os.MkdirAll(root+"/etc/valkey-ha/runtime", 0o755))
+		require.NoError(t, bootstrap.WriteConfig(cfg, bootstrap.Decision{Kind: bootstrap.StartPrimary}))
+		pwFile := filepath.Join(root, "etc/valkey-ha/runtime", bootstrap.PreStopPasswordFile)
+		st, err := os.Stat(pwFile)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the _prestop password file is private")
+		pw, err := os.ReadFile(pwFile)
+		require.NoError(t, err)
+		out, err := os.ReadFile(cfg.ConfigOut)
+		require.NoError(t, err)
+		var lines []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) > 0 && (f[0] == "port" || f[0] == "bind" || f[0] == "dir") {
+				continue
+			}
+			lines = append(lines, l)
+		}
+		return valkeytest.StartServer(t, valkeytest.Default, valkeytest.ServerConfig{Lines: lines}), string(pw)
+	}
+	n1, pw1 := start()
+	n2, pw2 := start()
+	require.NotEqual(t, pw1, pw2, "every bootstrap draws its own password")
+	for _, cmd := range [][]string{{"INFO", "replication"}, {"CLIENT", "PAUSE", "10", "WRITE"}, {"CLIENT", "UNPAUSE"}, {"ROLE"}} {
+		got, _ := n1.CLI(acl.PreStop, pw1, cmd...)
+		assert.NotContains(t, got, "NOPERM", "%v", cmd)
+		assert.NotContains(t, got, "WRONGPASS", "%v", cmd)
+	}
+	for _, cmd := range [][]string{{"GET", "k"}, {"SET", "k", "v"}, {"ACL", "SETUSER", "x"}, {"CONFIG", "GET", "masterauth"}, {"FLUSHALL"}} {
+		got, _ := n1.CLI(acl.PreStop, pw1, cmd...)
+		assert.Contains(t, got, "NOPERM", "_prestop may not run %v: %s", cmd, got)
+	}
+	got, _ := n2.CLI(acl.PreStop, pw1, "PING")
+	assert.Contains(t, got, "WRONGPASS", "node 1's _prestop password opens nothing on another node: %s", got)
 }
