@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/status"
+)
+
+// syncBuffer is a bytes.Buffer safe for the watch goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func statusConfigMap(t *testing.T, st status.Instance) *corev1.ConfigMap {
+	raw, err := json.Marshal(st)
+	require.NoError(t, err)
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: st.Name + "-status", Namespace: "ns", Labels: map[string]string{
+			spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentStatus}},
+		Data: map[string]string{spec.StatusKey: string(raw)},
+	}
+}
+
+// TestStatusWatchPrintsOnChange: `status --watch` prints the status once, again only when it changes (here a
+// failover: the primary moves), a read error once, and ends without error when interrupted.
+func TestStatusWatchPrintsOnChange(t *testing.T) {
+	cs := fake.NewSimpleClientset(statusConfigMap(t, status.Instance{Name: "db", State: "Ready", Primary: "db-0-0"}))
+	var fail sync.Mutex
+	failing := false
+	snapshot := func(ctx context.Context) (string, error) {
+		fail.Lock()
+		f := failing
+		fail.Unlock()
+		if f {
+			return "", errors.New("list status configmaps in ns: connection refused")
+		}
+		in, q, err := readStatus(ctx, cs, "ns", "")
+		if err != nil {
+			return "", err
+		}
+		var b bytes.Buffer
+		renderStatus(&b, "table", in, q)
+		return b.String(), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- watchStatus(ctx, out, 10*time.Millisecond, time.Now, snapshot) }()
+
+	waitFor := func(what string, cond func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond(out.String()) {
+			require.True(t, time.Now().Before(deadline), "waiting for %s; output:\n%s", what, out.String())
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the first print", func(s string) bool { return strings.Contains(s, "primary=db-0-0") })
+	time.Sleep(100 * time.Millisecond) // about 10 unchanged reads
+	assert.Equal(t, 1, strings.Count(out.String(), "INSTANCE db"), "unchanged status is not printed again")
+
+	_, err := cs.CoreV1().ConfigMaps("ns").Update(ctx, statusConfigMap(t, status.Instance{Name: "db", State: "Ready", Primary: "db-1-0"}), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitFor("the print after the failover", func(s string) bool { return strings.Contains(s, "primary=db-1-0") })
+
+	fail.Lock()
+	failing = true
+	fail.Unlock()
+	waitFor("the error", func(s string) bool { return strings.Contains(s, "connection refused") })
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, 1, strings.Count(out.String(), "connection refused"), "the same error is printed once")
+	fail.Lock()
+	failing = false
+	fail.Unlock()
+	waitFor("the status again after the error", func(s string) bool { return strings.Count(s, "INSTANCE db") == 3 })
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "Ctrl-C ends the watch normally")
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not end after the context was cancelled")
+	}
+	assert.Equal(t, 4, strings.Count(out.String(), "--- "), "first, failover, error, recovery:\n%s", out.String())
+}
