@@ -11,13 +11,13 @@ package bootstrap
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/vote"
 )
 
 // SentinelAnswer is one Sentinel's reply to GET-MASTER-ADDR-BY-NAME.
@@ -419,34 +419,13 @@ func replicaReachable(peers []Peer) bool {
 	return false
 }
 
-// sentinelPrimary returns the address named by the most Sentinels that know the monitor. Ties are broken by
-// the address so the result is deterministic.
+// sentinelPrimary returns the address named by the most Sentinels that know the monitor (internal/vote:
+// hosts normalised, ties broken by the address so the result is deterministic).
 func sentinelPrimary(answers []SentinelAnswer) (host string, port int, votes int, ok bool) {
-	type addr struct {
-		host string
-		port int
+	claims := make([]vote.Claim, len(answers))
+	for i, a := range answers {
+		claims[i] = vote.Claim{Answered: a.Err == nil, Found: a.Found, Host: a.Host, Port: a.Port}
 	}
-	count := map[addr]int{}
-	for _, a := range answers {
-		if a.Err == nil && a.Found && a.Host != "" {
-			count[addr{spec.NormalizeHost(a.Host), a.Port}]++
-		}
-	}
-	if len(count) == 0 {
-		return "", 0, 0, false
-	}
-	keys := make([]addr, 0, len(count))
-	for k := range count {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if count[keys[i]] != count[keys[j]] {
-			return count[keys[i]] > count[keys[j]]
-		}
-		if keys[i].host != keys[j].host {
-			return keys[i].host < keys[j].host
-		}
-		return keys[i].port < keys[j].port
-	})
-	return keys[0].host, keys[0].port, count[keys[0]], true
+	t := vote.Count(claims)
+	return t.Host, t.Port, t.Votes, t.Leader()
 }

@@ -196,12 +196,12 @@ type MonitorGate struct {
 	QuorumOK bool
 }
 
-// longDown reports a primary that has been down longer than its failover-timeout without a failover in
+// LongDown reports a primary that has been down longer than its failover-timeout without a failover in
 // flight: Sentinel has tried (a failover starts within about down-after of o_down) and could not, and will
 // retry only after twice failover-timeout (Sentinel docs, "failover-timeout"). Such a monitor does not gate a
 // Sentinel roll: no failover of it is there to protect, and waiting for it would block the roll of every
 // other instance for as long as it stays dead.
-func (m MonitorGate) longDown() bool {
+func (m MonitorGate) LongDown() bool {
 	return m.Down && !m.FailingOver && m.DownFor >= m.FailoverTimeout
 }
 
@@ -219,7 +219,7 @@ type SentinelInput struct {
 func PlanSentinel(in SentinelInput) (target, why string, notes []string) {
 	gated := map[string]bool{}
 	for _, m := range in.Monitors {
-		if m.longDown() {
+		if m.LongDown() {
 			notes = append(notes, fmt.Sprintf("monitor %s's primary has been down %s with no failover in flight: the Sentinel roll does not wait for it",
 				m.Name, m.DownFor.Round(time.Second)))
 			continue

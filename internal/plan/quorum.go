@@ -1,0 +1,161 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/registration"
+	"github.com/valkey-ha/valkey-ha/internal/roll"
+)
+
+// QuorumWorld is what one pass of the sentinel controller observed of its quorum and the instances it
+// selects, as far as its planner and CheckQuorum need it.
+type QuorumWorld struct {
+	Release string
+	Now     time.Time
+	// StatefulSet is the Sentinels' StatefulSet (nil: not observed).
+	StatefulSet *StatefulSet
+	// Sentinels has one entry per Sentinel pod ordinal: pod readiness, SENTINEL MASTERS.
+	Sentinels []registration.SentinelState
+	// Pods are the Sentinel pods observed in the cache, by name.
+	Pods map[string]PodRef
+	// DescriptorsErr is why the instance descriptors could not be listed ("" = listed).
+	DescriptorsErr string
+	// Wanted are the monitors of the selected instances that resolved this pass; Keep maps the monitors of
+	// selected instances that did not resolve to the reason; Unowned, when not empty, says why the monitor
+	// of some selected descriptor is unknown (it could not be read).
+	Wanted  map[string]bool
+	Keep    map[string]string
+	Unowned string
+	// QuorumOK is SENTINEL CKQUORUM OK on every Sentinel, by wanted monitor.
+	QuorumOK map[string]bool
+}
+
+// PodRef identifies a pod object observed (UID and resourceVersion: a delete carries them as preconditions).
+type PodRef struct {
+	UID, Version string
+	Stale        bool
+}
+
+// CheckQuorum returns why step s must not be applied in QuorumWorld w, or "" when it may.
+func CheckQuorum(w QuorumWorld, s Step) string {
+	switch s.Kind {
+	case Remove:
+		return checkRemove(w, s)
+	case DeleteSentinelPod:
+		return checkDeleteSentinelPod(w, s)
+	}
+	return fmt.Sprintf("%s is not a step of the sentinel controller", s.Kind)
+}
+
+func checkRemove(w QuorumWorld, s Step) string {
+	switch {
+	case w.DescriptorsErr != "":
+		return refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
+	case w.Unowned != "":
+		return refuse(s, "%s", w.Unowned)
+	case w.Wanted[s.Monitor]:
+		return refuse(s, "monitor %s belongs to a selected instance", s.Monitor)
+	}
+	if why, ok := w.Keep[s.Monitor]; ok {
+		return refuse(s, "monitor %s belongs to a selected instance that did not resolve (%s)", s.Monitor, why)
+	}
+	var on *registration.SentinelState
+	for i := range w.Sentinels {
+		if w.Sentinels[i].Pod == s.Pod {
+			on = &w.Sentinels[i]
+		}
+	}
+	if on == nil || !on.Reachable {
+		return refuse(s, "Sentinel %s was not observed", s.Pod)
+	}
+	m, ok := on.Monitors[s.Monitor]
+	if !ok {
+		return refuse(s, "Sentinel %s does not list monitor %s", s.Pod, s.Monitor)
+	}
+	if !m.Healthy() {
+		return refuse(s, "Sentinel %s reports monitor %s's primary down or failing over (flags %v)", s.Pod, s.Monitor, m.Flags)
+	}
+	for _, st := range w.Sentinels {
+		if mm, ok := st.Monitors[s.Monitor]; ok && st.Reachable && mm.FailoverInProgress() {
+			return refuse(s, "Sentinel %s is failing monitor %s over", st.Pod, s.Monitor)
+		}
+	}
+	return ""
+}
+
+// MonitorGates builds the Sentinel roll's gate of every wanted monitor from every reachable Sentinel's
+// SENTINEL MASTERS (roll.MonitorGate), sorted by name: failing over on any, down on any and for how long at
+// most, its failover-timeout, and CKQUORUM OK on every Sentinel.
+func MonitorGates(w QuorumWorld) []roll.MonitorGate {
+	names := make([]string, 0, len(w.Wanted))
+	for name := range w.Wanted {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []roll.MonitorGate
+	for _, name := range names {
+		g := roll.MonitorGate{Name: name, QuorumOK: w.QuorumOK[name]}
+		for _, s := range w.Sentinels {
+			m, ok := s.Monitors[name]
+			if !ok || !s.Reachable {
+				continue
+			}
+			g.FailingOver = g.FailingOver || m.FailoverInProgress()
+			g.Down = g.Down || m.SubjectivelyDown() || m.ObjectivelyDown()
+			if ms, err := strconv.ParseInt(m.Fields["s-down-time"], 10, 64); err == nil && time.Duration(ms)*time.Millisecond > g.DownFor {
+				g.DownFor = time.Duration(ms) * time.Millisecond
+			}
+			if ft := time.Duration(m.FailoverTimeoutMs) * time.Millisecond; ft > g.FailoverTimeout {
+				g.FailoverTimeout = ft
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func checkDeleteSentinelPod(w QuorumWorld, s Step) string {
+	if w.StatefulSet == nil {
+		return refuse(s, "the Sentinel StatefulSet was not observed")
+	}
+	if _, ok := w.Pods[s.Pod]; !ok {
+		return refuse(s, "pod %s was not observed", s.Pod)
+	}
+	switch {
+	case w.DescriptorsErr != "":
+		return refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
+	case w.Unowned != "":
+		return refuse(s, "%s", w.Unowned)
+	}
+	keep := make([]string, 0, len(w.Keep))
+	for name := range w.Keep {
+		keep = append(keep, name)
+	}
+	sort.Strings(keep)
+	for _, st := range w.Sentinels {
+		if !st.Ready || !st.Reachable {
+			return refuse(s, "Sentinel %s was not observed ready", st.Pod)
+		}
+		for _, name := range keep {
+			if _, ok := st.Monitors[name]; ok {
+				return refuse(s, "monitor %s did not resolve (%s): a replacement could not be given it again", name, w.Keep[name])
+			}
+		}
+	}
+	for _, g := range MonitorGates(w) {
+		switch {
+		case g.FailingOver:
+			return refuse(s, "monitor %s is failing over", g.Name)
+		case g.LongDown():
+			continue // Sentinel gave up on it: no failover to protect (roll.MonitorGate.LongDown)
+		case g.Down:
+			return refuse(s, "monitor %s's primary is down (%s): its failover may follow", g.Name, g.DownFor.Round(time.Millisecond))
+		case !g.QuorumOK:
+			return refuse(s, "SENTINEL CKQUORUM was not observed OK for monitor %s on every Sentinel", g.Name)
+		}
+	}
+	return ""
+}
