@@ -9,8 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/topology"
+	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -27,50 +26,42 @@ type aclApplied struct {
 	at       time.Time
 }
 
-// accessResult is the outcome of one access pass, for the AccessConverged condition.
-type accessResult struct {
-	converged bool
-	desired   string
-	applied   string
-	message   string
-}
-
 // syncAccess applies the users of the <F>-acl Secret live on every reachable node (ACL SETUSER each desired
 // user, ACL DELUSER the extras) when the effective rules changed, the pod was replaced or restarted, or
 // aclResync passed. It never affects readiness: failures only make AccessConverged false.
-func (c *InstanceController) syncAccess(ctx context.Context, in spec.Instance, obs topology.Observation, mem *instanceMemory) accessResult {
-	now := time.Now()
+func (c *InstanceController) syncAccess(ctx context.Context, w plan.World, mem *instanceMemory) plan.Access {
+	in, now := w.Instance, w.Now
 	if in.ACLSecret == "" {
-		return accessResult{converged: true, message: "no ACL Secret named"}
+		return plan.Access{Converged: true, Message: "no ACL Secret named"}
 	}
 	if mem.aclUsers == nil || now.Sub(mem.aclReadAt) > 5*time.Second {
 		s, err := c.cs.CoreV1().Secrets(in.Namespace).Get(ctx, in.ACLSecret, metav1.GetOptions{})
 		if err != nil {
-			return accessResult{message: fmt.Sprintf("read secret %s: %v", in.ACLSecret, err)}
+			return plan.Access{Message: fmt.Sprintf("read secret %s: %v", in.ACLSecret, err)}
 		}
 		users, err := acl.ParseUsers(s.Data["users.json"])
 		if err != nil {
-			return accessResult{message: err.Error()}
+			return plan.Access{Message: err.Error()}
 		}
 		mem.aclUsers, mem.aclReadAt = users, now
 	}
 	base, err := acl.BuildSync(mem.aclUsers, nil, now)
 	if err != nil {
-		return accessResult{message: err.Error()}
+		return plan.Access{Message: err.Error()}
 	}
-	res := accessResult{converged: true, desired: base.Revision, applied: base.Revision}
+	res := plan.Access{Converged: true, Desired: base.Revision, Applied: base.Revision}
 	if mem.aclApplied == nil {
 		mem.aclApplied = map[string]aclApplied{}
 	}
 	opts := c.opOptions(in, mem)
 	opts.CommandTimeout = aclBudget
 	var pending []string
-	for _, n := range obs.Nodes {
+	for _, n := range w.Nodes {
 		if !n.Reachable {
 			pending = append(pending, n.Node.Pod+" (unreachable)")
 			continue
 		}
-		id := c.podIdentity(in.Namespace, n.Node.Pod)
+		id := n.Identity
 		prev := mem.aclApplied[n.Node.Pod]
 		if prev.revision == base.Revision && prev.identity == id && now.Sub(prev.at) < aclResync {
 			continue
@@ -84,11 +75,11 @@ func (c *InstanceController) syncAccess(ctx context.Context, in spec.Instance, o
 		c.log.Info("ACL synced", "instance", in.Name, "pod", n.Node.Pod, "revision", base.Revision, "users", len(mem.aclUsers))
 	}
 	if len(pending) > 0 {
-		res.converged = false
-		res.applied = ""
-		res.message = "not applied on: " + strings.Join(pending, ", ")
+		res.Converged = false
+		res.Applied = ""
+		res.Message = "not applied on: " + strings.Join(pending, ", ")
 	} else {
-		res.message = fmt.Sprintf("revision %s applied on %d node(s)", base.Revision, len(obs.Nodes))
+		res.Message = fmt.Sprintf("revision %s applied on %d node(s)", base.Revision, len(w.Nodes))
 	}
 	return res
 }
@@ -115,18 +106,4 @@ func (c *InstanceController) syncNode(ctx context.Context, addr string, opts val
 		c.log.Info("closed the sessions of revoked passwords", "node", addr, "users", plan.Kill)
 	}
 	return nil
-}
-
-// podIdentity changes when the pod is replaced or its server container restarts (either may load an older
-// ACL file).
-func (c *InstanceController) podIdentity(namespace, pod string) string {
-	p, err := c.pods.Pods(namespace).Get(pod)
-	if err != nil {
-		return ""
-	}
-	restarts := int32(0)
-	for _, s := range p.Status.ContainerStatuses {
-		restarts += s.RestartCount
-	}
-	return fmt.Sprintf("%s/%d", p.UID, restarts)
 }

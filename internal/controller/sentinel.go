@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -339,10 +341,22 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 		wanted = append(wanted, w)
 		byMonitor[s.in.MonitorName] = s
 	}
-	plan := registration.Build(registration.Observation{Wanted: wanted, Keep: keep, HoldRemovals: unowned, Sentinels: sentinels})
-	st.Warnings = append(st.Warnings, plan.Warnings...)
-	st.Held = plan.Held
-	for _, a := range plan.Actions {
+	reg := registration.Build(registration.Observation{Wanted: wanted, Keep: keep, HoldRemovals: unowned, Sentinels: sentinels})
+	st.Warnings = append(st.Warnings, reg.Warnings...)
+	st.Held = reg.Held
+	qw := c.quorumWorld(st.ObservedAt, sentinels, wanted, keep, unowned)
+	var applied []registration.Action
+	for _, a := range reg.Actions {
+		if a.Kind == registration.Remove {
+			if why := plan.CheckQuorum(qw, plan.Step{Kind: plan.Remove, Pod: a.Sentinel, Monitor: a.Name, Reason: a.Reason}); why != "" {
+				st.Refused = append(st.Refused, why)
+				c.reportRefused(ctx, a.Name, why)
+				continue
+			}
+		}
+		applied = append(applied, a)
+	}
+	for _, a := range applied {
 		if err := c.applyAction(ctx, a, byMonitor); err != nil {
 			errs = append(errs, err)
 		} else {
@@ -372,19 +386,28 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	// quorum-gated Sentinel roll: only in a pass that changed no registration
-	if len(plan.Actions) == 0 && len(errs) == 0 {
+	for _, ms := range st.Monitors {
+		if ms.Refused == "" && ms.Unresolved == "" {
+			qw.QuorumOK[ms.Name] = ms.QuorumOK
+		}
+	}
+	if len(reg.Actions) == 0 && len(errs) == 0 {
 		if held := heldMonitors(keep, unowned, sentinels); held != "" {
 			// a replaced Sentinel comes back empty and could not be given these monitors again
 			st.Roll = held
-		} else if action, wait, err := c.rollSentinels(ctx, sentinels, wanted, st.Monitors); err != nil {
+		} else if action, wait, refused, err := c.rollSentinels(ctx, qw); err != nil {
 			errs = append(errs, err)
 		} else if action != "" {
 			st.LastAction = action
 		} else {
 			st.Roll = wait
+			if refused != "" {
+				st.Refused = append(st.Refused, refused)
+				c.reportRefused(ctx, "", refused)
+			}
 		}
 	}
-	if len(plan.Actions) == 0 && len(errs) == 0 {
+	if len(reg.Actions) == 0 && len(errs) == 0 {
 		if st.Roll == "" {
 			c.rollHeldSince = time.Time{}
 		} else if c.rollHeldSince.IsZero() {
@@ -502,19 +525,23 @@ func (c *SentinelController) applyAction(ctx context.Context, a registration.Act
 	return nil
 }
 
-// emitRemoved records a Warning event: removing a monitor silently removes HA (seed 000, Risks). The event
-// goes on the instance's descriptor when it still exists, else on the quorum's status ConfigMap.
+// emitRemoved records a Warning event: removing a monitor silently removes HA (seed 000, Risks).
 func (c *SentinelController) emitRemoved(ctx context.Context, a registration.Action) {
-	msg := fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason)
+	c.eventFor(ctx, a.Name, corev1.EventTypeWarning, "MonitorRemoved", fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason))
+}
+
+// eventFor records an Event on the descriptor of the instance that owns monitor when it still exists, else on
+// the quorum's status ConfigMap.
+func (c *SentinelController) eventFor(ctx context.Context, monitor, eventType, reason, msg string) {
 	cms, _ := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
 	for _, cm := range cms {
-		if in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey])); err == nil && in.MonitorName == a.Name {
-			c.recorder.Event(cm, corev1.EventTypeWarning, "MonitorRemoved", msg)
+		if in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey])); monitor != "" && err == nil && in.MonitorName == monitor {
+			c.recorder.Event(cm, eventType, reason, msg)
 			return
 		}
 	}
 	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
-		c.recorder.Event(cm, corev1.EventTypeWarning, "MonitorRemoved", msg)
+		c.recorder.Event(cm, eventType, reason, msg)
 	}
 }
 
@@ -633,36 +660,13 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 // monitored primary is failing over or has just gone down (seed 000, Reconcile flow step 4; case S22). A
 // monitor whose primary has been down longer than its failover-timeout does not gate the roll and is
 // reported in wait (issue 12).
-func (c *SentinelController) rollSentinels(ctx context.Context, sentinels []registration.SentinelState, wanted []registration.Wanted,
-	monitors []status.MonitorStatus) (action, wait string, err error) {
+func (c *SentinelController) rollSentinels(ctx context.Context, qw plan.QuorumWorld) (action, wait, refused string, err error) {
 	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
 	if err != nil {
-		return "", "", nil // no StatefulSet (yet): nothing to roll
+		return "", "", "", nil // no StatefulSet (yet): nothing to roll
 	}
-	in := roll.SentinelInput{}
-	for _, w := range wanted {
-		g := roll.MonitorGate{Name: w.Instance.MonitorName}
-		for _, s := range sentinels {
-			m, ok := s.Monitors[g.Name]
-			if !ok || !s.Reachable {
-				continue
-			}
-			g.FailingOver = g.FailingOver || m.FailoverInProgress()
-			g.Down = g.Down || m.SubjectivelyDown() || m.ObjectivelyDown()
-			if ms, err := strconv.ParseInt(m.Fields["s-down-time"], 10, 64); err == nil && time.Duration(ms)*time.Millisecond > g.DownFor {
-				g.DownFor = time.Duration(ms) * time.Millisecond
-			}
-			if ft := time.Duration(m.FailoverTimeoutMs) * time.Millisecond; ft > g.FailoverTimeout {
-				g.FailoverTimeout = ft
-			}
-		}
-		for _, ms := range monitors {
-			if ms.Name == g.Name && ms.Refused == "" && ms.Unresolved == "" {
-				g.QuorumOK = ms.QuorumOK
-			}
-		}
-		in.Monitors = append(in.Monitors, g)
-	}
+	sentinels := qw.Sentinels
+	in := roll.SentinelInput{Monitors: plan.MonitorGates(qw)}
 	observed := map[string]*corev1.Pod{}
 	for _, s := range sentinels {
 		pod, err := c.pods.Pods(c.opts.Namespace).Get(s.Pod)
@@ -684,7 +688,10 @@ func (c *SentinelController) rollSentinels(ctx context.Context, sentinels []regi
 		notes = append(notes, why)
 	}
 	if target == "" {
-		return "", strings.Join(notes, "; "), nil
+		return "", strings.Join(notes, "; "), "", nil
+	}
+	if why := plan.CheckQuorum(qw, plan.Step{Kind: plan.DeleteSentinelPod, Pod: target, Reason: "stale"}); why != "" {
+		return "", why, why, nil
 	}
 	for _, n := range notes {
 		c.log.Info("sentinel roll", "note", n)
@@ -693,16 +700,16 @@ func (c *SentinelController) rollSentinels(ctx context.Context, sentinels []regi
 	// only the pod observed: one replaced or changed since fails with a Conflict (a stale cache)
 	seen := observed[target]
 	if seen == nil {
-		return "", "no Sentinel replaced: pod " + target + " was not observed", nil
+		return "", "no Sentinel replaced: pod " + target + " was not observed", "", nil
 	}
 	if err := kube.DeletePod(ctx, c.cs, c.opts.Namespace, target, seen.UID, seen.ResourceVersion); err != nil {
-		return "", "", fmt.Errorf("sentinel roll: %w", err)
+		return "", "", "", fmt.Errorf("sentinel roll: %w", err)
 	}
 	c.pool.drop(c.addrOf(target))
 	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
 		c.recorder.Eventf(cm, corev1.EventTypeNormal, "RollingSentinel", "replaced %s with quorum healthy on every monitor", target)
 	}
-	return "roll: replaced " + target, "", nil
+	return "roll: replaced " + target, "", "", nil
 }
 
 func (c *SentinelController) addrOf(pod string) string {
@@ -712,6 +719,46 @@ func (c *SentinelController) addrOf(pod string) string {
 		}
 	}
 	return ""
+}
+
+// quorumWorld is this pass's observation as the policy (plan.CheckQuorum) reads it; QuorumOK is filled in
+// once the monitors' CKQUORUM was read.
+func (c *SentinelController) quorumWorld(now time.Time, sentinels []registration.SentinelState, wanted []registration.Wanted,
+	keep map[string]string, unowned string) plan.QuorumWorld {
+	qw := plan.QuorumWorld{Release: c.opts.Release, Now: now, Sentinels: sentinels, Pods: map[string]plan.PodRef{},
+		Wanted: map[string]bool{}, Keep: keep, Unowned: unowned, QuorumOK: map[string]bool{}}
+	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
+	if err == nil {
+		qw.StatefulSet = &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
+			UpdateRevision: sts.Status.UpdateRevision}
+	}
+	for _, s := range sentinels {
+		if pod, err := c.pods.Pods(c.opts.Namespace).Get(s.Pod); err == nil {
+			qw.Pods[s.Pod] = plan.PodRef{UID: string(pod.UID), Version: pod.ResourceVersion, Stale: stale(pod, sts)}
+		}
+	}
+	for _, w := range wanted {
+		qw.Wanted[w.Instance.MonitorName] = true
+	}
+	return qw
+}
+
+// reportRefused sends one StepRefused Warning Event per change of reason: on the descriptor of the instance
+// whose monitor it is, else on the quorum's status ConfigMap.
+func (c *SentinelController) reportRefused(ctx context.Context, monitor, why string) {
+	if !c.reported.changed("refused/"+monitor+"/"+why, why) {
+		return
+	}
+	c.log.Info("policy refused a step", "reason", why)
+	c.eventFor(ctx, monitor, corev1.EventTypeWarning, "StepRefused", why)
+}
+
+// stale reports whether a pod's revision differs from its StatefulSet's update revision (OnDelete rolls).
+func stale(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
+	if pod == nil || sts == nil || sts.Status.UpdateRevision == "" {
+		return false
+	}
+	return pod.Labels[revisionLabel] != sts.Status.UpdateRevision
 }
 
 // sentinelOpts are the options towards this quorum's Sentinels.

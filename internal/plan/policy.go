@@ -68,9 +68,6 @@ func observed(n Node) string {
 	return ""
 }
 
-// isPrimary reports whether n answered INFO replication with role master.
-func isPrimary(n Node) bool { return n.Reachable && n.Repl.Role == valkey.RolePrimary }
-
 // sentinelsUnseen says why the Sentinels' view is incomplete for a step that needs every Sentinel: one did
 // not answer SENTINEL MASTER, or (replicas) SENTINEL REPLICAS, or does not know the monitor.
 func sentinelsUnseen(w World, replicas bool) string {
@@ -180,12 +177,12 @@ func checkHandOff(w World, s Step) string {
 	if p := w.Node(s.Node.Index); !isPrimary(p) {
 		return refuse(s, "%s was not observed as the primary (%s)", s.Node.Pod, orRole(p))
 	}
+	if w.Node(s.Node.Index).StatefulSet == nil {
+		return refuse(s, "StatefulSet %s was not observed", s.Node.StatefulSet)
+	}
 	for _, n := range w.Nodes {
 		if why := observed(n); why != "" {
 			return refuse(s, "%s", why)
-		}
-		if n.StatefulSet == nil {
-			return refuse(s, "StatefulSet %s was not observed", n.Node.StatefulSet)
 		}
 	}
 	if why := sentinelInfoUnread(w); why != "" {
@@ -254,11 +251,6 @@ func nodeAddrs(in spec.Instance) map[string]bool {
 		out[net.JoinHostPort(spec.NormalizeHost(n.Host), strconv.Itoa(in.PortOf(n)))] = true
 	}
 	return out
-}
-
-// replicaAddr is a SENTINEL REPLICAS entry's address, host normalised.
-func replicaAddr(r valkey.SentinelReplica) string {
-	return net.JoinHostPort(spec.NormalizeHost(r.Host), strconv.Itoa(r.Port))
 }
 
 func checkReset(w World, m Memory, s Step) string {

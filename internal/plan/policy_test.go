@@ -161,8 +161,8 @@ func TestCheck(t *testing.T) {
 		}, "vk-0-0 was not observed as the primary (role replica)"},
 		{"handoff: a replica was not observed", handoff, func(w *World, _ *Memory) { w.Nodes[2].Reachable, w.Nodes[2].Err = false, "i/o timeout" },
 			"vk-2-0 was not observed (i/o timeout)"},
-		{"handoff: a StatefulSet was not observed", handoff, func(w *World, _ *Memory) { w.Nodes[2].StatefulSet = nil },
-			"StatefulSet vk-2 was not observed"},
+		{"handoff: its StatefulSet was not observed", handoff, func(w *World, _ *Memory) { w.Nodes[0].StatefulSet = nil },
+			"StatefulSet vk-0 was not observed"},
 		{"handoff: the Sentinel info is unreadable", handoff, func(w *World, _ *Memory) {
 			w.SentinelInfo, w.SentinelInfoErr = nil, "sentinels.json: monitorName \"\" is invalid"
 		}, "who owns failover is unknown"},

@@ -294,13 +294,10 @@ func PlanReset(views []SentinelView, live map[string]bool) (string, string) {
 		if v.Peers != len(views)-1 {
 			return "", fmt.Sprintf("%s sees %d of %d peers", v.Addr, v.Peers, len(views)-1)
 		}
-		stale, listed := false, 0
+		stale, listed := len(Gone(v, live)) > 0, 0
 		for _, r := range v.Replicas {
-			switch {
-			case live[r.Addr]:
+			if live[r.Addr] {
 				listed++
-			case r.HasFlag("s_down"):
-				stale = true
 			}
 		}
 		if !stale && listed < len(live) {
@@ -311,6 +308,18 @@ func PlanReset(views []SentinelView, live map[string]bool) (string, string) {
 		}
 	}
 	return target, ""
+}
+
+// Gone returns the replicas v lists that are gone: not live, and flagged s_down by that Sentinel (the rule of
+// PlanReset), in the order listed.
+func Gone(v SentinelView, live map[string]bool) []string {
+	var out []string
+	for _, r := range v.Replicas {
+		if !live[r.Addr] && r.HasFlag("s_down") {
+			out = append(out, r.Addr)
+		}
+	}
+	return out
 }
 
 // SentinelReplica is one replica entry of SENTINEL REPLICAS as one Sentinel lists it.

@@ -129,7 +129,9 @@ type Instance struct {
 	Held           string       `json:"held,omitempty"`
 	LastAction     string       `json:"lastAction,omitempty"`
 	// Roll says why a pending planned roll waits ("" when nothing is stale or a step was taken).
-	Roll            string    `json:"roll,omitempty"`
+	Roll string `json:"roll,omitempty"`
+	// Refused says why the policy refused the disruptive step this pass planned (internal/plan.Check).
+	Refused         string    `json:"refused,omitempty"`
 	DesiredAccess   string    `json:"desiredAccessRevision,omitempty"`
 	AppliedAccess   string    `json:"appliedAccessRevision,omitempty"`
 	ObservedAt      time.Time `json:"observedAt"`
@@ -171,6 +173,8 @@ type Quorum struct {
 	Warnings      []string          `json:"warnings,omitempty"`
 	Held          map[string]string `json:"held,omitempty"`
 	Roll          string            `json:"roll,omitempty"`
-	LastAction    string            `json:"lastAction,omitempty"`
-	ObservedAt    time.Time         `json:"observedAt"`
+	// Refused says why the policy refused a disruptive step this pass planned (internal/plan.CheckQuorum).
+	Refused    []string  `json:"refused,omitempty"`
+	LastAction string    `json:"lastAction,omitempty"`
+	ObservedAt time.Time `json:"observedAt"`
 }

@@ -64,6 +64,16 @@ func TestRegisterMonitorByHostname(t *testing.T) {
 			require.True(t, found)
 			assert.Equal(t, valkeytest.Host, host)
 			assert.Equal(t, top.Nodes[0].Port, port)
+			// the same three answers in one pipeline
+			v, err := c.SentinelMonitorView(ctx, "vk", true)
+			require.NoError(t, err)
+			require.True(t, v.Found)
+			assert.Equal(t, top.Nodes[0].Port, v.Monitor.Port)
+			require.NoError(t, v.ReplicasErr)
+			assert.Len(t, v.Replicas, 2)
+			require.True(t, v.QuorumAsked)
+			require.NoError(t, v.QuorumErr)
+			assert.True(t, v.Quorum.OK, v.Quorum.Message)
 		}
 	})
 }
@@ -173,6 +183,11 @@ func TestRemoveAndReset(t *testing.T) {
 	require.NoError(t, c.SentinelRemove(ctx, "vk"), "removing an absent monitor is not an error")
 	_, err = c.SentinelCKQuorum(ctx, "vk")
 	require.Error(t, err, "CKQUORUM of an unknown monitor is an error")
+	v, err := c.SentinelMonitorView(ctx, "vk", true)
+	require.NoError(t, err, "an unknown monitor is an answer")
+	assert.False(t, v.Found)
+	assert.Empty(t, v.Replicas)
+	assert.Error(t, v.QuorumErr)
 }
 
 // TestCaseS26ParsersOnRealReplies feeds ROLE, INFO replication and the SENTINEL replies of both engines through

@@ -40,12 +40,16 @@ func (c *Client) SentinelMasters(ctx context.Context) ([]Monitor, error) {
 // SentinelMaster runs SENTINEL MASTER name. A monitor that does not exist is reported with found=false and no
 // error.
 func (c *Client) SentinelMaster(ctx context.Context, name string) (m Monitor, found bool, err error) {
-	v, err := c.anyReply(ctx, "SENTINEL MASTER", "SENTINEL", "MASTER", name)
+	return c.parseMaster(c.do(ctx, "SENTINEL", "MASTER", name))
+}
+
+func (c *Client) parseMaster(res vk.ValkeyResult) (m Monitor, found bool, err error) {
+	v, err := res.ToAny()
 	if err != nil {
 		if isNoSuchMaster(err) {
 			return Monitor{}, false, nil
 		}
-		return Monitor{}, false, err
+		return Monitor{}, false, c.wrap("SENTINEL MASTER", err)
 	}
 	f, err := PairsToMap(v)
 	if err != nil {
@@ -61,9 +65,13 @@ func isNoSuchMaster(err error) bool {
 
 // SentinelReplicas runs SENTINEL REPLICAS name.
 func (c *Client) SentinelReplicas(ctx context.Context, name string) ([]SentinelReplica, error) {
-	v, err := c.anyReply(ctx, "SENTINEL REPLICAS", "SENTINEL", "REPLICAS", name)
+	return c.parseReplicas(c.do(ctx, "SENTINEL", "REPLICAS", name))
+}
+
+func (c *Client) parseReplicas(res vk.ValkeyResult) ([]SentinelReplica, error) {
+	v, err := res.ToAny()
 	if err != nil {
-		return nil, err
+		return nil, c.wrap("SENTINEL REPLICAS", err)
 	}
 	arr, ok := v.([]any)
 	if !ok {
@@ -112,13 +120,56 @@ func (c *Client) SentinelSentinels(ctx context.Context, name string) ([]Sentinel
 // SentinelCKQuorum runs SENTINEL CKQUORUM name (see ParseCKQuorum). A NOQUORUM reply is a result, not an
 // error; an unknown monitor is an error.
 func (c *Client) SentinelCKQuorum(ctx context.Context, name string) (Quorum, error) {
-	res := c.do(ctx, "SENTINEL", "CKQUORUM", name)
+	return c.parseCKQuorum(c.do(ctx, "SENTINEL", "CKQUORUM", name))
+}
+
+func (c *Client) parseCKQuorum(res vk.ValkeyResult) (Quorum, error) {
 	s, err := res.ToString()
 	if err != nil && res.NonValkeyError() != nil {
 		return Quorum{}, c.wrap("SENTINEL CKQUORUM", err)
 	}
 	q, err := ParseCKQuorum(s, err)
 	return q, c.wrap("SENTINEL CKQUORUM", err)
+}
+
+// MonitorView is one Sentinel's view of one monitor, read in one round trip by SentinelMonitorView.
+type MonitorView struct {
+	// Found is false when the Sentinel does not know the monitor (then Replicas is empty).
+	Found   bool
+	Monitor Monitor
+	// Replicas is SENTINEL REPLICAS; ReplicasErr why it could not be read.
+	Replicas    []SentinelReplica
+	ReplicasErr error
+	// Quorum is SENTINEL CKQUORUM when it was asked for (QuorumAsked); QuorumErr why it could not be read.
+	QuorumAsked bool
+	Quorum      Quorum
+	QuorumErr   error
+}
+
+// SentinelMonitorView sends SENTINEL MASTER name, SENTINEL REPLICAS name and, with ckquorum, SENTINEL
+// CKQUORUM name in one pipeline (one round trip; Sentinel docs, "Sentinel commands"). The error is that of
+// SENTINEL MASTER (the Sentinel did not answer, or answered garbage); the other two carry their own.
+func (c *Client) SentinelMonitorView(ctx context.Context, name string, ckquorum bool) (MonitorView, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cmds := vk.Commands{c.c.B().Arbitrary("SENTINEL", "MASTER", name).Build(), c.c.B().Arbitrary("SENTINEL", "REPLICAS", name).Build()}
+	if ckquorum {
+		cmds = append(cmds, c.c.B().Arbitrary("SENTINEL", "CKQUORUM", name).Build())
+	}
+	res := c.c.DoMulti(ctx, cmds...)
+	var v MonitorView
+	var err error
+	if v.Monitor, v.Found, err = c.parseMaster(res[0]); err != nil {
+		return MonitorView{}, err
+	}
+	if v.Found {
+		v.Replicas, v.ReplicasErr = c.parseReplicas(res[1])
+	}
+	if ckquorum {
+		v.QuorumAsked = true
+		v.Quorum, v.QuorumErr = c.parseCKQuorum(res[2])
+	}
+	return v, nil
 }
 
 // SentinelPrimaryAddr runs SENTINEL GET-MASTER-ADDR-BY-NAME name (the spelling every Valkey and Redis version

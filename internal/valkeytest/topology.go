@@ -39,9 +39,9 @@ type TopologyConfig struct {
 	// TLS runs every node and Sentinel with TLS only (case S18).
 	TLS *TLSFiles
 	// FaultLinks runs every node and Sentinel under its own uid and sends every connection from a node to
-	// another node (replication) and from a Sentinel to a node through a Link (see fault.go), set up before
-	// the first such connection opens: Topology.Link and DelayReplication switch faults on. Needs root and
-	// iptables (RequireFaults); not with TLS.
+	// another node (replication), from a Sentinel to a node and from a Sentinel to another Sentinel through a
+	// Link (see fault.go), set up before the first such connection opens: Topology.Link and DelayReplication
+	// switch faults on. Needs root and iptables (RequireFaults); not with TLS.
 	FaultLinks bool
 	// ACL, when set, is the ACL file every node loads instead of RenderSystemACL (e.g. the users.acl a chart
 	// rendered); Passwords then must hold the plaintext of every system user it names.
@@ -187,6 +187,15 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 		}
 		top.Sentinels = append(top.Sentinels, s)
 	}
+	if cfg.FaultLinks { // Sentinels find each other only after the monitor is registered: links first
+		for _, from := range top.Sentinels {
+			for _, to := range top.Sentinels {
+				if from != to {
+					top.links[[2]*Proc{from, to}] = Redirect(t, from.UID, to.Port)
+				}
+			}
+		}
+	}
 	if cfg.Sentinels > 0 && !cfg.SkipMonitor {
 		ctx := context.Background()
 		for _, s := range top.Sentinels {
@@ -197,8 +206,8 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 	return top
 }
 
-// Link returns the Link that carries from's connections to to (a node or Sentinel to a node), or nil when
-// the topology was started without FaultLinks.
+// Link returns the Link that carries from's connections to to (a node or Sentinel to a node, a Sentinel to
+// a Sentinel), or nil when the topology was started without FaultLinks.
 func (top *Topology) Link(from, to *Proc) *Link { return top.links[[2]*Proc{from, to}] }
 
 // DelayReplication sets the delay of every node-to-node link (see Link.Delay; 0 removes it), so whichever

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// publishSentinelProxies publishes <F>-sentinels with one counting proxy (testenv.Proxy) in front of each
+// Sentinel, so every command the controller sends a Sentinel is counted on the wire.
+func (e *env) publishSentinelProxies() []*testenv.Proxy {
+	var hosts []string
+	var ps []*testenv.Proxy
+	for _, s := range e.top.Sentinels {
+		p := testenv.NewProxy(e.t, s.Addr())
+		ps = append(ps, p)
+		hosts = append(hosts, p.Addr())
+	}
+	si := spec.SentinelInfo{MonitorName: e.in.MonitorName, SentinelRelease: "q", Port: 26379, Hosts: hosts}
+	b, _ := json.Marshal(si)
+	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "vk-sentinels", Namespace: ns,
+			Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: "vk", spec.LabelSentinel: "q"})},
+		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	return ps
+}
+
+// startCountedInstanceController runs the instance controller with its pass counter on a registry of its
+// own and returns a function that reads how many passes it completed.
+func (e *env) startCountedInstanceController(o InstanceOptions) (passes func() uint64) {
+	o.Namespace, o.Instance = ns, "vk"
+	m := metrics.New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.ReconcileSeconds)
+	c := NewInstanceController(e.cs, o, m, e.rec, quietLog())
+	testenv.Run(e.t, func(ctx context.Context) error { return c.Run(ctx, nil) })
+	testenv.RecordEvents(e.t, e.rec)
+	return func() uint64 { return s10Passes(reg, "instance") }
+}
+
+// TestSentinelCommandsPerSteadyPass counts (issue 13, "Measure") the Sentinel commands one steady-state pass
+// of the instance controller sends for one instance of 1 primary + 2 replicas monitored by 3 Sentinels, on
+// the wire (a counting proxy in front of each Sentinel; no +switch-master subscription). One gather asks
+// each Sentinel SENTINEL MASTER and SENTINEL REPLICAS once, and one of them SENTINEL CKQUORUM: 7 commands
+// (before the gather/plan/apply restructuring: 10, MASTER and REPLICAS being asked again by the scale-in
+// check).
+func TestSentinelCommandsPerSteadyPass(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{})
+	proxies := e.publishSentinelProxies()
+	passes := e.startCountedInstanceController(InstanceOptions{Resync: 200 * time.Millisecond, NoSubscribe: true})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "Ready", func() error {
+		if c := e.condition("Ready"); c != "True" {
+			return fmt.Errorf("Ready %q", c)
+		}
+		return nil
+	})
+	for _, p := range proxies {
+		p.Reset()
+	}
+	p0 := passes()
+	start := time.Now()
+	valkeytest.Eventually(t, 60*time.Second, 50*time.Millisecond, "20 passes", func() error {
+		if n := passes() - p0; n < 20 {
+			return fmt.Errorf("%d passes", n)
+		}
+		return nil
+	})
+	n := passes() - p0
+	counts := testenv.SumCounts(proxies)
+	total := 0
+	for _, v := range counts {
+		total += v
+	}
+	perPass := float64(total) / float64(n)
+	t.Logf("%d steady passes in %s: %d Sentinel commands (%.2f per pass): %s", n, time.Since(start).Round(time.Millisecond),
+		total, perPass, testenv.FormatCounts(counts))
+	// a pass still running at either end of the window is counted in part: allow one pass's worth
+	assert.LessOrEqual(t, float64(total), 7*float64(n+1), "at most 7 Sentinel commands per steady pass: %s", testenv.FormatCounts(counts))
+}

@@ -1,0 +1,184 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/registration"
+	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// Access is the outcome of one pass's live ACL sync, for the AccessConverged condition.
+type Access struct {
+	Converged bool
+	Desired   string
+	Applied   string
+	Message   string
+}
+
+// Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none) and the Access
+// sync's result.
+type Outcome struct {
+	LastAction string
+	Access     Access
+}
+
+// InstanceStatus builds the <F>-status document of one pass (pure; docs/design.md, "Status"): nodes, the
+// primary, replication, monitoring and access conditions and the state derived from Ready, from the World,
+// the Decision, what the applier did and the previous document (whose conditions keep their transition
+// times).
+func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build string) status.Instance {
+	in, tp, now := w.Instance, d.Topology, w.Now
+	st := status.Instance{Name: in.Name, Conditions: prev.Conditions, EverReady: prev.EverReady, ObservedAt: now,
+		Held: tp.Held, LastAction: o.LastAction, ControllerBuild: build, Replicas: len(in.Nodes) - 1, Roll: d.Roll, Refused: d.Refused}
+	if o.LastAction == "" {
+		st.LastAction = prev.LastAction
+	}
+	var primaryOffset int64
+	if tp.Primary != nil {
+		if n := w.Node(tp.Primary.Index); n.Reachable {
+			primaryOffset = n.Repl.Offset()
+		}
+	}
+	linksUp := 0
+	for _, n := range w.Nodes {
+		ns := status.NodeStatus{Pod: n.Node.Pod, Host: n.Node.Host, Reachable: n.Reachable, Error: n.Err}
+		if n.Reachable {
+			ns.Role = string(n.Repl.Role)
+			ns.Offset = n.Repl.Offset()
+			if n.Repl.Role == valkey.RoleReplica {
+				ns.LinkUp = n.Repl.LinkUp
+				if primaryOffset > 0 {
+					ns.LagBytes = primaryOffset - ns.Offset
+				}
+				if n.PodReady {
+					st.ReadyReplicas++
+				}
+				if n.Repl.LinkUp && tp.Primary != nil && in.SameAddr(*tp.Primary, n.Repl.PrimaryHost, n.Repl.PrimaryPort) {
+					linksUp++
+					if !n.Repl.SyncInProgress {
+						st.SyncedReplicas++
+					}
+				}
+			}
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	set := func(t, s, reason, msg string) {
+		st.Conditions = status.SetCondition(st.Conditions, status.Condition{Type: t, Status: s, Reason: reason, Message: msg}, now)
+	}
+	primaryOK := tp.Primary != nil && tp.PrimaryConfirmed
+	if primaryOK {
+		st.Primary = tp.Primary.Pod
+		st.PrimaryAddress = in.Addr(*tp.Primary)
+		set(status.PrimaryElected, status.True, "PrimaryConfirmed", tp.Primary.Pod+" reports role master")
+	} else {
+		set(status.PrimaryElected, status.False, "NoPrimary", tp.Held)
+	}
+	replOK := primaryOK && linksUp == len(in.Nodes)-1
+	if replOK {
+		set(status.ReplicationHealthy, status.True, "LinksUp", fmt.Sprintf("%d/%d replica links up", linksUp, len(in.Nodes)-1))
+	} else {
+		set(status.ReplicationHealthy, status.False, "LinksDown", fmt.Sprintf("%d/%d replica links up", linksUp, len(in.Nodes)-1))
+	}
+	st.Monitoring.MonitorName = in.MonitorName
+	monitoredOK := true
+	v := w.SentinelView()
+	switch si := w.SentinelInfo; {
+	case !in.Monitored():
+		set(status.Monitored, status.False, "FailoverModeNone", "failover.mode is None")
+		set(status.SentinelQuorumHealthy, status.Unknown, "NotMonitored", "")
+	case si == nil && w.SentinelInfoErr != "":
+		monitoredOK = false
+		set(status.Monitored, status.False, "SentinelInfoUnusable", "the Sentinel info is published but cannot be used: "+w.SentinelInfoErr)
+		set(status.SentinelQuorumHealthy, status.Unknown, "NotMonitored", "")
+	case si == nil:
+		monitoredOK = false
+		set(status.Monitored, status.False, "NoSentinelSelects", "no Sentinel quorum has registered this instance (check instanceLabels and the quorum's valkeySelector)")
+		set(status.SentinelQuorumHealthy, status.Unknown, "NotMonitored", "")
+	default:
+		st.Monitoring.MonitoredBy = si.SentinelRelease
+		st.Monitoring.Sentinels = v.Answered
+		st.Monitoring.Registered = v.Known
+		monitoredOK = v.Known
+		if v.Known {
+			set(status.Monitored, status.True, "Registered", "monitored by "+si.SentinelRelease)
+		} else {
+			set(status.Monitored, status.False, "NotRegistered", "Sentinels do not know the monitor yet")
+		}
+		switch {
+		case in.Quorum > len(si.Hosts):
+			// a configuration error, not a passing outage: failover can never be agreed, so not Ready
+			monitoredOK = false
+			set(status.SentinelQuorumHealthy, status.False, "QuorumAboveSentinels",
+				registration.QuorumWarning(in.MonitorName, in.Quorum, len(si.Hosts))+"; lower sentinel.quorum")
+		case w.Quorum.OK:
+			set(status.SentinelQuorumHealthy, status.True, "QuorumOK", w.Quorum.Message)
+		default:
+			set(status.SentinelQuorumHealthy, status.False, "NoQuorum", w.Quorum.Message)
+		}
+	}
+	// serving and converged are separate signals: AccessConverged never feeds Ready (seed 003)
+	st.DesiredAccess, st.AppliedAccess = o.Access.Desired, o.Access.Applied
+	if o.Access.Converged {
+		set(status.AccessConverged, status.True, "Applied", o.Access.Message)
+	} else {
+		set(status.AccessConverged, status.False, "Pending", o.Access.Message)
+	}
+	if primaryOK && replOK && monitoredOK {
+		set(status.Ready, status.True, "Ready", "primary elected, replicas in sync, monitored as requested")
+		st.EverReady = true
+	} else {
+		set(status.Ready, status.False, "NotReady", firstFalse(st.Conditions))
+	}
+	rc, _ := status.Get(st.Conditions, status.Ready)
+	st.State = status.DeriveState(rc, st.EverReady, now)
+	st.Message = rc.Message
+	return st
+}
+
+// firstFalse is the first condition other than Ready that is False, as "Type: message".
+func firstFalse(conds []status.Condition) string {
+	for _, c := range conds {
+		if c.Type != status.Ready && c.Status == status.False {
+			return c.Type + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// InstanceGauges is the instance's metrics observation (metrics.ObserveInstance) of one pass (pure).
+func InstanceGauges(w World, d Decision) metrics.InstanceObservation {
+	tp := d.Topology
+	o := metrics.InstanceObservation{Nodes: len(w.Nodes), Monitored: w.SentinelInfo != nil, QuorumOK: w.Quorum.OK}
+	if !d.Memory.RollHeldSince.IsZero() {
+		o.RollHeld = w.Now.Sub(d.Memory.RollHeldSince)
+	}
+	var primaryOffset int64
+	primaryKnown := false
+	for _, n := range w.Nodes {
+		if !n.Reachable {
+			continue
+		}
+		o.Reachable++
+		if n.Repl.Role == valkey.RolePrimary {
+			o.Primaries++
+		}
+		if tp.Primary != nil && n.Node.Index == tp.Primary.Index && n.Repl.Role == valkey.RolePrimary {
+			primaryOffset, primaryKnown = n.Repl.Offset(), true
+		}
+	}
+	for _, n := range w.Nodes {
+		if !n.Reachable || n.Repl.Role != valkey.RoleReplica {
+			continue
+		}
+		r := metrics.ReplicaLink{Pod: n.Node.Pod,
+			LinkUp: n.Repl.LinkUp && tp.Primary != nil && w.Instance.SameAddr(*tp.Primary, n.Repl.PrimaryHost, n.Repl.PrimaryPort)}
+		if primaryKnown {
+			r.LagKnown, r.LagBytes = true, max(primaryOffset-n.Repl.Offset(), 0)
+		}
+		o.Replicas = append(o.Replicas, r)
+	}
+	return o
+}
