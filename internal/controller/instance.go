@@ -308,6 +308,10 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 		obs.NoPrimaryFor = now.Sub(mem.noPrimarySince)
 	}
 	plan := topology.Build(obs)
+	if h := plan.HandingOff; h != nil && c.reported.changed(name+"/handing-off/"+h.Pod, observedPod(obs, *h).PodUID) {
+		c.recorder.Eventf(descCM, corev1.EventTypeNormal, "PrimaryHandingOff",
+			"primary pod %s is terminating: its preStop hook hands the primary role off; no repair or planned handoff until it is done", h.Pod)
+	}
 	lastAction, applyErr := c.apply(ctx, in, descCM, obs, plan, mem)
 	if plan.Primary != nil && plan.PrimaryConfirmed && mem.lastPrimary != "" && mem.lastPrimary != plan.Primary.Pod {
 		c.metrics.FailoversObserved.WithLabelValues(ns + "/" + name).Inc()
@@ -434,7 +438,10 @@ func (c *InstanceController) observe(ctx context.Context, in spec.Instance, mem 
 			st.PodUID, st.PodVersion = string(pod.UID), pod.ResourceVersion
 			st.PodReady = kube.PodReady(pod)
 			st.RoleLabel = pod.Labels[spec.LabelRole]
-			if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+			// a pod being deleted is still observed until its deletion deadline (its preStop hook may be
+			// handing the primary role off: topology treats it as handing off, issue 14)
+			st.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)
+			if pod.DeletionTimestamp != nil && !st.Terminating || pod.Status.Phase != corev1.PodRunning {
 				st.Err = "pod not running"
 				continue
 			}

@@ -38,7 +38,8 @@ func stale(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
 
 // planRoll builds the roll input from the observation and returns the next step.
 func (c *InstanceController) planRoll(in spec.Instance, obs topology.Observation, plan topology.Plan, quorumOK bool, mem *instanceMemory) (*roll.DataStep, string) {
-	ri := roll.DataInput{Monitored: obs.Sentinel.Monitored, Frozen: obs.Sentinel.FailoverInProgress || obs.Sentinel.PrimaryDown || obs.Sentinel.Disagree,
+	ri := roll.DataInput{Monitored: obs.Sentinel.Monitored,
+		Frozen:   obs.Sentinel.FailoverInProgress || obs.Sentinel.PrimaryDown || obs.Sentinel.Disagree || plan.HandingOff != nil,
 		QuorumOK: quorumOK, HandoffDeferred: time.Now().Before(mem.handoffDeferredUntil)}
 	var stss []*appsv1.StatefulSet
 	for _, n := range obs.Nodes {

@@ -96,6 +96,32 @@ type Outcome struct {
 	Took time.Duration
 }
 
+// The parts of Bound.
+const (
+	// ReachSentinels bounds finding a Sentinel that answers (CKQUORUM, then SENTINEL MASTER on the first that
+	// answers; each dial and command is bounded by Config.DialTimeout, 1 s).
+	ReachSentinels = 2 * time.Second
+	// DefaultFailoverWait is Config.FailoverWait's default.
+	DefaultFailoverWait = 5 * time.Second
+	// FinishMargin covers demoting the old primary and lifting the pause.
+	FinishMargin = time.Second
+	// UnmonitoredBound is the time the hook needs with failover mode None: FAILOVER TO with at least 2 s for
+	// the replica to catch up, and 3 s to resume.
+	UnmonitoredBound = 5 * time.Second
+)
+
+// Bound is how long the hook needs at most to hand a primary off when every part answers: with a monitor
+// whose down-after-milliseconds is downAfter, ReachSentinels + the pause budget (half of downAfter, the
+// handoff's default) + DefaultFailoverWait (the failover's end, once the budget ran out) + FinishMargin;
+// unmonitored (downAfter 0), UnmonitoredBound. charts/valkey's valkey.stop helper computes the same (rounded
+// up to whole seconds) and refuses a terminationGracePeriodSeconds that leaves the hook less.
+func Bound(downAfter time.Duration) time.Duration {
+	if downAfter <= 0 {
+		return UnmonitoredBound
+	}
+	return ReachSentinels + downAfter/2 + DefaultFailoverWait + FinishMargin
+}
+
 func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = 20 * time.Second
@@ -110,7 +136,7 @@ func (c Config) withDefaults() Config {
 		c.Poll = 100 * time.Millisecond
 	}
 	if c.FailoverWait <= 0 {
-		c.FailoverWait = 5 * time.Second
+		c.FailoverWait = DefaultFailoverWait
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
