@@ -22,8 +22,12 @@ type PreStopOptions struct {
 	SentinelsFile string
 	SecretsDir    string
 	RuntimeDir    string
-	Timeout       time.Duration
-	DialTimeout   time.Duration
+	// SentinelAuthDir holds the quorum's _instance password (file "password"); ClusterDomain checks the
+	// Sentinel hosts before it is sent (prestop.Config).
+	SentinelAuthDir string
+	ClusterDomain   string
+	Timeout         time.Duration
+	DialTimeout     time.Duration
 	// LogFile receives the log lines instead of stderr: the kubelet discards what an exec hook prints unless
 	// the hook fails (then it goes into the FailedPreStopHook Event), so the chart points it at the
 	// container's own stdout, /proc/1/fd/1, where `kubectl logs` shows it.
@@ -86,6 +90,8 @@ internal/prestop.`,
 	f.StringVar(&o.SentinelsFile, "sentinels-file", "/etc/valkey-ha/sentinels/sentinels.json", "Sentinel info (absent = not monitored)")
 	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with the _probe password (reads of the replicas)")
 	f.StringVar(&o.RuntimeDir, "runtime-dir", "/etc/valkey-ha/runtime", "runtime directory where the bootstrap wrote the node-local _prestop password")
+	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password; empty: no Sentinel credentials)")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "send the Sentinel password only to the quorum's own pods <S>-<i>.<S>-headless.<namespace>.svc.<domain> (empty: no host check)")
 	f.DurationVar(&o.Timeout, "timeout", 20*time.Second, "bound of the whole hook (keep it below terminationGracePeriodSeconds minus the server's shutdown-timeout)")
 	f.DurationVar(&o.DialTimeout, "dial-timeout", time.Second, "bound of each connection and command")
 	f.StringVar(&o.LogFile, "log-file", "", "also write the log here (the chart: /proc/1/fd/1, the container's stdout)")
@@ -120,6 +126,7 @@ func (o *PreStopOptions) run(ctx context.Context, log *slog.Logger) (prestop.Out
 	log = log.With("instance", in.Name, "node", o.NodeIndex)
 	log.Info("prestop: started", "timeout", o.Timeout.String())
 	return prestop.Run(ctx, prestop.Config{Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile,
+		SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
 		SecretsDir: o.SecretsDir, PasswordFile: o.RuntimeDir + "/" + bootstrap.PreStopPasswordFile,
 		Timeout: o.Timeout, DialTimeout: o.DialTimeout, Log: log}), nil
 }

@@ -78,6 +78,8 @@ type InstanceController struct {
 	runCtx context.Context
 	// reported dedupes the Warning events of conditions that last many passes
 	reported reportOnce
+	// sentinelAuth holds the quorum passwords sent to the Sentinels (sentinelOpts)
+	sentinelAuth quorumCredentials
 
 	startFactories func(stop <-chan struct{})
 }
@@ -502,7 +504,7 @@ func (c *InstanceController) observeSentinels(ctx context.Context, in spec.Insta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+			cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, in, si))
 			if err != nil {
 				return
 			}
@@ -622,7 +624,9 @@ func (c *InstanceController) ensureSubscription(name string, in spec.Instance, s
 	for _, addr := range si.Addrs() {
 		go func() {
 			for ctx.Err() == nil {
-				cl, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout}.WithTLS(si.TLS, c.opts.TLSCAFile))
+				o := c.sentinelOpts(ctx, in, *si)
+				o.CommandTimeout = 0
+				cl, err := valkey.Dial(ctx, addr, o)
 				if err == nil {
 					err = cl.SubscribeSwitchPrimary(ctx, func(sp valkey.SwitchPrimary) {
 						if sp.Name == in.MonitorName {
@@ -817,7 +821,7 @@ func firstFalse(conds []status.Condition) string {
 
 func (c *InstanceController) ckquorum(ctx context.Context, in spec.Instance, si spec.SentinelInfo) valkey.Quorum {
 	for _, addr := range si.Addrs() {
-		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, in, si))
 		if err != nil {
 			continue
 		}

@@ -110,7 +110,7 @@ func (c *InstanceController) checkHandoffReplicas(ctx context.Context, in spec.I
 	views := map[string][]roll.SentinelReplica{}
 	var print []string
 	for _, addr := range si.Addrs() {
-		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, in, si))
 		if err != nil {
 			continue
 		}
@@ -187,9 +187,13 @@ func (c *InstanceController) opOptions(in spec.Instance, mem *instanceMemory) va
 		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
 }
 
-// sentinelOpts are the options towards the Sentinels (no credentials).
-func (c *InstanceController) sentinelOpts(tls bool) valkey.Options {
-	return valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(tls, c.opts.TLSCAFile)
+// sentinelOpts are the options towards the Sentinels of si: the quorum's _instance user with the password of
+// Secret <S>-auth-instance (read by name; see sentinelAuth) when si is the quorum the descriptor names
+// (spec.SentinelInfo.CheckCanonical), no credentials otherwise.
+func (c *InstanceController) sentinelOpts(ctx context.Context, in spec.Instance, si spec.SentinelInfo) valkey.Options {
+	o := valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(si.TLS, c.opts.TLSCAFile)
+	o.Username, o.Password = c.sentinelAuth.credential(ctx, c.cs, c.log, in, si, c.opts.ClusterDomain)
+	return o
 }
 
 // handOff hands the primary off step.Node with internal/handoff: SENTINEL FAILOVER asked of the Sentinels in
@@ -198,7 +202,7 @@ func (c *InstanceController) handOff(ctx context.Context, in spec.Instance, step
 	cfg := handoff.Config{Primary: in.Addr(step.Node), NodeOptions: c.opOptions(in, mem),
 		Log: c.log.With("instance", in.Name, "pod", step.Node.Pod)}
 	if si != nil && in.Monitored() {
-		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, planFailoverOrder(si.Addrs()), c.sentinelOpts(si.TLS)
+		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, planFailoverOrder(si.Addrs()), c.sentinelOpts(ctx, in, *si)
 	} else {
 		cfg.Target = in.Addr(step.Target)
 	}
@@ -237,7 +241,7 @@ func (c *InstanceController) planResetAfterScaleIn(ctx context.Context, in spec.
 	var views []roll.SentinelView
 	for _, addr := range si.Addrs() {
 		v := roll.SentinelView{Addr: addr}
-		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, in, si))
 		if err != nil {
 			return "", addr + " unreachable"
 		}
@@ -262,7 +266,7 @@ func (c *InstanceController) planResetAfterScaleIn(ctx context.Context, in spec.
 }
 
 func (c *InstanceController) applyReset(ctx context.Context, in spec.Instance, descCM *corev1.ConfigMap, si spec.SentinelInfo, addr string) (string, error) {
-	cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+	cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, in, si))
 	if err != nil {
 		return "", err
 	}

@@ -21,7 +21,8 @@
 // deleted must not wait out the grace period of every pod).
 //
 // Credentials: the node-local acl.PreStop user (password written by the bootstrap into the runtime
-// directory) on its own server, _probe to read the replicas, none towards the Sentinels (as the bootstrap).
+// directory) on its own server, _probe to read the replicas, the quorum's acl.SentinelInstance towards the
+// Sentinels (as the bootstrap).
 package prestop
 
 import (
@@ -62,6 +63,10 @@ type Config struct {
 	// PauseBudget and CatchUpTimeout are passed to handoff.Config (0: its defaults).
 	PauseBudget    time.Duration
 	CatchUpTimeout time.Duration
+	// SentinelAuthDir holds file "password", the quorum's _instance password (as for the bootstrap), sent
+	// only to a sentinels.json that spec.SentinelInfo.CheckCanonical accepts with ClusterDomain.
+	SentinelAuthDir string
+	ClusterDomain   string
 	// FailoverWait is handoff.Config.FailoverWait (default 5 s, not the failover-timeout the controller
 	// waits): after the pause budget ran out the old primary is already a replica and Sentinel finishes the
 	// failover on its own; the longer wait would only hold the stop of a pod whose Sentinels are going away
@@ -187,6 +192,13 @@ func run(ctx context.Context, cfg Config) Outcome {
 	sentOpts := valkey.Options{DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}
 	if si != nil {
 		sentOpts = sentOpts.WithTLS(si.TLS, cfg.TLSCAFile)
+		if pw := readFile(filepath.Join(cfg.SentinelAuthDir, "password")); cfg.SentinelAuthDir != "" && pw != "" {
+			if err := si.CheckCanonical(in, cfg.ClusterDomain); err != nil {
+				cfg.Log.Warn("prestop: no Sentinel credentials sent", "err", err)
+			} else {
+				sentOpts.Username, sentOpts.Password = acl.SentinelInstance, pw
+			}
+		}
 	}
 	if repl.Role != valkey.RolePrimary {
 		if si == nil {
