@@ -43,6 +43,24 @@ type Config struct {
 	DialTimeout time.Duration
 	// TLSCAFile verifies TLS-only peers and Sentinels (default valkey.DefaultCAFile).
 	TLSCAFile string
+	// SentinelAuthDir holds file "password", the quorum's _instance password (Secret S-auth-instance, mounted
+	// optional: absent while the quorum has not generated it, or with Sentinel auth off). It is read at every
+	// observation and sent only to a sentinels.json that names the descriptor's sentinelRelease (and, with
+	// ClusterDomain, that quorum's pods: spec.SentinelInfo.CheckCanonical); otherwise the Sentinels are
+	// asked nothing and count as not answering.
+	SentinelAuthDir string
+	// ClusterDomain, when set, is the domain of the canonical Sentinel hosts (see SentinelAuthDir).
+	ClusterDomain string
+}
+
+// sentinelOptions are the options towards the quorum's Sentinels: the _instance user when its password is
+// mounted (docs/contract.md), none otherwise.
+func (cfg Config) sentinelOptions(tls bool) valkey.Options {
+	o := valkey.Options{DialTimeout: cfg.DialTimeout}.WithTLS(tls, cfg.TLSCAFile)
+	if pw := readSecret(cfg.SentinelAuthDir, "password"); pw != "" {
+		o.Username, o.Password = acl.SentinelInstance, pw
+	}
+	return o
 }
 
 // Run observes, plans and acts until the node's role is decided, then writes ConfigOut. It returns the
@@ -170,11 +188,17 @@ func Observe(ctx context.Context, cfg Config) Observation {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	if si, err := readSentinelInfo(cfg.SentinelsFile); err == nil && si.MonitorName == in.MonitorName {
+		so := cfg.sentinelOptions(si.TLS)
+		so.CommandTimeout = cfg.DialTimeout
+		refused := si.CheckCanonical(in, cfg.ClusterDomain)
 		for _, addr := range si.Addrs() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				a := askSentinel(ctx, addr, in.MonitorName, valkey.Options{DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}.WithTLS(si.TLS, cfg.TLSCAFile))
+				a := SentinelAnswer{Addr: addr, Err: refused}
+				if refused == nil || so.Password == "" {
+					a = askSentinel(ctx, addr, in.MonitorName, so)
+				}
 				a.TLS = si.TLS
 				mu.Lock()
 				o.Sentinels = append(o.Sentinels, a)
@@ -333,7 +357,7 @@ func requestFailover(ctx context.Context, cfg Config, obs Observation) error {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(ctx, 3*cfg.DialTimeout)
-		c, err := valkey.Dial(ctx, a.Addr, valkey.Options{DialTimeout: cfg.DialTimeout}.WithTLS(a.TLS, cfg.TLSCAFile))
+		c, err := valkey.Dial(ctx, a.Addr, cfg.sentinelOptions(a.TLS))
 		if err != nil {
 			cancel()
 			errs = append(errs, err)

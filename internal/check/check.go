@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -109,7 +110,7 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clu
 
 	// Sentinels
 	if in.Monitored() {
-		rs = append(rs, checkSentinelsAgree(ctx, cs, in, p))
+		rs = append(rs, checkSentinelsAgree(ctx, cs, in, p, clusterDomain))
 	}
 
 	// labels
@@ -179,7 +180,7 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clu
 	return rs, nil
 }
 
-func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.Instance, p spec.Node) Result {
+func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.Instance, p spec.Node, clusterDomain string) Result {
 	const name = "sentinels-agree"
 	info, err := cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, in.Name+"-sentinels", metav1.GetOptions{})
 	if err != nil {
@@ -189,9 +190,24 @@ func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.I
 	if err != nil {
 		return fail(name, "%v", err)
 	}
+	o := valkey.Options{DialTimeout: 2 * time.Second}.WithTLS(si.TLS, valkey.DefaultCAFile)
+	if in.SentinelRelease != "" {
+		if err := si.CheckCanonical(in, clusterDomain); err != nil {
+			return fail(name, "%v", err)
+		}
+		// the quorum's _instance password (Secret S-auth-instance; the chart's F-test Role may get it by name).
+		// A quorum without auth has no such Secret: then no credentials are sent.
+		pw, err := kube.ReadSecretKey(ctx, cs, in.Namespace, spec.SentinelSecretName(in.SentinelRelease, acl.SentinelInstance), "password")
+		switch {
+		case err == nil:
+			o.Username, o.Password = acl.SentinelInstance, pw
+		case !apierrors.IsNotFound(err):
+			return fail(name, "%v", err)
+		}
+	}
 	var bad []string
 	for _, addr := range si.Addrs() {
-		c, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: 2 * time.Second}.WithTLS(si.TLS, valkey.DefaultCAFile))
+		c, err := valkey.Dial(ctx, addr, o)
 		if err != nil {
 			bad = append(bad, err.Error())
 			continue
@@ -253,11 +269,17 @@ func checkWriteReadBack(ctx context.Context, in spec.Instance, clients map[int]*
 }
 
 // Quorum checks one Sentinel quorum: every Sentinel answers, and for every monitor it knows CKQUORUM is OK
-// and it sees the other Sentinels.
-func Quorum(ctx context.Context, addrs []string, tls bool) []Result {
+// and it sees the other Sentinels. o carries TLS and, with Sentinel auth, the credentials (the chart's test
+// pod: acl.SentinelClient); then an unauthenticated client must be refused (NOAUTH) and o's user may not
+// remove a monitor (NOPERM; asked for one that does not exist, so nothing happens when it may).
+func Quorum(ctx context.Context, addrs []string, o valkey.Options) []Result {
+	o.DialTimeout = 2 * time.Second
 	var rs []Result
+	if o.Password != "" && len(addrs) > 0 {
+		rs = append(rs, checkSentinelAuth(ctx, addrs[0], o))
+	}
 	for _, addr := range addrs {
-		c, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: 2 * time.Second}.WithTLS(tls, valkey.DefaultCAFile))
+		c, err := valkey.Dial(ctx, addr, o)
 		if err != nil {
 			rs = append(rs, fail("sentinel-reachable", "%v", err))
 			continue
@@ -285,4 +307,29 @@ func Quorum(ctx context.Context, addrs []string, tls bool) []Result {
 		c.Close()
 	}
 	return rs
+}
+
+// checkSentinelAuth asks one Sentinel, without credentials and as o's user, for what they must not do.
+func checkSentinelAuth(ctx context.Context, addr string, o valkey.Options) Result {
+	const name = "sentinel-auth"
+	anon := o
+	anon.Username, anon.Password = "", ""
+	if c, err := valkey.Dial(ctx, addr, anon); err == nil {
+		_, err = c.Do(ctx, "SENTINEL", "MASTERS")
+		c.Close()
+		if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+			return fail(name, "%s answers SENTINEL MASTERS without credentials (%v)", addr, err)
+		}
+	} else if !strings.Contains(err.Error(), "NOAUTH") {
+		return fail(name, "%s: unauthenticated connection: %v (want NOAUTH)", addr, err)
+	}
+	c, err := valkey.Dial(ctx, addr, o)
+	if err != nil {
+		return fail(name, "%s as %s: %v", addr, o.Username, err)
+	}
+	defer c.Close()
+	if _, err := c.Do(ctx, "SENTINEL", "REMOVE", "valkey-ha-helm-test-no-such-monitor"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		return fail(name, "%s lets %s run SENTINEL REMOVE (%v)", addr, o.Username, err)
+	}
+	return pass(name, "%s refuses unauthenticated clients (NOAUTH) and SENTINEL REMOVE by %s (NOPERM)", addr, o.Username)
 }

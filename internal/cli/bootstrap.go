@@ -32,6 +32,8 @@ type BootstrapOptions struct {
 	// ClusterDomain, when set, makes the boot step refuse a descriptor that does not describe this pod with
 	// the chart's canonical names and FQDNs (bootstrap.CheckIdentity); the chart always sets it.
 	ClusterDomain string
+	// SentinelAuthDir holds the quorum's _instance password (bootstrap.Config.SentinelAuthDir).
+	SentinelAuthDir string
 }
 
 // Validate checks the options.
@@ -86,7 +88,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 			d, err := bootstrap.Run(cmd.Context(), bootstrap.Config{
 				Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile, SecretsDir: o.SecretsDir,
 				DataDir: o.DataDir, ConfigTemplate: o.ConfigTemplate, ConfigOut: o.ConfigOut,
-				WaitLimit: o.WaitLimit, Retry: o.Retry,
+				WaitLimit: o.WaitLimit, Retry: o.Retry, SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
 			}, log)
 			if err != nil {
 				return err
@@ -113,7 +115,8 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.StringVar(&o.Exec, "exec", "", "server binary to exec with the written config (valkey-server or redis-server)")
 	f.DurationVar(&o.WaitLimit, "wait-limit", 10*time.Minute, "give up (exit 1, the container restarts) after waiting this long for a primary")
 	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
-	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts (empty: no check)")
+	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods (empty: no check)")
 	return cmd
 }
 

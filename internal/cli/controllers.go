@@ -199,6 +199,9 @@ type SentinelCmdOptions struct {
 	Selector      string
 	TLS           bool
 	Resync        time.Duration
+	// Auth makes the controller authenticate as the quorum's _admin user, generating the quorum's credential
+	// Secrets first when they do not exist (ensureSentinelAuth).
+	Auth bool
 }
 
 func newSentinelCmd() *cobra.Command {
@@ -246,10 +249,19 @@ data pods, refuses an instance another quorum already monitors, and never remove
 			if lease == "" {
 				lease = o.Release + "-controller"
 			}
-			c := controller.NewSentinelController(cs, controller.SentinelOptions{Namespace: o.Namespace, Release: o.Release,
+			copts := controller.SentinelOptions{Namespace: o.Namespace, Release: o.Release,
 				StatefulSet: o.StatefulSet, Service: o.Service, Port: o.Port, Replicas: o.Replicas, ClusterDomain: o.ClusterDomain,
-				Selector: sel, TLS: o.TLS, Resync: o.Resync}, m, rec, slog.Default())
-			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
+				Selector: sel, TLS: o.TLS, Resync: o.Resync}
+			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error {
+				if o.Auth {
+					pw, err := ensureSentinelAuth(ctx, cs, o.Namespace, o.Release, slog.Default())
+					if err != nil {
+						return err
+					}
+					copts.AuthPassword = pw
+				}
+				return controller.NewSentinelController(cs, copts, m, rec, slog.Default()).Run(ctx, h)
+			})
 		},
 	}
 	o.bind(cmd)
@@ -263,5 +275,6 @@ data pods, refuses an instance another quorum already monitors, and never remove
 	f.StringVar(&o.Selector, "selector", "", "label selector over instance descriptors; empty matches nothing")
 	f.BoolVar(&o.TLS, "tls", false, "the Sentinels speak TLS")
 	f.DurationVar(&o.Resync, "resync", 3*time.Second, "polling period")
+	f.BoolVar(&o.Auth, "auth", false, "authenticate to the Sentinels as _admin, generating Secrets <release>-auth-admin, -instance and -client first when they do not exist")
 	return cmd
 }

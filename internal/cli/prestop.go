@@ -1,9 +1,9 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -22,11 +22,15 @@ type PreStopOptions struct {
 	SentinelsFile string
 	SecretsDir    string
 	RuntimeDir    string
-	Timeout       time.Duration
-	DialTimeout   time.Duration
-	// LogFile also receives the log lines: the kubelet discards what an exec hook prints unless the hook
-	// fails (then only in the FailedPreStopHook Event), so the chart points it at the container's own
-	// stdout, /proc/1/fd/1, where `kubectl logs` shows it.
+	// SentinelAuthDir holds the quorum's _instance password (file "password"); ClusterDomain checks the
+	// Sentinel hosts before it is sent (prestop.Config).
+	SentinelAuthDir string
+	ClusterDomain   string
+	Timeout         time.Duration
+	DialTimeout     time.Duration
+	// LogFile receives the log lines instead of stderr: the kubelet discards what an exec hook prints unless
+	// the hook fails (then it goes into the FailedPreStopHook Event), so the chart points it at the
+	// container's own stdout, /proc/1/fd/1, where `kubectl logs` shows it.
 	LogFile string
 }
 
@@ -53,35 +57,17 @@ func newPreStopCmd() *cobra.Command {
 promoted, it hands off with the planned roll's code (pause writes, wait until the replicas reached the
 primary's offset, SENTINEL FAILOVER, wait until the Sentinel names the new primary, demote, unpause), or with
 FAILOVER TO when the instance is not monitored. On a replica it returns at once unless a failover runs (then
-it waits for its end). It always exits 0 within --timeout, logging why when it could not hand off: the
-shutdown must go on. See internal/prestop.`,
+it waits for its end). It ends within --timeout. When it could not hand off it logs why and exits 1 with a
+one-line reason, which the kubelet shows as a FailedPreStopHook Event; the container stops either way. See
+internal/prestop.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log := slog.Default()
-			if o.LogFile != "" {
-				if f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_APPEND, 0); err == nil {
-					defer f.Close()
-					log = slog.New(slog.NewJSONHandler(io.MultiWriter(os.Stderr, f), nil))
-				}
-			}
-			if err := o.Validate(); err != nil {
-				log.Error("prestop: not run", "err", err)
-				return nil
-			}
-			b, err := os.ReadFile(o.InstanceFile)
-			if err != nil {
-				log.Error("prestop: not run", "err", fmt.Errorf("read descriptor: %w", err))
-				return nil
-			}
-			in, err := spec.ParseInstance(b)
+			log, closeLog := o.logger()
+			defer closeLog()
+			out, err := o.run(cmd.Context(), log)
 			if err != nil {
 				log.Error("prestop: not run", "err", err)
-				return nil
+				return fmt.Errorf("prestop: not run: %w", err)
 			}
-			log = log.With("instance", in.Name, "node", o.NodeIndex)
-			log.Info("prestop: started", "timeout", o.Timeout.String())
-			out := prestop.Run(cmd.Context(), prestop.Config{Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile,
-				SecretsDir: o.SecretsDir, PasswordFile: o.RuntimeDir + "/" + bootstrap.PreStopPasswordFile,
-				Timeout: o.Timeout, DialTimeout: o.DialTimeout, Log: log})
 			attrs := []any{"action", out.Action, "reason", out.Reason, "detail", out.Detail, "took", out.Took.Round(time.Millisecond).String()}
 			if out.Result.NewPrimary != "" {
 				attrs = append(attrs, "newPrimary", out.Result.NewPrimary, "paused", out.Result.Paused.Round(time.Millisecond).String(),
@@ -89,9 +75,12 @@ shutdown must go on. See internal/prestop.`,
 			}
 			if out.Action == prestop.Skipped {
 				log.Warn("prestop: no handoff; the shutdown goes on (the server still waits for lagging replicas)", attrs...)
-			} else {
-				log.Info("prestop: done", attrs...)
+				// a failed hook is what the kubelet reports (Event FailedPreStopHook, with this message); it
+				// stops the container all the same
+				return fmt.Errorf("prestop: no handoff (%s): %s; the stop goes on (the server waits up to shutdown-timeout for lagging replicas)",
+					out.Reason, out.Detail)
 			}
+			log.Info("prestop: done", attrs...)
 			return nil
 		},
 	}
@@ -101,8 +90,43 @@ shutdown must go on. See internal/prestop.`,
 	f.StringVar(&o.SentinelsFile, "sentinels-file", "/etc/valkey-ha/sentinels/sentinels.json", "Sentinel info (absent = not monitored)")
 	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with the _probe password (reads of the replicas)")
 	f.StringVar(&o.RuntimeDir, "runtime-dir", "/etc/valkey-ha/runtime", "runtime directory where the bootstrap wrote the node-local _prestop password")
+	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password; empty: no Sentinel credentials)")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "send the Sentinel password only to the quorum's own pods <S>-<i>.<S>-headless.<namespace>.svc.<domain> (empty: no host check)")
 	f.DurationVar(&o.Timeout, "timeout", 20*time.Second, "bound of the whole hook (keep it below terminationGracePeriodSeconds minus the server's shutdown-timeout)")
 	f.DurationVar(&o.DialTimeout, "dial-timeout", time.Second, "bound of each connection and command")
 	f.StringVar(&o.LogFile, "log-file", "", "also write the log here (the chart: /proc/1/fd/1, the container's stdout)")
 	return cmd
+}
+
+// logger returns the hook's logger: JSON lines to LogFile when it opens (the container's stdout, so `kubectl
+// logs` shows them; the kubelet keeps an exec hook's own output only for a failed hook's Event, which then
+// gets just the one-line error), else to stderr.
+func (o *PreStopOptions) logger() (*slog.Logger, func()) {
+	if o.LogFile != "" {
+		if f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+			return slog.New(slog.NewJSONHandler(f, nil)), func() { f.Close() }
+		}
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil)), func() {}
+}
+
+// run validates the options, reads the descriptor and runs the hook; an error means it could not run at all.
+func (o *PreStopOptions) run(ctx context.Context, log *slog.Logger) (prestop.Outcome, error) {
+	if err := o.Validate(); err != nil {
+		return prestop.Outcome{}, err
+	}
+	b, err := os.ReadFile(o.InstanceFile)
+	if err != nil {
+		return prestop.Outcome{}, fmt.Errorf("read descriptor: %w", err)
+	}
+	in, err := spec.ParseInstance(b)
+	if err != nil {
+		return prestop.Outcome{}, err
+	}
+	log = log.With("instance", in.Name, "node", o.NodeIndex)
+	log.Info("prestop: started", "timeout", o.Timeout.String())
+	return prestop.Run(ctx, prestop.Config{Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile,
+		SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
+		SecretsDir: o.SecretsDir, PasswordFile: o.RuntimeDir + "/" + bootstrap.PreStopPasswordFile,
+		Timeout: o.Timeout, DialTimeout: o.DialTimeout, Log: log}), nil
 }

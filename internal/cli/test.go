@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/check"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -25,6 +27,9 @@ type TestOptions struct {
 	Timeout         time.Duration
 	Retry           time.Duration
 	TLS             bool
+	// SentinelUser authenticates to the Sentinels (with --sentinel-release) with the password in
+	// $SENTINEL_PASSWORD; no credentials when it is unset.
+	SentinelUser string
 }
 
 func newTestCmd() *cobra.Command {
@@ -36,7 +41,8 @@ func newTestCmd() *cobra.Command {
 CKQUORUM passes, role labels match the real roles, every replica's link is up, a write on the primary is read
 back from every replica, the default user is refused and the probe user cannot write.
 test --sentinel-release S checks a quorum: every Sentinel answers, CKQUORUM passes for every monitor and each
-Sentinel sees the others. Checks are retried until --retry passes, so a deployment that is still settling
+Sentinel sees the others, and with $SENTINEL_PASSWORD (as --sentinel-user) that an unauthenticated client is
+refused and that user may not remove a monitor. Checks are retried until --retry passes, so a deployment that is still settling
 is given that long.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Namespace == "" || (o.Instance == "") == (o.SentinelRelease == "") {
@@ -63,7 +69,11 @@ is given that long.`,
 					for i := range addrs {
 						addrs[i] = net.JoinHostPort(fmt.Sprintf("%s-%d.%s-headless.%s.svc.%s", o.SentinelRelease, i, o.SentinelRelease, o.Namespace, o.ClusterDomain), "26379")
 					}
-					rs = check.Quorum(cmd.Context(), addrs, o.TLS)
+					so := valkey.Options{}.WithTLS(o.TLS, valkey.DefaultCAFile)
+					if pw := os.Getenv("SENTINEL_PASSWORD"); pw != "" {
+						so.Username, so.Password = o.SentinelUser, pw
+					}
+					rs = check.Quorum(cmd.Context(), addrs, so)
 				}
 				failed := check.Failed(rs)
 				if err == nil && len(failed) == 0 {
@@ -98,6 +108,7 @@ is given that long.`,
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain (Sentinel hosts; with --instance, the domain every node host of the descriptor must use)")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-check timeout (replication read-back)")
 	f.DurationVar(&o.Retry, "retry", 60*time.Second, "keep retrying failed checks this long")
+	f.StringVar(&o.SentinelUser, "sentinel-user", acl.SentinelClient, "Sentinel user (with --sentinel-release; password in $SENTINEL_PASSWORD, unset: no credentials)")
 	f.BoolVar(&o.TLS, "tls", false, "the Sentinels speak TLS (with --sentinel-release; CA at "+valkey.DefaultCAFile+")")
 	return cmd
 }

@@ -120,7 +120,7 @@ func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap
 	cfg := handoff.Config{Primary: in.Addr(s.Node), NodeOptions: c.opOptions(in, mem),
 		Log: c.log.With("instance", in.Name, "pod", s.Node.Pod)}
 	if si := w.SentinelInfo; si != nil && in.Monitored() {
-		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, planFailoverOrder(si.Addrs()), c.sentinelOpts(si.TLS)
+		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, planFailoverOrder(si.Addrs()), c.sentinelOpts(ctx, in, *si)
 	} else {
 		cfg.Target = in.Addr(s.Target)
 	}
@@ -165,7 +165,7 @@ func planFailoverOrder(addrs []string) []string {
 
 // reset sends SENTINEL RESET <monitor> to one Sentinel.
 func (c *InstanceController) reset(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, s plan.Step) (string, error) {
-	cl, err := c.pool.get(ctx, s.Sentinel, c.sentinelOpts(w.SentinelInfo.TLS))
+	cl, err := c.pool.get(ctx, s.Sentinel, c.sentinelOpts(ctx, in, *w.SentinelInfo))
 	if err != nil {
 		return "", err
 	}
@@ -184,7 +184,11 @@ func (c *InstanceController) opOptions(in spec.Instance, mem *instanceMemory) va
 		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
 }
 
-// sentinelOpts are the options towards the Sentinels (no credentials).
-func (c *InstanceController) sentinelOpts(tls bool) valkey.Options {
-	return valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(tls, c.opts.TLSCAFile)
+// sentinelOpts are the options towards the Sentinels of si: the quorum's _instance user with the password of
+// Secret <S>-auth-instance (read by name; see sentinelAuth) when si is the quorum the descriptor names
+// (spec.SentinelInfo.CheckCanonical), no credentials otherwise.
+func (c *InstanceController) sentinelOpts(ctx context.Context, in spec.Instance, si spec.SentinelInfo) valkey.Options {
+	o := valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(si.TLS, c.opts.TLSCAFile)
+	o.Username, o.Password = c.sentinelAuth.credential(ctx, c.cs, c.log, in, si, c.opts.ClusterDomain)
+	return o
 }

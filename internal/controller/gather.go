@@ -126,7 +126,10 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 		restarts += s.RestartCount
 	}
 	nw.Identity = fmt.Sprintf("%s/%d", pod.UID, restarts)
-	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+	// a pod being deleted is still observed until its deletion deadline (its preStop hook may be handing
+	// the primary role off: topology treats it as handing off, issue 14)
+	nw.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)
+	if pod.DeletionTimestamp != nil && !nw.Terminating || pod.Status.Phase != corev1.PodRunning {
 		nw.Err = "pod not running"
 		return false, nil
 	}
@@ -165,7 +168,7 @@ func (c *InstanceController) gatherSentinels(ctx context.Context, w *plan.World)
 		s := &w.Sentinels[i]
 		s.Addr = addr
 		wg.Go(func() {
-			cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+			cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, w.Instance, si))
 			var v valkey.MonitorView
 			if err == nil {
 				v, err = cl.SentinelMonitorView(ctx, name, i == 0)
@@ -196,7 +199,7 @@ func (c *InstanceController) gatherSentinels(ctx context.Context, w *plan.World)
 		if !w.Sentinels[i+1].Answered() {
 			continue
 		}
-		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(si.TLS))
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, w.Instance, si))
 		if err != nil {
 			continue
 		}

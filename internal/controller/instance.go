@@ -75,6 +75,8 @@ type InstanceController struct {
 	runCtx context.Context
 	// reported dedupes the Warning events of conditions that last many passes
 	reported reportOnce
+	// sentinelAuth holds the quorum passwords sent to the Sentinels (sentinelOpts)
+	sentinelAuth quorumCredentials
 
 	startFactories func(stop <-chan struct{})
 }
@@ -288,7 +290,8 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 }
 
 // report sends the Events of conditions that last many passes once per change of reason (the policy's
-// refusal, no promotable replica, unknown descriptor fields) and the one-off PrimaryChanged.
+// refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook) and
+// the one-off PrimaryChanged.
 func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan.Decision, mem *instanceMemory) {
 	name := w.Instance.Name
 	if len(w.Instance.Unknown) > 0 {
@@ -296,6 +299,10 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 		if c.reported.changed(name+"/unknown", msg) {
 			c.recorder.Event(desc, corev1.EventTypeWarning, "DescriptorUnknownFields", msg)
 		}
+	}
+	if h := d.Topology.HandingOff; h != nil && c.reported.changed(name+"/handing-off/"+h.Pod, w.Node(h.Index).PodUID) {
+		c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryHandingOff",
+			"primary pod %s is terminating: its preStop hook hands the primary role off; no repair or planned handoff until it is done", h.Pod)
 	}
 	if d.Refused != "" && c.reported.changed(name+"/refused", d.Refused) {
 		c.recorder.Event(desc, corev1.EventTypeWarning, "StepRefused", d.Refused)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
@@ -60,6 +61,9 @@ type SentinelOptions struct {
 	TLSCAFile string
 	// SentinelHosts overrides the Sentinel addresses (host:port, index = pod ordinal); tests on loopback use it.
 	SentinelHosts []string
+	// AuthPassword, when set, is the password of the quorum's acl.SentinelAdmin user, sent to this quorum's
+	// Sentinels (charts/valkey-sentinel auth.enabled; the CLI reads or generates Secret S-auth-admin).
+	AuthPassword string
 }
 
 // SentinelController owns the monitor lifecycle of one Sentinel quorum.
@@ -761,7 +765,11 @@ func stale(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
 	return pod.Labels[revisionLabel] != sts.Status.UpdateRevision
 }
 
-// sentinelOpts are the options towards this quorum's Sentinels.
+// sentinelOpts are the options towards this quorum's Sentinels (as acl.SentinelAdmin with AuthPassword).
 func (c *SentinelController) sentinelOpts() valkey.Options {
-	return valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(c.opts.TLS, c.opts.TLSCAFile)
+	o := valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(c.opts.TLS, c.opts.TLSCAFile)
+	if c.opts.AuthPassword != "" {
+		o.Username, o.Password = acl.SentinelAdmin, c.opts.AuthPassword
+	}
+	return o
 }

@@ -32,7 +32,9 @@ func (c *InstanceController) ensureSubscription(name string, in spec.Instance, s
 	for _, addr := range si.Addrs() {
 		go func() {
 			for ctx.Err() == nil {
-				cl, err := valkey.Dial(ctx, addr, valkey.Options{DialTimeout: c.opts.DialTimeout}.WithTLS(si.TLS, c.opts.TLSCAFile))
+				o := c.sentinelOpts(ctx, in, *si)
+				o.CommandTimeout = 0
+				cl, err := valkey.Dial(ctx, addr, o)
 				if err == nil {
 					err = cl.SubscribeSwitchPrimary(ctx, func(sp valkey.SwitchPrimary) {
 						if sp.Name == in.MonitorName {

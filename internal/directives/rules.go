@@ -95,6 +95,7 @@ var SentinelSetCandidates = []string{"down-after-milliseconds", "failover-timeou
 	"master-reboot-down-after-period", "primary-reboot-down-after-period"}
 
 // Defaults are the directives whose default value (CONFIG GET on a fresh server) the data records, because a
-// chart rule compares them with each other (repl-timeout must exceed the replica ping period). Only these:
+// chart rule compares them with each other (repl-timeout must exceed the replica ping period; shutdown-timeout
+// and the preStop handoff must fit terminationGracePeriodSeconds). Only these:
 // the test server sets port, dir, save and others itself, and maxclients follows the machine's file limit.
-var Defaults = []string{"repl-timeout", "repl-ping-replica-period", "repl-ping-slave-period"}
+var Defaults = []string{"repl-timeout", "repl-ping-replica-period", "repl-ping-slave-period", "shutdown-timeout"}

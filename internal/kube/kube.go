@@ -175,6 +175,33 @@ func ReadSecretKey(ctx context.Context, cs kubernetes.Interface, namespace, name
 	return strings.TrimSpace(string(v)), nil
 }
 
+// EnsureSecret returns Secret want.Name of want.Namespace, creating want first when it does not exist. An
+// existing Secret is returned as it is, never changed: one the platform team created beforehand (with the same
+// keys) wins, and so does one an earlier run generated. Two callers racing to create it read the same one
+// (the loser's AlreadyExists reads it again). created reports whether this call created it.
+func EnsureSecret(ctx context.Context, cs kubernetes.Interface, want *corev1.Secret) (s *corev1.Secret, created bool, err error) {
+	api := cs.CoreV1().Secrets(want.Namespace)
+	s, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+	if err == nil {
+		return s, false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, false, fmt.Errorf("get secret %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	s, err = api.Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		return s, true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, false, fmt.Errorf("create secret %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	s, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, false, fmt.Errorf("get secret %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	return s, false, nil
+}
+
 // OwnerRef returns a controller-less owner reference to a ConfigMap, so the owned object is garbage
 // collected with it (status and Sentinel info go away on helm uninstall).
 func OwnerRef(cm *corev1.ConfigMap) metav1.OwnerReference {

@@ -163,7 +163,7 @@ func planRoll(w World, d *Decision, tp topology.Plan) *Step {
 // RollInput is the World as roll.PlanData reads it.
 func RollInput(w World, m Memory, tp topology.Plan) roll.DataInput {
 	v := w.SentinelView()
-	ri := roll.DataInput{Monitored: v.Monitored, Frozen: v.FailoverInProgress || v.PrimaryDown || v.Disagree,
+	ri := roll.DataInput{Monitored: v.Monitored, Frozen: v.FailoverInProgress || v.PrimaryDown || v.Disagree || tp.HandingOff != nil,
 		QuorumOK: w.Quorum.OK, HandoffDeferred: w.Now.Before(m.HandoffDeferredUntil), Settling: settling(w)}
 	var primaryOffset int64
 	for _, n := range w.Nodes {

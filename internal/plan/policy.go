@@ -38,6 +38,9 @@ func ResetQuiet(w World) time.Duration {
 // Check returns why step s must not be applied in World w (with the controller's memory m, after this pass's
 // update), or "" when it may.
 func Check(w World, m Memory, s Step) string {
+	if why := handingOff(w); why != "" && s.Kind != Remove && s.Kind != DeleteSentinelPod {
+		return refuse(s, "%s", why)
+	}
 	switch s.Kind {
 	case Repoint:
 		return checkRepoint(w, s)
@@ -98,6 +101,18 @@ func unsettled(w World) string {
 		return "a Sentinel flags the primary down"
 	case v.Disagree:
 		return "the Sentinels name different primaries"
+	}
+	return ""
+}
+
+// handingOff names the primary whose pod is terminating (its preStop hook hands the role off, issue 14), or
+// "": no step of the controller's may race that handoff.
+func handingOff(w World) string {
+	v := w.Vote()
+	for _, n := range w.Nodes {
+		if n.Terminating && (isPrimary(n) || w.Monitored() && v.Known() && v.Names(n.Node.Host, w.Instance.PortOf(n.Node))) {
+			return fmt.Sprintf("the primary's pod %s is terminating: its preStop hook hands the role off", n.Node.Pod)
+		}
 	}
 	return ""
 }

@@ -256,6 +256,21 @@ func TestCheck(t *testing.T) {
 			w.Sentinels[1].Replicas[2].Flags = []string{"slave"}
 		}, "s1:26379 does not list " + gone + " flagged s_down"},
 
+		// any step while the primary's pod is terminating (issue 14: its preStop hook hands the role off)
+		{"repoint: the primary's pod is terminating", repoint, func(w *World, _ *Memory) { orphan(w); w.Nodes[0].Terminating = true },
+			"the primary's pod vk-0-0 is terminating"},
+		{"promote: the primary's pod is terminating", promote, func(w *World, _ *Memory) {
+			unmonitored(w)
+			w.Nodes[0].Terminating = true
+		}, "the primary's pod vk-0-0 is terminating"},
+		{"handoff: the primary's pod is terminating", handoff, func(w *World, _ *Memory) { w.Nodes[0].Terminating = true },
+			"the primary's pod vk-0-0 is terminating"},
+		{"delete pod: the primary's pod is terminating (Sentinel names it, it no longer answers)", deletePod, func(w *World, _ *Memory) {
+			w.Nodes[0].Terminating, w.Nodes[0].Reachable, w.Nodes[0].Repl = true, false, valkey.Replication{}
+		}, "the primary's pod vk-0-0 is terminating"},
+		{"reset: the primary's pod is terminating", reset, func(w *World, _ *Memory) { withGone(w); w.Nodes[0].Terminating = true },
+			"the primary's pod vk-0-0 is terminating"},
+
 		{"a step of the other controller", Step{Kind: Remove}, nil, "not a step of the instance controller"},
 	}
 	for _, tt := range tests {

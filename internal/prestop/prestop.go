@@ -21,7 +21,8 @@
 // deleted must not wait out the grace period of every pod).
 //
 // Credentials: the node-local acl.PreStop user (password written by the bootstrap into the runtime
-// directory) on its own server, _probe to read the replicas, none towards the Sentinels (as the bootstrap).
+// directory) on its own server, _probe to read the replicas, the quorum's acl.SentinelInstance towards the
+// Sentinels (as the bootstrap).
 package prestop
 
 import (
@@ -62,6 +63,10 @@ type Config struct {
 	// PauseBudget and CatchUpTimeout are passed to handoff.Config (0: its defaults).
 	PauseBudget    time.Duration
 	CatchUpTimeout time.Duration
+	// SentinelAuthDir holds file "password", the quorum's _instance password (as for the bootstrap), sent
+	// only to a sentinels.json that spec.SentinelInfo.CheckCanonical accepts with ClusterDomain.
+	SentinelAuthDir string
+	ClusterDomain   string
 	// FailoverWait is handoff.Config.FailoverWait (default 5 s, not the failover-timeout the controller
 	// waits): after the pause budget ran out the old primary is already a replica and Sentinel finishes the
 	// failover on its own; the longer wait would only hold the stop of a pod whose Sentinels are going away
@@ -96,6 +101,32 @@ type Outcome struct {
 	Took time.Duration
 }
 
+// The parts of Bound.
+const (
+	// ReachSentinels bounds finding a Sentinel that answers (CKQUORUM, then SENTINEL MASTER on the first that
+	// answers; each dial and command is bounded by Config.DialTimeout, 1 s).
+	ReachSentinels = 2 * time.Second
+	// DefaultFailoverWait is Config.FailoverWait's default.
+	DefaultFailoverWait = 5 * time.Second
+	// FinishMargin covers demoting the old primary and lifting the pause.
+	FinishMargin = time.Second
+	// UnmonitoredBound is the time the hook needs with failover mode None: FAILOVER TO with at least 2 s for
+	// the replica to catch up, and 3 s to resume.
+	UnmonitoredBound = 5 * time.Second
+)
+
+// Bound is how long the hook needs at most to hand a primary off when every part answers: with a monitor
+// whose down-after-milliseconds is downAfter, ReachSentinels + the pause budget (half of downAfter, the
+// handoff's default) + DefaultFailoverWait (the failover's end, once the budget ran out) + FinishMargin;
+// unmonitored (downAfter 0), UnmonitoredBound. charts/valkey's valkey.stop helper computes the same (rounded
+// up to whole seconds) and refuses a terminationGracePeriodSeconds that leaves the hook less.
+func Bound(downAfter time.Duration) time.Duration {
+	if downAfter <= 0 {
+		return UnmonitoredBound
+	}
+	return ReachSentinels + downAfter/2 + DefaultFailoverWait + FinishMargin
+}
+
 func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = 20 * time.Second
@@ -110,7 +141,7 @@ func (c Config) withDefaults() Config {
 		c.Poll = 100 * time.Millisecond
 	}
 	if c.FailoverWait <= 0 {
-		c.FailoverWait = 5 * time.Second
+		c.FailoverWait = DefaultFailoverWait
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -161,6 +192,13 @@ func run(ctx context.Context, cfg Config) Outcome {
 	sentOpts := valkey.Options{DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout}
 	if si != nil {
 		sentOpts = sentOpts.WithTLS(si.TLS, cfg.TLSCAFile)
+		if pw := readFile(filepath.Join(cfg.SentinelAuthDir, "password")); cfg.SentinelAuthDir != "" && pw != "" {
+			if err := si.CheckCanonical(in, cfg.ClusterDomain); err != nil {
+				cfg.Log.Warn("prestop: no Sentinel credentials sent", "err", err)
+			} else {
+				sentOpts.Username, sentOpts.Password = acl.SentinelInstance, pw
+			}
+		}
 	}
 	if repl.Role != valkey.RolePrimary {
 		if si == nil {

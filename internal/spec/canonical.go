@@ -66,3 +66,46 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 	}
 	return nil
 }
+
+// SentinelPort is the port every Sentinel of charts/valkey-sentinel listens on (docs/contract.md).
+const SentinelPort = 26379
+
+// SentinelSecretName returns the Secret of quorum release's Sentinel user user (acl.SentinelAdmin, Instance or
+// Client, "_admin" -> "<release>-auth-admin"). charts/valkey-sentinel's controller generates these Secrets at
+// run time (keys username and password) unless they exist; charts/valkey mounts and grants
+// <release>-auth-instance by this name (docs/contract.md).
+func SentinelSecretName(release, user string) string {
+	return release + "-auth-" + strings.TrimPrefix(user, "_")
+}
+
+// CheckCanonical refuses a sentinels.json to which in's components must not send the quorum's _instance
+// password: one published by another quorum than the descriptor's sentinelRelease (or any, when the
+// descriptor names none), or, when clusterDomain is not empty, one whose hosts are not exactly that quorum's
+// pods S-<i>.S-headless.<namespace>.svc.<clusterDomain> on port 26379. Whoever may write ConfigMaps can
+// rewrite <F>-sentinels (issue 19): with this check a rewritten one can point the credential at nothing but
+// the quorum's own Sentinels. An empty clusterDomain skips the host check (tests on loopback).
+func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("sentinels.json of %s: %s: %s (Sentinel credentials go only to the quorum the descriptor names)",
+			in.Name, field, fmt.Sprintf(format, args...))
+	}
+	if in.SentinelRelease == "" {
+		return bad("sentinelRelease", "the descriptor names no quorum (sentinelRelease is empty)")
+	}
+	if si.SentinelRelease != in.SentinelRelease {
+		return bad("sentinelRelease", "is %q, the descriptor names %q", si.SentinelRelease, in.SentinelRelease)
+	}
+	if clusterDomain == "" {
+		return nil
+	}
+	if si.Port != SentinelPort {
+		return bad("port", "is %d, must be %d", si.Port, SentinelPort)
+	}
+	s := si.SentinelRelease
+	for i, h := range si.Hosts {
+		if want := fmt.Sprintf("%s-%d.%s-headless.%s.svc.%s", s, i, s, in.Namespace, clusterDomain); NormalizeHost(h) != want {
+			return bad(fmt.Sprintf("hosts[%d]", i), "is %q, must be %q", h, want)
+		}
+	}
+	return nil
+}

@@ -57,3 +57,39 @@ func TestCheckCanonical(t *testing.T) {
 	assert.NoError(t, loop.CheckCanonical("cache-valkey-instance", "ns1", ""), "no cluster domain: hosts are not checked (loopback tests)")
 	assert.Error(t, loop.CheckCanonical("cache-valkey-instance", "ns1", "cluster.local"))
 }
+
+func TestSentinelInfoCheckCanonical(t *testing.T) {
+	in := canonicalInstance()
+	in.SentinelRelease = "sentinel"
+	si := SentinelInfo{MonitorName: in.MonitorName, SentinelRelease: "sentinel", Port: 26379}
+	for i := 0; i < 3; i++ {
+		si.Hosts = append(si.Hosts, fmt.Sprintf("sentinel-%d.sentinel-headless.ns1.svc.cluster.local", i))
+	}
+	require.NoError(t, si.CheckCanonical(in, "cluster.local"))
+	assert.Equal(t, "sentinel-auth-instance", SentinelSecretName("sentinel", "_instance"))
+	for field, tamper := range map[string]func(si *SentinelInfo, in *Instance){
+		"sentinelRelease": func(si *SentinelInfo, _ *Instance) { si.SentinelRelease = "other" },
+		"port":            func(si *SentinelInfo, _ *Instance) { si.Port = 6379 },
+		"hosts[1]":        func(si *SentinelInfo, _ *Instance) { si.Hosts[1] = "evil.example.com" },
+		"hosts[2]": func(si *SentinelInfo, _ *Instance) {
+			si.Hosts[2] = "sentinel-2.sentinel-headless.ns2.svc.cluster.local"
+		},
+		"hosts[0]": func(si *SentinelInfo, _ *Instance) {
+			si.Hosts[0] = "sentinel-1.sentinel-headless.ns1.svc.cluster.local"
+		},
+	} {
+		s, i := si, in
+		s.Hosts = append([]string(nil), si.Hosts...)
+		tamper(&s, &i)
+		err := s.CheckCanonical(i, "cluster.local")
+		if assert.Error(t, err, field) {
+			assert.Contains(t, err.Error(), ": "+field+": ", field)
+		}
+	}
+	none := in
+	none.SentinelRelease = ""
+	assert.ErrorContains(t, si.CheckCanonical(none, ""), "names no quorum", "a descriptor without sentinelRelease sends no credential")
+	loop := si
+	loop.Hosts = []string{"localhost:26380"}
+	assert.NoError(t, loop.CheckCanonical(in, ""), "no cluster domain: hosts are not checked (loopback tests)")
+}

@@ -91,6 +91,12 @@ type Instance struct {
 	SentinelAuth   SecretRef         `json:"sentinelAuth"`
 	SystemSecret   string            `json:"systemSecret"`
 	ACLSecret      string            `json:"aclSecret"`
+	// SentinelRelease is the fullname S of the valkey-sentinel release that monitors the instance (the chart's
+	// sentinel.release; descriptor 1.1). The instance's components authenticate to that quorum's Sentinels as
+	// the _instance user with the password in Secret S-auth-instance (SentinelSecretName), and only to a
+	// sentinels.json that names it (SentinelInfo.CheckCanonical). Empty (descriptor 1.0): no credentials are
+	// sent to any Sentinel.
+	SentinelRelease string `json:"sentinelRelease,omitempty"`
 
 	// Unknown lists the fields of the parsed document this build does not know, as paths ("nodes[1].zone"),
 	// for the controllers to report: a newer charts/valkey may add fields (see DescriptorVersion).
@@ -173,6 +179,9 @@ func (in Instance) Validate() error {
 	}
 	if in.SentinelAuth.SecretName == "" || in.SentinelAuth.SecretKey == "" || in.SentinelAuth.User == "" {
 		return bad("sentinelAuth", "user, secretName and secretKey are required")
+	}
+	if in.SentinelRelease != "" && !dnsLabelRE.MatchString(in.SentinelRelease) {
+		return bad("sentinelRelease", "%q is not a DNS label", in.SentinelRelease)
 	}
 	return nil
 }

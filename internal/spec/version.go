@@ -15,7 +15,7 @@ import (
 // the field existed). A newer minor version only adds fields: they are kept in Instance.Unknown and
 // reported, never fatal. A newer major version may change the meaning of known fields and is refused with
 // a *VersionError.
-const DescriptorVersion = "1.0"
+const DescriptorVersion = "1.1"
 
 // VersionError is returned by ParseInstance for a descriptor whose major version is newer than
 // DescriptorVersion's. The instance it describes is still there: a controller must not treat it as gone.

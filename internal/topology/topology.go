@@ -3,7 +3,9 @@
 // the valkey.io/role label changes (seed 000, "Reconcile flow", Valkey controller steps 3-5).
 //
 // Rules: Sentinel's answer is the truth whenever a monitor exists and the controller never targets Sentinel's
-// primary; nothing topological happens while a failover is in flight; one disruptive step per pass.
+// primary; nothing topological happens while a failover is in flight, or while the primary's pod is
+// terminating (its preStop hook hands the role off; that pod never carries the primary label); one
+// disruptive step per pass.
 package topology
 
 import (
@@ -26,6 +28,10 @@ type NodeState struct {
 	// this observation carry them as preconditions.
 	PodUID     string
 	PodVersion string
+	// Terminating is true while the pod is being deleted and its deletion deadline (deletionTimestamp: the
+	// request's time plus the grace period) has not passed: its preStop hook may be handing the primary role
+	// off (issue 14). The observer still reads such a node.
+	Terminating bool
 	// Reachable is true when INFO replication answered; Err says why not.
 	Reachable bool
 	Err       string
@@ -111,6 +117,9 @@ type Plan struct {
 	PrimaryConfirmed bool
 	Actions          []Action
 	Held             string
+	// HandingOff is the primary whose pod is terminating (NodeState.Terminating): its preStop hook hands the
+	// role off, so no repair runs and no planned handoff starts until it is gone or demoted.
+	HandingOff *spec.Node
 }
 
 // PromoteAfter is how long an unmonitored instance must have no primary before the controller promotes
@@ -126,6 +135,7 @@ func Build(o Observation) Plan {
 		byIndex[n.Node.Index] = n
 	}
 	frozen := o.Sentinel.Monitored && (o.Sentinel.FailoverInProgress || o.Sentinel.PrimaryDown || o.Sentinel.Disagree)
+	p.HandingOff = handingOff(o)
 
 	// 1. who is the primary
 	if o.Sentinel.Monitored && o.Sentinel.Known {
@@ -148,6 +158,8 @@ func Build(o Observation) Plan {
 		p.Held = "the Sentinels name different primaries (a failover's result is reaching them): no topology change"
 	case frozen:
 		p.Held = "a failover is in flight or Sentinel sees the primary down: no topology change"
+	case p.HandingOff != nil:
+		p.Held = fmt.Sprintf("the primary's pod %s is terminating: its preStop hook hands the role off; no topology change", p.HandingOff.Pod)
 	case p.Primary != nil && p.PrimaryConfirmed:
 		if a, ok := planRepoint(o, *p.Primary); ok {
 			p.Actions = append(p.Actions, a)
@@ -167,6 +179,10 @@ func Build(o Observation) Plan {
 	for _, n := range o.Nodes {
 		want := ""
 		switch {
+		case n.Terminating && n.Reachable && n.Repl.Role == valkey.RoleReplica:
+			want = spec.RoleReplica
+		case n.Terminating:
+			// a terminating primary stops taking writes within its grace period: the label leaves it at once
 		case p.Primary != nil && p.PrimaryConfirmed && n.Node.Index == p.Primary.Index:
 			want = spec.RolePrimary
 		case n.Reachable && n.Repl.Role == valkey.RoleReplica:
@@ -189,6 +205,8 @@ func Build(o Observation) Plan {
 
 func labelReason(n NodeState, want string) string {
 	switch {
+	case n.Terminating && want == "":
+		return "the pod is terminating (preStop handoff)"
 	case want == spec.RolePrimary:
 		return "the agreed primary reports role master"
 	case want == spec.RoleReplica:
@@ -232,7 +250,7 @@ func bestClaimedPrimary(nodes []NodeState) (NodeState, bool) {
 func planRepoint(o Observation, primary spec.Node) (Action, bool) {
 	in := o.Instance
 	for _, n := range o.Nodes {
-		if !n.Reachable || n.Node.Index == primary.Index {
+		if !n.Reachable || n.Terminating || n.Node.Index == primary.Index {
 			continue
 		}
 		if n.Repl.Role == valkey.RolePrimary {
@@ -261,7 +279,7 @@ func planPromote(o Observation) (Action, bool) {
 			continue
 		}
 		reachable++
-		if n.Repl.Role != valkey.RoleReplica {
+		if n.Repl.Role != valkey.RoleReplica || n.Terminating {
 			continue
 		}
 		if best == nil || n.Repl.Offset() > best.Repl.Offset() {
@@ -273,4 +291,21 @@ func planPromote(o Observation) (Action, bool) {
 	}
 	return Action{Kind: Promote, Node: best.Node,
 		Reason: fmt.Sprintf("no primary for %s; highest offset %d", o.NoPrimaryFor.Round(time.Second), best.Repl.Offset())}, true
+}
+
+// handingOff returns the primary whose pod is terminating, or nil: a terminating node that reports primary,
+// or that Sentinel names primary. While its preStop hook runs it is still the primary, and a repair against
+// it (or one that moves the role elsewhere) would race the hook's own handoff.
+func handingOff(o Observation) *spec.Node {
+	for _, n := range o.Nodes {
+		if !n.Terminating {
+			continue
+		}
+		named := o.Sentinel.Monitored && o.Sentinel.Known && o.Instance.SameAddr(n.Node, o.Sentinel.PrimaryHost, o.Sentinel.PrimaryPort)
+		if named || n.Reachable && n.Repl.Role == valkey.RolePrimary {
+			node := n.Node
+			return &node
+		}
+	}
+	return nil
 }

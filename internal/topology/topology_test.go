@@ -134,3 +134,63 @@ func TestBuild(t *testing.T) {
 		})
 	}
 }
+
+func terminating(n NodeState) NodeState { n.Terminating = true; return n }
+
+// TestBuildPrimaryHandingOff (issue 14): a primary whose pod is terminating is handing off in its preStop
+// hook: no repair runs against it or around it, its primary label goes at once, and the label follows the
+// handoff as soon as Sentinel names the promoted replica and it reports master.
+func TestBuildPrimaryHandingOff(t *testing.T) {
+	tests := []struct {
+		name       string
+		obs        Observation
+		want       []string
+		handingOff int // -1 = none
+		held       string
+	}{
+		{"monitored: the terminating primary loses its label, nothing else moves",
+			Observation{Nodes: []NodeState{terminating(primary(0, "primary", 2)), replica(1, "replica", 0, 100), replica(2, "replica", 0, 100)}, Sentinel: sentinelNames(0)},
+			[]string{"label:vk-0-0="}, 0, "terminating"},
+		{"monitored: an orphan primary beside it is not repointed while the hook runs",
+			Observation{Nodes: []NodeState{terminating(primary(0, "", 1)), primary(1, "replica", 0), replica(2, "replica", 0, 100)}, Sentinel: sentinelNames(0)},
+			[]string{"label:vk-1-0="}, 0, "terminating"},
+		{"monitored: Sentinel names it and it no longer answers (the server is stopping)",
+			Observation{Nodes: []NodeState{terminating(down(0, "")), replica(1, "replica", 0, 100), replica(2, "replica", 0, 100)}, Sentinel: sentinelNames(0)},
+			nil, 0, "terminating"},
+		{"monitored: handed off: the promoted replica gets the label in the same pass, the old primary is a replica",
+			Observation{Nodes: []NodeState{terminating(replica(0, "", 1, 100)), primary(1, "replica", 2), replica(2, "replica", 1, 100)}, Sentinel: sentinelNames(1)},
+			[]string{"label:vk-0-0=replica", "label:vk-1-0=primary"}, -1, ""},
+		{"monitored: a terminating replica changes nothing",
+			Observation{Nodes: []NodeState{primary(0, "primary", 2), terminating(replica(1, "replica", 0, 100)), replica(2, "replica", 0, 100)}, Sentinel: sentinelNames(0)},
+			nil, -1, ""},
+		{"unmonitored: no promotion while the primary hands off (FAILOVER TO), even after PromoteAfter",
+			Observation{Nodes: []NodeState{terminating(primary(0, "primary", 2)), replica(1, "replica", 0, 50), replica(2, "replica", 1, 100)}, NoPrimaryFor: time.Minute},
+			[]string{"label:vk-0-0="}, 0, "terminating"},
+		{"unmonitored: a terminating replica is never promoted",
+			Observation{Nodes: []NodeState{down(0, "primary"), terminating(replica(1, "replica", 0, 90)), replica(2, "replica", 0, 50)}, NoPrimaryFor: time.Minute},
+			[]string{"promote:vk-2-0", "label:vk-0-0="}, -1, ""},
+		{"unmonitored: a terminating replica that follows another node is not repointed",
+			Observation{Nodes: []NodeState{primary(0, "primary", 1), replica(1, "replica", 0, 100), terminating(replica(2, "replica", 1, 100))}},
+			nil, -1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.obs.Instance = inst
+			p := Build(tt.obs)
+			assert.Equal(t, tt.want, kinds(p), "held: %s", p.Held)
+			if tt.handingOff < 0 {
+				assert.Nil(t, p.HandingOff)
+			} else if assert.NotNil(t, p.HandingOff) {
+				assert.Equal(t, tt.handingOff, p.HandingOff.Index)
+			}
+			assert.Contains(t, p.Held, tt.held)
+			for _, a := range p.Actions {
+				if a.Kind == Label && a.Role == spec.RolePrimary {
+					for _, n := range tt.obs.Nodes {
+						assert.False(t, n.Terminating && n.Node.Index == a.Node.Index, "a terminating pod is never labelled primary")
+					}
+				}
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +16,9 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
-var engines = valkeytest.Engines
-
-// forEachEngine runs fn as one subtest per engine, all at once. The subtests are started from their own
-// goroutines instead of calling t.Parallel, so the -parallel limit (GOMAXPROCS, 2 here) does not queue the
-// third engine behind the first two: these tests wait on Sentinel's timers, not on the CPU.
+// forEachEngine runs fn as one subtest per engine, all at once (valkeytest.ForEachEngine).
 func forEachEngine(t *testing.T, fn func(t *testing.T, e valkeytest.Engine)) {
-	var wg sync.WaitGroup
-	for _, e := range engines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t.Run(e.String(), func(t *testing.T) { fn(t, e) })
-		}()
-	}
-	wg.Wait()
+	valkeytest.ForEachEngine(t, fn)
 }
 
 // TestRegisterMonitorByHostname registers a monitor by hostname and sees CKQUORUM pass on every Sentinel,

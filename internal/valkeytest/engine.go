@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -127,4 +128,19 @@ func Require(t testing.TB, e Engine) {
 			fail(fmt.Sprintf("%s %s not found on PATH: run hack/install-deps.sh", e, b))
 		}
 	}
+}
+
+// ForEachEngine runs fn as one subtest per engine of Engines, all at once. The subtests are started from their
+// own goroutines instead of calling t.Parallel, so the -parallel limit (GOMAXPROCS) does not queue the third
+// engine behind the first two: tests with real Sentinels wait on Sentinel's timers, not on the CPU.
+func ForEachEngine(t *testing.T, fn func(t *testing.T, e Engine)) {
+	var wg sync.WaitGroup
+	for _, e := range Engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(e.String(), func(t *testing.T) { fn(t, e) })
+		}()
+	}
+	wg.Wait()
 }

@@ -47,6 +47,10 @@ type TopologyConfig struct {
 	// rendered); Passwords then must hold the plaintext of every system user it names.
 	ACL       string
 	Passwords map[string]string
+	// SentinelAuth runs the Sentinels with the users charts/valkey-sentinel gives them (acl.SentinelUsers:
+	// default off, _admin between the Sentinels as sentinel-user); SentinelOptions then authenticates as
+	// _admin and SentinelOptionsAs as any of them (passwords in Topology.SentinelPasswords).
+	SentinelAuth bool
 }
 
 // Topology is a running replicated instance: Nodes[0] starts as the primary.
@@ -57,6 +61,8 @@ type Topology struct {
 	Sentinels []*Proc
 	// Passwords of the system users, by name.
 	Passwords map[string]string
+	// SentinelPasswords of the Sentinels' users (acl.SentinelUsers) with SentinelAuth, by name.
+	SentinelPasswords map[string]string
 
 	links map[[2]*Proc]*Link
 }
@@ -174,8 +180,16 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 		}
 	}
 	top.WaitReplicationUp(20 * time.Second)
+	var sentinelLines []string
+	if cfg.SentinelAuth {
+		top.SentinelPasswords = map[string]string{}
+		for _, u := range acl.SentinelUsers {
+			top.SentinelPasswords[u.Name] = RandomPassword(t)
+		}
+		sentinelLines = SentinelAuthLines(t, cfg.Engine, top.SentinelPasswords)
+	}
 	for i := 0; i < cfg.Sentinels; i++ {
-		sc := SentinelConfig{TLS: cfg.TLS}
+		sc := SentinelConfig{TLS: cfg.TLS, Lines: sentinelLines}
 		if cfg.FaultLinks {
 			sc.UID = AllocUID(t)
 		}
@@ -227,7 +241,7 @@ func (top *Topology) DelayReplication(d time.Duration) {
 // Register runs SENTINEL MONITOR on s for node (by hostname) and SENTINEL SET for the credentials and timings.
 func (top *Topology) Register(ctx context.Context, s, node *Proc) {
 	top.t.Helper()
-	c := s.Client(valkey.Options{})
+	c := s.Client(top.SentinelOptions())
 	cfg := top.Cfg
 	if err := c.SentinelMonitor(ctx, cfg.MonitorName, Host, node.Port, cfg.Quorum); err != nil {
 		top.t.Fatalf("register: %v", err)
@@ -242,21 +256,49 @@ func (top *Topology) Register(ctx context.Context, s, node *Proc) {
 	}
 }
 
-// Options returns client options for a system user (no credentials under NoACL).
+// Options returns client options for a system user of the data nodes (no credentials under NoACL).
 func (top *Topology) Options(user string) valkey.Options {
-	o := top.SentinelOptions()
+	o := top.tlsOptions()
 	if !top.Cfg.NoACL {
 		o.Username, o.Password = user, top.Passwords[user]
 	}
 	return o
 }
 
-// SentinelOptions returns client options for a Sentinel (no credentials; TLS when the topology uses it).
-func (top *Topology) SentinelOptions() valkey.Options {
+func (top *Topology) tlsOptions() valkey.Options {
 	if top.Cfg.TLS != nil {
 		return valkey.Options{TLS: true, CAFile: top.Cfg.TLS.CA}
 	}
 	return valkey.Options{}
+}
+
+// SentinelOptions returns client options for a Sentinel: TLS when the topology uses it, and with SentinelAuth
+// the _admin user (no credentials otherwise).
+func (top *Topology) SentinelOptions() valkey.Options {
+	return top.SentinelOptionsAs(acl.SentinelAdmin)
+}
+
+// SentinelOptionsAs returns client options for a Sentinel as user (one of acl.SentinelUsers); without
+// SentinelAuth there are no users and the options carry no credentials.
+func (top *Topology) SentinelOptionsAs(user string) valkey.Options {
+	o := top.tlsOptions()
+	if top.Cfg.SentinelAuth {
+		o.Username, o.Password = user, top.SentinelPasswords[user]
+	}
+	return o
+}
+
+// SentinelAuthLines returns the sentinel.conf lines of Sentinel auth as charts/valkey-sentinel writes them:
+// the users of acl.SentinelUsers for engine with the given passwords, and sentinel-user/sentinel-pass _admin
+// so the Sentinels authenticate to each other.
+func SentinelAuthLines(t testing.TB, e Engine, passwords map[string]string) []string {
+	t.Helper()
+	users, err := acl.RenderSentinelACL(e.Name, passwords)
+	if err != nil {
+		t.Fatalf("sentinel users: %v", err)
+	}
+	return append(strings.Split(strings.TrimSuffix(users, "\n"), "\n"),
+		"sentinel sentinel-user "+acl.SentinelAdmin, "sentinel sentinel-pass "+passwords[acl.SentinelAdmin])
 }
 
 // NodeByPort returns the data node listening on port, or nil.

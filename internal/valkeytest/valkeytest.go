@@ -299,7 +299,8 @@ func (p *Proc) Client(o valkey.Options) *valkey.Client {
 }
 
 // CLI runs the engine's command-line client against the process and returns its trimmed output. The password,
-// if any, travels in REDISCLI_AUTH, never on the command line.
+// if any, travels in REDISCLI_AUTH, never on the command line; with an empty password the client sends no
+// AUTH at all (an unauthenticated client).
 func (p *Proc) CLI(user, password string, args ...string) (string, error) {
 	full := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(p.Port)}, args...)
 	if p.TLS != nil {
@@ -309,7 +310,14 @@ func (p *Proc) CLI(user, password string, args ...string) (string, error) {
 		full = append([]string{"--user", user}, full...)
 	}
 	cmd := p.Engine.Command(p.Engine.CLI, full...)
-	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDISCLI_AUTH=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if password != "" {
+		cmd.Env = append(cmd.Env, "REDISCLI_AUTH="+password)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

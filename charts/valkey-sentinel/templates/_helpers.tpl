@@ -308,6 +308,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validateCommon" . -}}
 {{- include "vs.validatePodExtras" . -}}
 {{- include "vs.validateController" . -}}
+{{- include "vs.validateStop" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -729,6 +730,47 @@ priority class.
 {{- include "vs.checkFormat" (dict "field" "controller.priorityClassName" "value" . "format" "dnsName" "example" "high-priority") -}}
 {{- if hasPrefix "system-" . -}}
 {{- fail (printf "controller.priorityClassName: %q is reserved for pods in kube-system, so the controller pods would never be created here; use a PriorityClass of your own" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+preStop hook of the sentinel container (issue 14): while this Sentinel runs a failover (the flag
+failover_in_progress in SENTINEL MASTERS: this Sentinel is its leader), the stop waits for its end, at most
+preStop.timeoutSeconds; a leader stopped mid-failover leaves the failover to time out (failover-timeout) and
+the other Sentinels wait twice that before they try again. It asks its own Sentinel the way the readiness
+probe does (vs.cli: TLS flags; REDISCLI_AUTH from the container's environment when Sentinel auth is on).
+Messages go to the container's stdout (kubectl logs); a wait that ran out fails the hook, which the kubelet
+reports as a FailedPreStopHook Event. The container stops either way.
+*/}}
+{{- define "vs.preStopScript" -}}
+{{- $t := int .Values.preStop.timeoutSeconds -}}
+end=$(( $(date +%s) + {{ $t }} )); waited=0
+while [ "$(date +%s)" -lt "$end" ]; do
+  out=$({{ include "vs.cli" . }} sentinel masters 2>&1) || exit 0
+  case "$out" in
+    *failover_in_progress*) ;;
+    *) if [ "$waited" = 1 ]; then echo "preStop: the failover ended; stopping" >>/proc/1/fd/1; fi; exit 0 ;;
+  esac
+  if [ "$waited" = 0 ]; then echo "preStop: this Sentinel runs a failover; the stop waits for its end (at most {{ $t }} s)" >>/proc/1/fd/1; fi
+  waited=1
+  sleep 0.5
+done
+echo "preStop: this Sentinel still runs a failover after {{ $t }} s; stopping anyway" | tee -a /proc/1/fd/1 >&2
+exit 1
+{{- end -}}
+
+{{/* valkey-cli against this pod's own Sentinel (readiness probe and preStop hook). */}}
+{{- define "vs.cli" -}}
+valkey-cli{{ if .Values.tls.enabled }} --tls --cacert /etc/valkey-ha/tls/ca.crt --cert /etc/valkey-ha/tls/tls.crt --key /etc/valkey-ha/tls/tls.key{{ end }} -p 26379
+{{- end -}}
+
+{{/* terminationGracePeriodSeconds leaves room for the preStop wait. */}}
+{{- define "vs.validateStop" -}}
+{{- if .Values.preStop.enabled -}}
+{{- $need := add (int .Values.preStop.timeoutSeconds) 2 -}}
+{{- if lt (int .Values.terminationGracePeriodSeconds) $need -}}
+{{- fail (printf "terminationGracePeriodSeconds: %d is shorter than the preStop wait for a running failover (preStop.timeoutSeconds %d) and 2 s for Sentinel to exit; set at least %d, lower preStop.timeoutSeconds, or set preStop.enabled: false" (int .Values.terminationGracePeriodSeconds) (int .Values.preStop.timeoutSeconds) $need) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -460,6 +460,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateSizing" . -}}
 {{- include "valkey.validateConfig" . -}}
 {{- include "valkey.validateSentinel" . -}}
+{{- include "valkey.validateStop" . -}}
 {{- include "valkey.validateUsers" . -}}
 {{- include "valkey.validateTLS" . -}}
 {{- include "valkey.validateLabels" . -}}
@@ -774,6 +775,53 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
 {{- end -}}
 {{- if and (eq .Values.updateStrategy "RollingUpdate") .Values.controller.enabled -}}
 {{- fail "updateStrategy: RollingUpdate lets the StatefulSet controller restart the primary without a failover; keep OnDelete while controller.enabled is true" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+How a data pod stops (issue 14), JSON {"enabled", "grace", "shutdown", "downAfterMs", "bound", "timeout"}, all in
+seconds but downAfterMs. terminationGracePeriodSeconds (grace) is shared by the preStop hook and the server's own
+stop: SIGTERM makes valkey-server wait up to shutdown-timeout (engine default 10 s) for lagging replicas, and it
+needs about 2 s more to exit. The hook gets the rest (timeout). It needs at most bound to hand off a primary
+(prestop.Bound in internal/prestop, which a render test compares with this): 2 s to reach a Sentinel that
+answers, half of down-after-milliseconds with writes paused, 5 s for the failover to end once that budget ran
+out, 1 s to demote the old primary and resume; unmonitored (FAILOVER TO) 5 s.
+*/}}
+{{- define "valkey.stop" -}}
+{{- include "valkey.loadDirectives" . -}}
+{{- $shutdown := int64 (include "valkey.effective" (dict "ctx" . "names" (list "shutdown-timeout")) | default "10") -}}
+{{- $grace := int64 .Values.terminationGracePeriodSeconds -}}
+{{- $downAfter := int64 0 -}}
+{{- $bound := int64 5 -}}
+{{- if eq .Values.failover.mode "Sentinel" -}}
+{{- $downAfter = int64 (toString (get (.Values.sentinel.config | default dict) "down-after-milliseconds" | default "30000")) -}}
+{{- $bound = add 8 (div (add $downAfter 1999) 2000) -}}
+{{- end -}}
+{{- dict "enabled" .Values.preStop.enabled "grace" $grace "shutdown" $shutdown "downAfterMs" $downAfter "bound" $bound "timeout" (sub (sub $grace $shutdown) 2) | toJson -}}
+{{- end -}}
+
+{{/* terminationGracePeriodSeconds leaves room for the preStop handoff and the server's own stop (valkey.stop). */}}
+{{- define "valkey.validateStop" -}}
+{{- $st := include "valkey.stop" . | fromJson -}}
+{{- $shutdown := int64 $st.shutdown -}}
+{{- $grace := int64 $st.grace -}}
+{{- if eq $shutdown 0 -}}
+{{- fail "config.shutdown-timeout: 0 makes the server stop without waiting for lagging replicas, so a stop the preStop hook could not hand off loses the writes they had not received yet; set at least 1 (the engine default is 10)" -}}
+{{- end -}}
+{{- if regexMatch "(^|\\s)now(\\s|$)" (include "valkey.confValue" (get .Values.config "shutdown-on-sigterm" | default "")) -}}
+{{- fail (printf "config.shutdown-on-sigterm: %q skips the wait for lagging replicas (shutdown-timeout) on SIGTERM, so a stop the preStop hook could not hand off loses the writes they had not received yet; remove \"now\"" (include "valkey.confValue" (get .Values.config "shutdown-on-sigterm"))) -}}
+{{- end -}}
+{{- if $st.enabled -}}
+{{- $need := add (int64 $st.bound) $shutdown 2 -}}
+{{- if lt $grace $need -}}
+{{- $why := "FAILOVER TO, failover.mode None" -}}
+{{- if eq .Values.failover.mode "Sentinel" -}}
+{{- $why = printf "2 s to reach a Sentinel, %s s paused = half of down-after-milliseconds %d, 5 s for the failover's end, 1 s to resume" (toString (divf (int64 $st.downAfterMs) 2000.0)) (int64 $st.downAfterMs) -}}
+{{- end -}}
+{{- fail (printf "terminationGracePeriodSeconds: %d is too short: the preStop handoff needs %d s (%s) and the server's stop shutdown-timeout %d s + 2 s, %d s in all; set at least %d, lower config.shutdown-timeout, or set preStop.enabled: false" $grace (int64 $st.bound) $why $shutdown $need $need) -}}
+{{- end -}}
+{{- else if lt $grace (add $shutdown 2) -}}
+{{- fail (printf "terminationGracePeriodSeconds: %d is shorter than the server's stop (shutdown-timeout %d s waiting for lagging replicas, 2 s to exit): the kubelet would kill it mid-wait; set at least %d or lower config.shutdown-timeout" $grace $shutdown (add $shutdown 2)) -}}
 {{- end -}}
 {{- end -}}
 

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/handoff"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// TestPrimaryPodTerminatingIsHandingOff (issue 14): the primary's pod gets a deletion timestamp (delete,
+// eviction, drain) and its preStop hook hands the role off (internal/handoff, the hook's code). The instance
+// controller keeps observing the terminating pod: it reports PrimaryHandingOff once, takes the primary label
+// off that pod at once, repairs nothing while the hook runs, and labels the promoted replica primary and the
+// old primary replica as soon as the handoff is done.
+func TestPrimaryPodTerminatingIsHandingOff(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	e.publishSentinels()
+	e.startInstanceController(InstanceOptions{Resync: 30 * time.Second}) // the pod update and +switch-master drive it
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
+	drainEvents(e.rec, "")
+	stopSampling := sampleLabels(t, e)
+
+	ctx := context.Background()
+	pod, err := e.cs.CoreV1().Pods(ns).Get(ctx, "vk-0-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	deadline := metav1.NewTime(time.Now().Add(30 * time.Second))
+	pod.DeletionTimestamp = &deadline
+	_, err = e.cs.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	at := time.Now()
+	valkeytest.Eventually(t, 2*time.Second, 20*time.Millisecond, "the terminating primary loses its label", func() error {
+		if l := e.roleLabels()["vk-0-0"]; l != "" {
+			return fmt.Errorf("vk-0-0 labelled %q", l)
+		}
+		return nil
+	})
+	t.Logf("label off the terminating primary %s after the deletion timestamp", time.Since(at).Round(time.Millisecond))
+	valkeytest.Eventually(t, 2*time.Second, 20*time.Millisecond, "PrimaryHandingOff reported", func() error {
+		if evs := drainEvents(e.rec, "PrimaryHandingOff"); len(evs) != 1 {
+			return fmt.Errorf("events %v", evs)
+		}
+		return nil
+	})
+
+	res, err := handoff.Run(ctx, handoff.Config{Primary: e.top.Nodes[0].Addr(), NodeOptions: e.top.Options(acl.Operator),
+		MonitorName: e.in.MonitorName, Sentinels: e.sentinelAddrs(), SentinelOptions: e.top.SentinelOptions()})
+	require.NoError(t, err)
+	done := time.Now()
+	var newPort int
+	for _, n := range e.top.Nodes {
+		if n.Addr() == res.NewPrimary {
+			newPort = n.Port
+		}
+	}
+	require.NotZero(t, newPort, res.NewPrimary)
+	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "labels follow the handoff", func() error {
+		if err := e.labelsMatchExcept(newPort, "vk-0-0"); err != nil {
+			return err
+		}
+		if l := e.roleLabels()["vk-0-0"]; l != spec.RoleReplica {
+			return fmt.Errorf("the old primary (still terminating, now a replica) labelled %q", l)
+		}
+		return nil
+	})
+	t.Logf("labels followed %s after the handoff returned (paused %s)", time.Since(done).Round(time.Millisecond), res.Paused.Round(time.Millisecond))
+	assert.Less(t, time.Since(done), 2*time.Second)
+	assert.Zero(t, stopSampling(), "never two pods labelled primary")
+	assert.Empty(t, drainEvents(e.rec, "Repaired"), "no repair while the primary handed off")
+	assert.Empty(t, drainEvents(e.rec, "PrimaryHandingOff"), "reported once")
+	r, err := e.top.Replication(e.top.Nodes[0])
+	require.NoError(t, err)
+	assert.Equal(t, valkey.RoleReplica, r.Role)
+}

@@ -1,0 +1,191 @@
+package templatestests
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/cli"
+	"github.com/valkey-ha/valkey-ha/internal/prestop"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// preStopFlags parses a rendered preStop command with the real valkey-sentinel-ctl command tree and returns
+// the subcommand's name and its flag values.
+func preStopFlags(t *testing.T, c *corev1.Container) (string, map[string]string) {
+	t.Helper()
+	require.NotNil(t, c.Lifecycle, "lifecycle")
+	require.NotNil(t, c.Lifecycle.PreStop, "preStop")
+	require.NotNil(t, c.Lifecycle.PreStop.Exec, "an exec hook")
+	args := c.Lifecycle.PreStop.Exec.Command
+	require.Equal(t, "/opt/valkey-ha/bin/valkey-sentinel-ctl", args[0], "the binary install-ctl put into the bin volume")
+	cmd, rest, err := cli.NewRoot().Find(args[1:])
+	require.NoError(t, err)
+	require.NoError(t, cmd.ParseFlags(rest), "the rendered flags are the command's own")
+	require.Empty(t, cmd.Flags().Args(), "no stray arguments")
+	out := map[string]string{}
+	for _, name := range []string{"node-index", "instance-file", "sentinels-file", "secrets-dir", "runtime-dir", "timeout", "log-file"} {
+		f := cmd.Flags().Lookup(name)
+		require.NotNil(t, f, name)
+		out[name] = f.Value.String()
+	}
+	return cmd.Name(), out
+}
+
+// TestDataPreStopHook (issue 14): every data container runs `valkey-sentinel-ctl prestop` before it stops,
+// with its own node index, the paths the bootstrap uses, its log on the container's stdout and a timeout of
+// what terminationGracePeriodSeconds leaves after the server's shutdown-timeout and 2 s.
+func TestDataPreStopHook(t *testing.T) {
+	for _, tc := range []struct {
+		vals    string
+		grace   int64
+		timeout string
+	}{
+		{"", 30, "18s"},
+		{"terminationGracePeriodSeconds: 60\nconfig: {shutdown-timeout: 5}\n", 60, "53s"},
+		{"engine: redis\n", 30, "18s"},
+		{"failover: {mode: None}\nterminationGracePeriodSeconds: 20\n", 20, "8s"},
+	} {
+		objs := decode(t, mustRender(t, "valkey", tc.vals))
+		for i, s := range objs.statefulSets() {
+			spec := &s.Spec.Template.Spec
+			assert.Equal(t, tc.grace, *spec.TerminationGracePeriodSeconds, tc.vals)
+			name, f := preStopFlags(t, container(t, spec, "valkey"))
+			assert.Equal(t, "prestop", name)
+			assert.Equal(t, map[string]string{"node-index": strconv.Itoa(i), "instance-file": "/etc/valkey-ha/instance/instance.json",
+				"sentinels-file": "/etc/valkey-ha/sentinels/sentinels.json", "secrets-dir": "/etc/valkey-ha/system",
+				"runtime-dir": "/etc/valkey-ha/runtime", "timeout": tc.timeout, "log-file": "/proc/1/fd/1"}, f, "%s node %d", tc.vals, i)
+		}
+	}
+	off := decode(t, mustRender(t, "valkey", "preStop: {enabled: false}\n"))
+	for _, s := range off.statefulSets() {
+		assert.Nil(t, container(t, &s.Spec.Template.Spec, "valkey").Lifecycle, "preStop.enabled false: no hook")
+	}
+}
+
+// TestGracePeriodFitsTheHandoffBound: the smallest terminationGracePeriodSeconds the chart accepts is
+// prestop.Bound (rounded up to whole seconds) + shutdown-timeout + 2 s, for several down-after values and
+// unmonitored; one second less is refused, naming the numbers.
+func TestGracePeriodFitsTheHandoffBound(t *testing.T) {
+	for _, tc := range []struct {
+		vals      string
+		downAfter time.Duration
+		shutdown  int
+	}{
+		{"", 5 * time.Second, 10},
+		{"sentinel: {config: {down-after-milliseconds: \"1000\"}}\n", time.Second, 10},
+		{"sentinel: {config: {down-after-milliseconds: \"7001\"}}\nconfig: {shutdown-timeout: 3}\n", 7001 * time.Millisecond, 3},
+		{"sentinel: {config: {down-after-milliseconds: \"60000\"}}\n", time.Minute, 10},
+		{"failover: {mode: None}\n", 0, 10},
+	} {
+		need := int(math.Ceil(prestop.Bound(tc.downAfter).Seconds())) + tc.shutdown + 2
+		_, err := renderChart(t, "valkey", fmt.Sprintf("%sterminationGracePeriodSeconds: %d\n", tc.vals, need), renderOpts{})
+		assert.NoError(t, err, "%s grace %d", tc.vals, need)
+		_, err = renderChart(t, "valkey", fmt.Sprintf("%sterminationGracePeriodSeconds: %d\n", tc.vals, need-1), renderOpts{})
+		if assert.Error(t, err, "%s grace %d", tc.vals, need-1) {
+			msg := refusal(err)
+			assert.Contains(t, msg, fmt.Sprintf("terminationGracePeriodSeconds: %d is too short", need-1))
+			assert.Contains(t, msg, fmt.Sprintf("set at least %d", need))
+		}
+	}
+}
+
+// TestSentinelPreStopHook renders the Sentinel's preStop script and runs it against a real valkey-sentinel:
+// with no failover it returns at once; while that Sentinel leads a failover (its promoted replica is
+// stopped, so the failover hangs until failover-timeout) it waits, says so once on the container's stdout,
+// and returns when the failover ended; a timeout shorter than the failover fails the hook (the kubelet's
+// FailedPreStopHook Event) with the reason on stderr.
+func TestSentinelPreStopHook(t *testing.T) {
+	valkeytest.Require(t, valkeytest.Default)
+	cliPath, err := exec.LookPath("valkey-cli")
+	if err != nil {
+		t.Skip("valkey-cli not on PATH")
+	}
+	script := func(vals string) []string {
+		objs := decode(t, mustRender(t, "valkey-sentinel", vals))
+		c := container(t, &sentinelSTS(t, objs).Spec.Template.Spec, "sentinel")
+		require.NotNil(t, c.Lifecycle)
+		require.NotNil(t, c.Lifecycle.PreStop.Exec)
+		return c.Lifecycle.PreStop.Exec.Command
+	}
+	off := decode(t, mustRender(t, "valkey-sentinel", "preStop: {enabled: false}\n"))
+	assert.Nil(t, container(t, &sentinelSTS(t, off).Spec.Template.Spec, "sentinel").Lifecycle)
+	_, err = renderChart(t, "valkey-sentinel", "preStop: {timeoutSeconds: 40}\n", renderOpts{})
+	require.Error(t, err)
+	assert.Equal(t, "terminationGracePeriodSeconds: 30 is shorter than the preStop wait for a running failover (preStop.timeoutSeconds 40) and 2 s for Sentinel to exit; set at least 42, lower preStop.timeoutSeconds, or set preStop.enabled: false", refusal(err))
+
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1, DownAfterMs: 1000, FailoverTimeoutMs: 4000})
+	s := top.Sentinels[0]
+	dir := t.TempDir()
+	stdout := filepath.Join(dir, "stdout")
+	require.NoError(t, os.WriteFile(stdout, nil, 0o600))
+	run := func(cmd []string) (time.Duration, string, error) {
+		require.Equal(t, []string{"sh", "-c"}, cmd[:2])
+		sc := strings.ReplaceAll(cmd[2], "valkey-cli -p 26379", fmt.Sprintf("%s -h %s -p %d", cliPath, valkeytest.Host, s.Port))
+		sc = strings.ReplaceAll(sc, "/proc/1/fd/1", stdout)
+		require.NotEqual(t, cmd[2], sc)
+		start := time.Now()
+		out, err := exec.Command("sh", "-c", sc).CombinedOutput()
+		return time.Since(start), string(out), err
+	}
+
+	took, out, err := run(script(""))
+	require.NoError(t, err, out)
+	assert.Less(t, took, 2*time.Second, "no failover: the stop is not held")
+
+	failover := func() {
+		// the replica stops answering before Sentinel sees it down: the failover selects it, its REPLICAOF NO
+		// ONE hangs, and the failover runs until failover-timeout
+		top.Nodes[1].Pause()
+		t.Cleanup(top.Nodes[1].Resume)
+		require.NoError(t, s.Client(top.SentinelOptions()).SentinelFailover(context.Background(), top.Cfg.MonitorName))
+	}
+	failover()
+	took, out, err = run(script(""))
+	require.NoError(t, err, out)
+	logged, _ := os.ReadFile(stdout)
+	t.Logf("waited %s: %s", took.Round(time.Millisecond), logged)
+	assert.Greater(t, took, time.Second, "held while the failover ran")
+	assert.Less(t, took, 15*time.Second)
+	assert.Contains(t, string(logged), "this Sentinel runs a failover; the stop waits for its end (at most 20 s)")
+	assert.Contains(t, string(logged), "the failover ended; stopping")
+	assert.Equal(t, 1, strings.Count(string(logged), "runs a failover"), "said once")
+	m, _, err := s.Client(top.SentinelOptions()).SentinelMaster(context.Background(), top.Cfg.MonitorName)
+	require.NoError(t, err)
+	assert.False(t, m.FailoverInProgress())
+
+	// a wait that runs out fails the hook (a fresh topology: the first one's replica was promoted late)
+	top = valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1, DownAfterMs: 1000, FailoverTimeoutMs: 4000})
+	s = top.Sentinels[0]
+	failover()
+	took, out, err = run(script("preStop: {timeoutSeconds: 1}\nterminationGracePeriodSeconds: 3\n"))
+	require.Error(t, err, "the hook fails")
+	assert.Contains(t, out, "this Sentinel still runs a failover after 1 s; stopping anyway")
+	assert.Less(t, took, 4*time.Second)
+}
+
+// TestNotesSayWhatADrainDoes: the NOTES tell what a drain, delete or eviction does with the hook on and off.
+func TestNotesSayWhatADrainDoes(t *testing.T) {
+	notes := func(values string) string {
+		return mustRender(t, "valkey", values, renderOpts{withNotes: true})["valkey/templates/NOTES.txt"]
+	}
+	on := notes("")
+	assert.Contains(t, on, "Drains, deletes, evictions")
+	assert.Contains(t, on, "hands its role off in its preStop hook")
+	assert.Contains(t, on, "SENTINEL FAILOVER")
+	assert.Contains(t, on, "FailedPreStopHook")
+	assert.Contains(t, on, "one data pod at a time")
+	assert.Contains(t, notes("failover: {mode: None}\n"), "FAILOVER TO")
+	assert.Contains(t, notes("preStop: {enabled: false}\n"), "preStop.enabled is false: a stopped primary costs a Sentinel failover")
+}
