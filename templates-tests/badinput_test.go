@@ -78,3 +78,15 @@ func TestSentinelFailoverTimeoutFloor(t *testing.T) {
 		assert.Positive(t, aborts, "failover-timeout 10: Sentinel aborts its attempts")
 	})
 }
+
+// PriorityClasses are cluster-scoped, so the charts cannot look one up for a namespace-scoped user; the helm
+// test pod runs with the pods' priority class instead, so a class that does not exist fails `helm test` at
+// once with the API server's message (no PriorityClass with name ... was found).
+func TestHelmTestPodRunsWithThePodsPriorityClass(t *testing.T) {
+	for _, tc := range []struct{ chart, pod string }{{"valkey", valkeyF + "-test"}, {"valkey-sentinel", sentinelRel + "-test"}} {
+		objs := decode(t, mustRender(t, tc.chart, "priorityClassName: ops-high"))
+		assert.Equal(t, "ops-high", objs.get(t, "Pod", tc.pod).(*corev1.Pod).Spec.PriorityClassName, tc.chart)
+		objs = decode(t, mustRender(t, tc.chart, ""))
+		assert.Empty(t, objs.get(t, "Pod", tc.pod).(*corev1.Pod).Spec.PriorityClassName, tc.chart)
+	}
+}

@@ -339,6 +339,10 @@ template calls vs.fullname first). Each message names the field, the value and t
   (list "metrics.podMonitor.interval" .Values.metrics.podMonitor.interval "interval" "30s")
   (list "controller.serviceMonitor.interval" .Values.controller.serviceMonitor.interval "interval" "30s")
 -}}
+{{- if not (kindIs "string" .Values.engineVersion) -}}
+{{- /* engineVersion: 8.0 unquoted is the number 8: checkFormat names that YAML trap */ -}}
+{{- include "vs.checkFormat" (dict "field" "engineVersion" "value" .Values.engineVersion "format" "imageTag") -}}
+{{- end -}}
 {{- range $c := $checks -}}
 {{- if not (empty (index $c 1)) -}}
 {{- include "vs.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}

@@ -500,6 +500,10 @@ written here rather than a failure further down. Each message names the field, t
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
 -}}
+{{- if not (kindIs "string" .Values.engineVersion) -}}
+{{- /* engineVersion: 8.0 unquoted is the number 8: checkFormat names that YAML trap */ -}}
+{{- include "valkey.checkFormat" (dict "field" "engineVersion" "value" .Values.engineVersion "format" "imageTag") -}}
+{{- end -}}
 {{- range $c := $checks -}}
 {{- if not (empty (index $c 1)) -}}
 {{- include "valkey.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
