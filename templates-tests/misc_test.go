@@ -43,6 +43,7 @@ func golden(t *testing.T, name, got string) {
 //	# chart: valkey|valkey-sentinel
 //	# error: <the message, as Helm prints it after the template location or schema path>
 //	# existing: <Kind>/<name>   (optional, repeatable: objects the fake cluster holds for lookup)
+//	# release: <name>           (optional: the release name, when it is what the file tries)
 //
 // `go test ./templates-tests -run TestBadValuesRefused -update` rewrites the error lines; review the diff.
 func TestBadValuesRefused(t *testing.T) {
@@ -53,7 +54,7 @@ func TestBadValuesRefused(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			fx := readFixture(t, f)
 			require.True(t, *updateGolden || len(fx.errors) == 1, "one header # error:")
-			_, err := renderChart(t, fx.chart, fx.values, renderOpts{existing: fx.existing})
+			_, err := renderChart(t, fx.chart, fx.values, renderOpts{existing: fx.existing, release: fx.release})
 			require.Error(t, err, "values must be refused")
 			msg := refusal(err)
 			assertHumanMessage(t, msg)
@@ -70,7 +71,7 @@ func TestBadValuesRefused(t *testing.T) {
 func TestGoodValuesRender(t *testing.T) {
 	for _, fx := range goodFixtures(t) {
 		t.Run(fx.name, func(t *testing.T) {
-			_, err := renderChart(t, fx.chart, fx.values, renderOpts{existing: fx.existing})
+			_, err := renderChart(t, fx.chart, fx.values, renderOpts{existing: fx.existing, release: fx.release})
 			require.NoError(t, err)
 		})
 	}
@@ -79,6 +80,7 @@ func TestGoodValuesRender(t *testing.T) {
 // fixture is one values file under testdata with its header.
 type fixture struct {
 	name, path, chart, values string
+	release                   string
 	errors                    []string
 	existing                  []runtime.Object
 }
@@ -94,6 +96,9 @@ func readFixture(t *testing.T, path string) fixture {
 		}
 		if v, ok := strings.CutPrefix(l, "# error: "); ok {
 			fx.errors = append(fx.errors, strings.TrimSpace(v))
+		}
+		if v, ok := strings.CutPrefix(l, "# release: "); ok {
+			fx.release = strings.TrimSpace(v)
 		}
 		if v, ok := strings.CutPrefix(l, "# existing: "); ok {
 			fx.existing = append(fx.existing, existingObject(t, strings.TrimSpace(v)))

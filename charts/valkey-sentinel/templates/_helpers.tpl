@@ -332,33 +332,52 @@ template calls vs.fullname first). Each message names the field, the value and t
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
   (list "priorityClassName" .Values.priorityClassName "dnsName" "high-priority")
+  (list "metrics.image.repository" .Values.metrics.image.repository "imageRepository" "oliver006/redis_exporter")
+  (list "metrics.image.tag" .Values.metrics.image.tag "imageTag" "v1.67.0")
+  (list "metrics.resources.cpu" .Values.metrics.resources.cpu "cpu" "50m")
+  (list "metrics.resources.memory" .Values.metrics.resources.memory "quantity" "32Mi")
+  (list "metrics.podMonitor.interval" .Values.metrics.podMonitor.interval "interval" "30s")
+  (list "controller.serviceMonitor.interval" .Values.controller.serviceMonitor.interval "interval" "30s")
 -}}
+{{- if not (kindIs "string" .Values.engineVersion) -}}
+{{- /* engineVersion: 8.0 unquoted is the number 8: checkFormat names that YAML trap */ -}}
+{{- include "vs.checkFormat" (dict "field" "engineVersion" "value" .Values.engineVersion "format" "imageTag") -}}
+{{- end -}}
 {{- range $c := $checks -}}
 {{- if not (empty (index $c 1)) -}}
 {{- include "vs.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
 {{- end -}}
 {{- end -}}
 {{- range $i, $s := .Values.allowedSources -}}
-{{- include "vs.checkFormat" (dict "field" (printf "allowedSources[%d]" $i) "value" $s "format" "cidr") -}}
+{{- include "vs.checkCIDR" (dict "field" (printf "allowedSources[%d]" $i) "value" $s) -}}
 {{- end -}}
 {{- range $i, $s := .Values.imagePullSecrets -}}
 {{- include "vs.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
 {{- end -}}
-{{- range $field, $m := dict "podLabels" .Values.podLabels "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector -}}
+{{- range $field, $m := dict "podLabels" .Values.podLabels "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.prometheusRule.labels" .Values.metrics.prometheusRule.labels "metrics.grafanaDashboard.labels" .Values.metrics.grafanaDashboard.labels "controller.serviceMonitor.labels" .Values.controller.serviceMonitor.labels -}}
 {{- include "vs.checkLabels" (dict "field" $field "labels" $m) -}}
+{{- end -}}
+{{- range $k, $_ := .Values.metrics.grafanaDashboard.annotations -}}
+{{- include "vs.checkFormat" (dict "field" (printf "metrics.grafanaDashboard.annotations key %q" $k) "value" $k "format" "labelKey") -}}
+{{- end -}}
+{{- range $k, $_ := .Values.metrics.prometheusRule.alertLabels -}}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" $k) -}}
+{{- fail (printf "metrics.prometheusRule.alertLabels key %q: not a Prometheus label name (letters, digits and '_', not starting with a digit): Prometheus 2 refuses the whole rule group over it (promtool: invalid label name); for example team_name" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if not .Values.clusterDomain -}}
+{{- fail "clusterDomain: empty, so the Sentinel FQDNs would end in \"svc.\"; set the cluster's DNS domain (cluster.local on most clusters)" -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled (lt (int .Values.metrics.port) 1024) -}}
+{{- fail (printf "metrics.port: %d is below 1024, and the exporter runs as a non-root user without capabilities, so it could not listen (bind: Permission denied) and would restart forever; use a port from 1024 up, such as 9121" (int .Values.metrics.port)) -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled (eq (int .Values.metrics.port) 26379) -}}
+{{- fail "metrics.port: 26379 is the Sentinel port; the exporter sidecar could not listen. Set metrics.port to another port, such as 9121" -}}
 {{- end -}}
 {{- range $k, $_ := .Values.podLabels -}}
 {{- if or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k) -}}
 {{- fail (printf "podLabels.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/team)" $k) -}}
 {{- end -}}
-{{- end -}}
-{{- end -}}
-
-{{/* vs.checkLabels: keys are label keys, values label values. Call with (dict "field" "podLabels" "labels" map). */}}
-{{- define "vs.checkLabels" -}}
-{{- range $k, $v := .labels -}}
-{{- include "vs.checkFormat" (dict "field" (printf "%s key %q" $.field $k) "value" $k "format" "labelKey") -}}
-{{- include "vs.checkFormat" (dict "field" (printf "%s.%s" $.field $k) "value" $v "format" "labelValue" "example" "cache") -}}
 {{- end -}}
 {{- end -}}
 
@@ -369,6 +388,10 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- end -}}
 {{- if .Values.auth.enabled -}}
 {{- fail "auth.enabled: Sentinel client authentication is not supported yet: data pods and the instance controllers could not ask the Sentinels for the primary (bootstrap would lose its split-brain guard). Leave auth.enabled false and restrict access to port 26379 with networkPolicy.enabled (plus allowedSources / networkPolicy.clientPodSelector for your clients)" -}}
+{{- end -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $S) -}}
+{{- $set := not (empty .Values.fullnameOverride) -}}
+{{- fail (printf "fullnameOverride: the full name %q%s cannot name the Services S and S-headless: a Service name starts with a letter and holds only lowercase letters, digits and '-'. Set fullnameOverride (e.g. sentinel)%s" $S (ternary "" (printf " (the release name)") $set) (ternary "" ", or choose another release name" $set)) -}}
 {{- end -}}
 {{- if gt (len $S) 50 -}}
 {{- fail (printf "fullnameOverride: the full name %q is %d characters; at most 50 fit the StatefulSet and S-headless Service names. Set fullnameOverride to a shorter name" $S (len $S)) -}}
@@ -387,6 +410,9 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- end -}}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
 {{- fail "tls.certManager.issuerRef.name: name the cert-manager Issuer or ClusterIssuer that signs the Certificate (its Secret must carry ca.crt: a CA or Vault issuer)" -}}
+{{- end -}}
+{{- if .Values.tls.certManager.enabled -}}
+{{- include "vs.checkCertManager" (dict "field" "tls.certManager" "cm" .Values.tls.certManager) -}}
 {{- end -}}
 {{- if and .Values.metrics.podMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled: needs metrics.enabled (the exporter sidecar)" -}}
@@ -461,45 +487,10 @@ directive list checks config: engineVersion, else the leading major.minor of the
 {{- printf "%.0f" (mulf (float64 $num) (get $mult (trimPrefix $num $q))) -}}
 {{- end -}}
 
-{{/*
-vs.checkSelector: a Kubernetes label selector (matchLabels, matchExpressions) whose keys and values the API and
-the controller's --selector parser accept. Call with (dict "field" "valkeySelector" "selector" sel).
-*/}}
-{{- define "vs.checkSelector" -}}
-{{- $sel := .selector | default dict -}}
-{{- include "vs.checkLabels" (dict "field" (printf "%s.matchLabels" .field) "labels" ($sel.matchLabels | default dict)) -}}
-{{- range $i, $e := $sel.matchExpressions | default list -}}
-{{- $f := printf "%s.matchExpressions[%d]" $.field $i -}}
-{{- if not (kindIs "map" $e) -}}
-{{- fail (printf "%s: give {key, operator, values}, such as {key: tier, operator: In, values: [cache]}" $f) -}}
-{{- end -}}
-{{- include "vs.checkFormat" (dict "field" (printf "%s.key" $f) "value" ($e.key | default "") "format" "labelKey") -}}
-{{- $op := toString ($e.operator | default "") -}}
-{{- if not (has $op (list "In" "NotIn" "Exists" "DoesNotExist")) -}}
-{{- fail (printf "%s.operator: %q is not In, NotIn, Exists or DoesNotExist" $f $op) -}}
-{{- end -}}
-{{- $values := $e.values | default list -}}
-{{- if and (has $op (list "In" "NotIn")) (not $values) -}}
-{{- fail (printf "%s.values: operator %s needs at least one value; list the values, or use Exists" $f $op) -}}
-{{- end -}}
-{{- if and (has $op (list "Exists" "DoesNotExist")) $values -}}
-{{- fail (printf "%s.values: operator %s takes no values, got %s; remove values, or use In" $f $op (toJson $values)) -}}
-{{- end -}}
-{{- range $j, $v := $values -}}
-{{- include "vs.checkFormat" (dict "field" (printf "%s.values[%d]" $f $j) "value" $v "format" "labelValue" "example" "cache") -}}
-{{- if eq (toString $v) "" -}}
-{{- fail (printf "%s.values[%d]: an empty value cannot be written in the controller's --selector (key in (...)); match it with matchLabels {%s: \"\"} instead, or remove it" $f $j $e.key) -}}
-{{- end -}}
-{{- end -}}
-{{- range $k, $_ := omit $e "key" "operator" "values" -}}
-{{- fail (printf "%s: %q is not a field of a selector requirement (key, operator, values); remove it" $f $k) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-
 {{- define "vs.validateSelectors" -}}
-{{- include "vs.checkSelector" (dict "field" "valkeySelector" "selector" .Values.valkeySelector) -}}
+{{- include "vs.checkSelector" (dict "field" "valkeySelector" "selector" .Values.valkeySelector "flag" true) -}}
 {{- include "vs.checkSelector" (dict "field" "networkPolicy.clientPodSelector" "selector" .Values.networkPolicy.clientPodSelector) -}}
+{{- include "vs.checkSelector" (dict "field" "networkPolicy.metricsNamespaceSelector" "selector" .Values.networkPolicy.metricsNamespaceSelector) -}}
 {{- end -}}
 
 {{/*
@@ -590,46 +581,10 @@ twice in an object, which the API server rejects or, worse, one silently wins).
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- range $svc := (list
+{{- include "vs.checkServices" (list
   (list "service" .Values.service (list "sentinel") (list 26379))
   (list "service.headless" (merge (dict "type" "ClusterIP") .Values.service.headless) (list "sentinel") (list 26379))
 ) -}}
-{{- $field := index $svc 0 -}}
-{{- $v := index $svc 1 -}}
-{{- $type := $v.type | default "ClusterIP" -}}
-{{- if and $v.loadBalancerSourceRanges (ne $type "LoadBalancer") -}}
-{{- fail (printf "%s.loadBalancerSourceRanges: only a LoadBalancer Service has them, and this one is %s; set %s.type: LoadBalancer, or remove them" $field $type $field) -}}
-{{- end -}}
-{{- range $i, $c := $v.loadBalancerSourceRanges | default list -}}
-{{- include "vs.checkFormat" (dict "field" (printf "%s.loadBalancerSourceRanges[%d]" $field $i) "value" $c "format" "cidr") -}}
-{{- end -}}
-{{- $names := dict -}}
-{{- $numbers := dict -}}
-{{- range $i, $p := $v.extraPorts | default list -}}
-{{- $pf := printf "%s.extraPorts[%d]" $field $i -}}
-{{- if not (and (kindIs "string" $p.name) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $p.name) (le (len $p.name) 15) (regexMatch "[a-z]" $p.name)) -}}
-{{- fail (printf "%s.name: %q is not a port name: at most 15 lowercase letters, digits and '-', with a letter, starting and ending with a letter or digit; for example http" $pf (toString $p.name)) -}}
-{{- end -}}
-{{- if has $p.name (index $svc 2) -}}
-{{- fail (printf "%s.name: %q is a port name of the chart on this Service; choose another name" $pf $p.name) -}}
-{{- end -}}
-{{- if has (int $p.port) (index $svc 3) -}}
-{{- fail (printf "%s.port: %d is already a port of the chart on this Service; choose another port" $pf (int $p.port)) -}}
-{{- end -}}
-{{- if hasKey $names $p.name -}}
-{{- fail (printf "%s.name: %q is listed twice; port names must be unique" $pf $p.name) -}}
-{{- end -}}
-{{- $key := printf "%d/%s" (int $p.port) ($p.protocol | default "TCP") -}}
-{{- if hasKey $numbers $key -}}
-{{- fail (printf "%s.port: %s is listed twice; ports must be unique" $pf $key) -}}
-{{- end -}}
-{{- $_ := set $names $p.name true -}}
-{{- $_ := set $numbers $key true -}}
-{{- if and $p.nodePort (eq $type "ClusterIP") -}}
-{{- fail (printf "%s.nodePort: a ClusterIP Service has no node ports; set %s.type: NodePort or LoadBalancer, or remove nodePort" $pf $field) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
 {{- end -}}
 
 {{/*
@@ -638,20 +593,7 @@ refused (a second container, variable or volume of the same name is rejected by 
 variables, silently overrides the chart's).
 */}}
 {{- define "vs.validatePodExtras" -}}
-{{- $seen := dict -}}
-{{- range $i, $e := .Values.extraEnvVars -}}
-{{- $f := printf "extraEnvVars[%d].name" $i -}}
-{{- if not (regexMatch "^[-._a-zA-Z][-._a-zA-Z0-9]*$" (toString $e.name)) -}}
-{{- fail (printf "%s: %q is not an environment variable name: letters, digits, '_', '-' and '.', not starting with a digit; for example TZ" $f (toString $e.name)) -}}
-{{- end -}}
-{{- if has $e.name (list "REDISCLI_AUTH") -}}
-{{- fail (printf "%s: %s is set by the chart; choose another name" $f $e.name) -}}
-{{- end -}}
-{{- if hasKey $seen $e.name -}}
-{{- fail (printf "%s: %s is listed twice; the later one would silently win. List it once" $f $e.name) -}}
-{{- end -}}
-{{- $_ := set $seen $e.name true -}}
-{{- end -}}
+{{- include "vs.checkEnv" (dict "field" "extraEnvVars" "list" .Values.extraEnvVars "reserved" (list "REDISCLI_AUTH")) -}}
 {{- $names := dict -}}
 {{- range $field := list "initContainers" "sidecars" -}}
 {{- range $i, $c := get $.Values $field -}}
@@ -675,6 +617,18 @@ variables, silently overrides the chart's).
 {{- if has $v.name (list "config" "auth" "tls" "data") -}}
 {{- fail (printf "%s: %q is a volume of the chart (config, auth, tls, data); choose another name" $f $v.name) -}}
 {{- end -}}
+{{- end -}}
+{{- $volumes := list -}}
+{{- range .Values.extraVolumes -}}{{- $volumes = append $volumes .name -}}{{- end -}}
+{{- include "vs.checkMounts" (dict "field" "extraVolumeMounts" "list" .Values.extraVolumeMounts "volumes" $volumes "paths" (list "/data" "/etc/valkey-ha")) -}}
+{{- $ports := dict "26379" "the Sentinel port" -}}
+{{- if .Values.metrics.enabled -}}{{- $_ := set $ports (toString (int .Values.metrics.port)) "the exporter's port (metrics.port)" -}}{{- end -}}
+{{- include "vs.checkContainerPorts" (dict "containers" (dict "sidecars" .Values.sidecars "initContainers" .Values.initContainers) "ports" $ports) -}}
+{{- range $p := list "" "controller." -}}
+{{- $v := ternary $.Values.controller $.Values (eq $p "controller.") -}}
+{{- include "vs.checkTolerations" (dict "field" (printf "%stolerations" $p) "list" $v.tolerations) -}}
+{{- include "vs.checkAffinity" (dict "field" (printf "%saffinity" $p) "affinity" $v.affinity) -}}
+{{- include "vs.checkSpread" (dict "field" (printf "%stopologySpreadConstraints" $p) "list" $v.topologySpreadConstraints) -}}
 {{- end -}}
 {{- $sa := .Values.serviceAccount -}}
 {{- if $sa.name -}}

@@ -494,11 +494,16 @@ written here rather than a failure further down. Each message names the field, t
   (list "metrics.resources.memory" .Values.metrics.resources.memory "quantity" "32Mi")
   (list "metrics.podMonitor.interval" .Values.metrics.podMonitor.interval "interval" "30s")
   (list "metrics.serviceMonitor.interval" .Values.metrics.serviceMonitor.interval "interval" "30s")
+  (list "controller.serviceMonitor.interval" .Values.controller.serviceMonitor.interval "interval" "30s")
   (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "localhost/valkey-ha/valkey-sentinel-ctl")
   (list "controller.image.tag" .Values.controller.image.tag "imageTag" "0.1.0")
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
 -}}
+{{- if not (kindIs "string" .Values.engineVersion) -}}
+{{- /* engineVersion: 8.0 unquoted is the number 8: checkFormat names that YAML trap */ -}}
+{{- include "valkey.checkFormat" (dict "field" "engineVersion" "value" .Values.engineVersion "format" "imageTag") -}}
+{{- end -}}
 {{- range $c := $checks -}}
 {{- if not (empty (index $c 1)) -}}
 {{- include "valkey.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
@@ -510,26 +515,35 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- end -}}
 {{- range $i, $s := .Values.allowedSources -}}
-{{- include "valkey.checkFormat" (dict "field" (printf "allowedSources[%d]" $i) "value" $s "format" "cidr") -}}
+{{- include "valkey.checkCIDR" (dict "field" (printf "allowedSources[%d]" $i) "value" $s) -}}
 {{- end -}}
 {{- range $i, $s := .Values.imagePullSecrets -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
 {{- end -}}
-{{- range $field, $m := dict "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels -}}
+{{- range $field, $m := dict "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels "metrics.prometheusRule.labels" .Values.metrics.prometheusRule.labels "metrics.grafanaDashboard.labels" .Values.metrics.grafanaDashboard.labels "controller.serviceMonitor.labels" .Values.controller.serviceMonitor.labels -}}
 {{- include "valkey.checkLabels" (dict "field" $field "labels" $m) -}}
 {{- end -}}
+{{- range $k, $_ := .Values.metrics.grafanaDashboard.annotations -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "metrics.grafanaDashboard.annotations key %q" $k) "value" $k "format" "labelKey") -}}
 {{- end -}}
-
-{{/* valkey.checkLabels: keys are label keys, values label values. Call with (dict "field" "podLabels" "labels" map). */}}
-{{- define "valkey.checkLabels" -}}
-{{- range $k, $v := .labels -}}
-{{- include "valkey.checkFormat" (dict "field" (printf "%s key %q" $.field $k) "value" $k "format" "labelKey") -}}
-{{- include "valkey.checkFormat" (dict "field" (printf "%s.%s" $.field $k) "value" $v "format" "labelValue" "example" "cache") -}}
+{{- range $k, $_ := .Values.metrics.prometheusRule.alertLabels -}}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" $k) -}}
+{{- fail (printf "metrics.prometheusRule.alertLabels key %q: not a Prometheus label name (letters, digits and '_', not starting with a digit): Prometheus 2 refuses the whole rule group over it (promtool: invalid label name); for example team_name" $k) -}}
 {{- end -}}
+{{- end -}}
+{{- if not .Values.clusterDomain -}}
+{{- fail "clusterDomain: empty, so the node FQDNs would end in \"svc.\"; set the cluster's DNS domain (cluster.local on most clusters)" -}}
+{{- end -}}
+{{- include "valkey.checkSelector" (dict "field" "networkPolicy.clientPodSelector" "selector" .Values.networkPolicy.clientPodSelector) -}}
+{{- include "valkey.checkSelector" (dict "field" "networkPolicy.metricsNamespaceSelector" "selector" .Values.networkPolicy.metricsNamespaceSelector) -}}
 {{- end -}}
 
 {{- define "valkey.validateNames" -}}
 {{- $F := include "valkey.fullname" . -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $F) -}}
+{{- $from := ternary "" (printf " (from the release name %q)" .Release.Name) (not (empty .Values.fullnameOverride)) -}}
+{{- fail (printf "fullnameOverride: the full name %q%s cannot name the Services F, F-primary and F-<i>: a Service name starts with a letter and holds only lowercase letters, digits and '-'. Set fullnameOverride (e.g. cache)%s" $F $from (ternary "" ", or choose another release name" (not (empty .Values.fullnameOverride)))) -}}
+{{- end -}}
 {{- if gt (len $F) 40 -}}
 {{- fail (printf "fullnameOverride: the full name %q is %d characters; at most 40 fit the per-node names (StatefulSet F-<i>, Service F-replicas). Set fullnameOverride to a shorter name" $F (len $F)) -}}
 {{- end -}}
@@ -548,6 +562,11 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- if and (eq .Values.engine "valkey") (contains "redis" $repo) (not (contains "valkey" $repo)) -}}
 {{- fail (printf "image.repository: %q is a Redis image, but engine is valkey, so the pod would run valkey-server, which it does not ship; set engine: redis, or use a valkey image" .Values.image.repository) -}}
+{{- end -}}
+{{- range $field, $port := dict "port" .Values.port "metrics.port" .Values.metrics.port -}}
+{{- if and (lt (int $port) 1024) (or (eq $field "port") $.Values.metrics.enabled) -}}
+{{- fail (printf "%s: %d is below 1024, and the %s runs as a non-root user without capabilities, so it could not listen (bind: Permission denied) and would restart forever; use a port from 1024 up, such as %s" $field (int $port) (ternary "server" "exporter" (eq $field "port")) (ternary "6379" "9121" (eq $field "port"))) -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.metrics.enabled (eq (int .Values.metrics.port) (int .Values.port)) -}}
 {{- fail (printf "metrics.port: %d is also the server port; the exporter sidecar could not listen. Set metrics.port to another port, such as 9121" (int .Values.metrics.port)) -}}
@@ -857,6 +876,23 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- include "valkey.checkValue" (dict "field" $field "value" $v "d" $d "engine" (printf "valkey %s Sentinel" $ver)) -}}
 {{- end -}}
+{{- $ms := include "valkey.confValue" $v -}}
+{{- if eq $k "down-after-milliseconds" -}}
+{{- if lt (int64 $ms) 100 -}}
+{{- fail (printf "%s: %s ms is too short: Sentinel flags a node down when one PING stays unanswered that long, so a scheduling hiccup fails over (1 ms gave 4 false +sdown in 15 s on an idle loopback); set at least 100, better 2000 or more (default 5000)" $field $ms) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq $k "failover-timeout" -}}
+{{- if lt (int64 $ms) 1000 -}}
+{{- fail (printf "%s: %s ms is too short: Sentinel aborts a failover whose promotion it has not seen within it (it polls INFO once a second), so failovers take many tries or never finish (10 ms: never, 500 ms: 7.5 s instead of 2.3 s); set at least 1000 (default 15000)" $field $ms) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (has $k (list "down-after-milliseconds" "failover-timeout")) (gt (int64 $ms) 86400000) -}}
+{{- fail (printf "%s: %s ms is more than a day, which means no failover at all (the controllers' timers overflow past 292 years); set at most 86400000, or failover.mode: None to turn automatic failover off" $field $ms) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq .Values.failover.mode "Sentinel") (not .Values.sentinel.controllerServiceAccount) -}}
+{{- fail "sentinel.controllerServiceAccount: empty, so no Sentinel controller could read the _sentinel password and no quorum could monitor this instance; set it to S-controller of the valkey-sentinel release (sentinel-controller for a release named sentinel), or failover.mode: None" -}}
 {{- end -}}
 {{- if gt (int (.Values.sentinel.quorum | default 0)) 15 -}}
 {{- fail (printf "sentinel.quorum: %d is more than the largest Sentinel release (15 Sentinels) could ever agree on, so failover would never happen; set it to at most the Sentinel count, or 0 for a majority" (int .Values.sentinel.quorum)) -}}
@@ -880,6 +916,10 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- range $j, $p := (get $u $what | default list) -}}
 {{- if not (regexMatch "^[^\\s\"'\\\\]{1,64}$" (toString $p)) -}}
 {{- fail (printf "users[%d].%s[%d]: %q is not a pattern the ACL file can hold: 1 to 64 characters without spaces, quotes or backslashes; for example app:*" $i $what $j (toString $p)) -}}
+{{- end -}}
+{{- $prefix := ternary "~" "&" (eq $what "keys") -}}
+{{- if or (hasPrefix $prefix (toString $p)) (and (eq $what "keys") (hasPrefix "%" (toString $p))) -}}
+{{- fail (printf "users[%d].%s[%d]: %q starts with an ACL rule prefix (%s), which the chart writes itself, so the pattern would only match names beginning with it; write the bare pattern, such as %s" $i $what $j (toString $p) (ternary "~ or %R~/%W~" "&" (eq $what "keys")) (regexReplaceAll "^(%[RW]*)?[~&]" (toString $p) "")) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -922,6 +962,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
 {{- fail "tls.certManager.issuerRef.name: name the cert-manager Issuer or ClusterIssuer that signs the Certificate (its Secret must carry ca.crt: a CA or Vault issuer)" -}}
+{{- end -}}
+{{- if .Values.tls.certManager.enabled -}}
+{{- include "valkey.checkCertManager" (dict "field" "tls.certManager" "cm" .Values.tls.certManager) -}}
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled: needs metrics.enabled (the exporter sidecar)" -}}
@@ -1013,47 +1056,11 @@ twice in an object, which the API server rejects or, worse, one silently wins).
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- range $svc := (list
+{{- include "valkey.checkServices" (list
   (list "service.primary" .Values.service.primary (list "valkey") (list (int .Values.port)))
   (list "service.replicas" .Values.service.replicas (list "valkey") (list (int .Values.port)))
   (list "service.headless" (merge (dict "type" "ClusterIP") .Values.service.headless) (list "valkey" "metrics") (ternary (list (int .Values.port) (int .Values.metrics.port)) (list (int .Values.port)) .Values.metrics.enabled))
 ) -}}
-{{- $field := index $svc 0 -}}
-{{- $v := index $svc 1 -}}
-{{- $type := $v.type | default "ClusterIP" -}}
-{{- if and $v.loadBalancerSourceRanges (ne $type "LoadBalancer") -}}
-{{- fail (printf "%s.loadBalancerSourceRanges: only a LoadBalancer Service has them, and this one is %s; set %s.type: LoadBalancer, or remove them" $field $type $field) -}}
-{{- end -}}
-{{- range $i, $c := $v.loadBalancerSourceRanges | default list -}}
-{{- include "valkey.checkFormat" (dict "field" (printf "%s.loadBalancerSourceRanges[%d]" $field $i) "value" $c "format" "cidr") -}}
-{{- end -}}
-{{- $names := dict -}}
-{{- $numbers := dict -}}
-{{- range $i, $p := $v.extraPorts | default list -}}
-{{- $pf := printf "%s.extraPorts[%d]" $field $i -}}
-{{- if not (and (kindIs "string" $p.name) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $p.name) (le (len $p.name) 15) (regexMatch "[a-z]" $p.name)) -}}
-{{- fail (printf "%s.name: %q is not a port name: at most 15 lowercase letters, digits and '-', with a letter, starting and ending with a letter or digit; for example http" $pf (toString $p.name)) -}}
-{{- end -}}
-{{- if has $p.name (index $svc 2) -}}
-{{- fail (printf "%s.name: %q is a port name of the chart on this Service; choose another name" $pf $p.name) -}}
-{{- end -}}
-{{- if has (int $p.port) (index $svc 3) -}}
-{{- fail (printf "%s.port: %d is already a port of the chart on this Service; choose another port" $pf (int $p.port)) -}}
-{{- end -}}
-{{- if hasKey $names $p.name -}}
-{{- fail (printf "%s.name: %q is listed twice; port names must be unique" $pf $p.name) -}}
-{{- end -}}
-{{- $key := printf "%d/%s" (int $p.port) ($p.protocol | default "TCP") -}}
-{{- if hasKey $numbers $key -}}
-{{- fail (printf "%s.port: %s is listed twice; ports must be unique" $pf $key) -}}
-{{- end -}}
-{{- $_ := set $names $p.name true -}}
-{{- $_ := set $numbers $key true -}}
-{{- if and $p.nodePort (eq $type "ClusterIP") -}}
-{{- fail (printf "%s.nodePort: a ClusterIP Service has no node ports; set %s.type: NodePort or LoadBalancer, or remove nodePort" $pf $field) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
 {{- end -}}
 
 {{/*
@@ -1062,20 +1069,7 @@ refused (a second container, variable or volume of the same name is rejected by 
 variables, silently overrides the chart's).
 */}}
 {{- define "valkey.validatePodExtras" -}}
-{{- $seen := dict -}}
-{{- range $i, $e := .Values.extraEnvVars -}}
-{{- $f := printf "extraEnvVars[%d].name" $i -}}
-{{- if not (regexMatch "^[-._a-zA-Z][-._a-zA-Z0-9]*$" (toString $e.name)) -}}
-{{- fail (printf "%s: %q is not an environment variable name: letters, digits, '_', '-' and '.', not starting with a digit; for example TZ" $f (toString $e.name)) -}}
-{{- end -}}
-{{- if has $e.name (list "REDISCLI_AUTH") -}}
-{{- fail (printf "%s: %s is set by the chart; choose another name" $f $e.name) -}}
-{{- end -}}
-{{- if hasKey $seen $e.name -}}
-{{- fail (printf "%s: %s is listed twice; the later one would silently win. List it once" $f $e.name) -}}
-{{- end -}}
-{{- $_ := set $seen $e.name true -}}
-{{- end -}}
+{{- include "valkey.checkEnv" (dict "field" "extraEnvVars" "list" .Values.extraEnvVars "reserved" (list "REDISCLI_AUTH")) -}}
 {{- $names := dict -}}
 {{- range $field := list "initContainers" "sidecars" -}}
 {{- range $i, $c := get $.Values $field -}}
@@ -1099,6 +1093,18 @@ variables, silently overrides the chart's).
 {{- if has $v.name (list "config" "instance" "sentinels" "system" "acl" "runtime" "bin" "data" "tls") -}}
 {{- fail (printf "%s: %q is a volume of the chart (config, instance, sentinels, system, acl, runtime, bin, data, tls); choose another name" $f $v.name) -}}
 {{- end -}}
+{{- end -}}
+{{- $volumes := list -}}
+{{- range .Values.extraVolumes -}}{{- $volumes = append $volumes .name -}}{{- end -}}
+{{- include "valkey.checkMounts" (dict "field" "extraVolumeMounts" "list" .Values.extraVolumeMounts "volumes" $volumes "paths" (list "/data" "/etc/valkey-ha" "/opt/valkey-ha")) -}}
+{{- $ports := dict (toString (int .Values.port)) "the server port (port)" -}}
+{{- if .Values.metrics.enabled -}}{{- $_ := set $ports (toString (int .Values.metrics.port)) "the exporter's port (metrics.port)" -}}{{- end -}}
+{{- include "valkey.checkContainerPorts" (dict "containers" (dict "sidecars" .Values.sidecars "initContainers" .Values.initContainers) "ports" $ports) -}}
+{{- range $p := list "" "controller." -}}
+{{- $v := ternary $.Values.controller $.Values (eq $p "controller.") -}}
+{{- include "valkey.checkTolerations" (dict "field" (printf "%stolerations" $p) "list" $v.tolerations) -}}
+{{- include "valkey.checkAffinity" (dict "field" (printf "%saffinity" $p) "affinity" $v.affinity) -}}
+{{- include "valkey.checkSpread" (dict "field" (printf "%stopologySpreadConstraints" $p) "list" $v.topologySpreadConstraints) -}}
 {{- end -}}
 {{- $sa := .Values.serviceAccount -}}
 {{- if $sa.name -}}
