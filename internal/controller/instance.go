@@ -8,16 +8,20 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -26,10 +30,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/handoff"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
+	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/topology"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -289,6 +297,385 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	return true, applyErr
 }
 
+// The instance controller's gather (docs/design.md, "Gather"): everything one pass decides from, read once
+// (pods, StatefulSets and ConfigMaps from the informer caches; INFO replication from every running node and
+// each Sentinel's SENTINEL MASTER + REPLICAS in one pipeline, all at once; CKQUORUM from one Sentinel). A part
+// that cannot be read is recorded with its error; only a missing credential fails the pass (then nothing can
+// be observed).
+
+var (
+	// errGone: the descriptor no longer exists (the instance was uninstalled).
+	errGone = errors.New("descriptor gone")
+	// errInvalid: the descriptor was refused (reported on it and in the status).
+	errInvalid = errors.New("descriptor refused")
+)
+
+// descriptor reads and checks the descriptor <name>-instance. A refused one is reported (Event, Failed
+// status) and returned with errInvalid.
+func (c *InstanceController) descriptor(name string) (*corev1.ConfigMap, spec.Instance, error) {
+	desc, err := c.cms.ConfigMaps(c.opts.Namespace).Get(name + spec.InstanceSuffix)
+	if apierrors.IsNotFound(err) {
+		return nil, spec.Instance{}, errGone
+	}
+	if err != nil {
+		return nil, spec.Instance{}, fmt.Errorf("get descriptor %s%s: %w", name, spec.InstanceSuffix, err)
+	}
+	in, err := spec.ParseInstance([]byte(desc.Data[spec.InstanceKey]))
+	if err == nil {
+		err = in.CheckCanonical(desc.Name, desc.Namespace, c.opts.ClusterDomain)
+	}
+	if err != nil {
+		c.recorder.Eventf(desc, corev1.EventTypeWarning, "InvalidDescriptor", "%v", err)
+		c.writeInvalid(context.Background(), desc, name, err)
+		return desc, in, errInvalid
+	}
+	return desc, in, nil
+}
+
+// gather builds the World of one pass.
+func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *instanceMemory) (plan.World, error) {
+	w := plan.World{Instance: in, Now: time.Now(), Quorum: valkey.Quorum{Message: "not monitored"}}
+	pw, err := c.operatorPassword(ctx, in, mem)
+	if err != nil {
+		return w, err
+	}
+	opts := valkey.Options{Username: acl.Operator, Password: pw, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
+		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
+	w.Nodes = make([]plan.Node, len(in.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range in.Nodes {
+		nw := &w.Nodes[i]
+		nw.Node = n
+		running, err := c.gatherPod(in.Namespace, nw)
+		if err != nil {
+			return w, err
+		}
+		if !running {
+			continue
+		}
+		wg.Go(func() {
+			addr := in.Addr(n)
+			cl, err := c.pool.get(ctx, addr, opts)
+			if err == nil {
+				nw.Repl, err = cl.InfoReplication(ctx)
+				if err != nil {
+					c.pool.drop(addr)
+				}
+			}
+			if err != nil {
+				nw.Err = err.Error()
+				return
+			}
+			nw.Reachable = true
+		})
+	}
+	if in.Monitored() {
+		w.SentinelInfo, w.SentinelInfoErr = c.sentinelInfo(in)
+	}
+	if w.SentinelInfo != nil {
+		c.gatherSentinels(ctx, &w)
+	}
+	wg.Wait()
+	return w, nil
+}
+
+// gatherPod fills a node's pod and StatefulSet from the caches and reports whether its server may be asked
+// (the pod exists, runs and is not being deleted).
+func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
+	if sts, err := c.stss.StatefulSets(ns).Get(nw.Node.StatefulSet); err == nil {
+		s := &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
+			UpdateRevision: sts.Status.UpdateRevision}
+		s.ReleaseRevision, s.HasReleaseRevision = sts.Annotations[spec.AnnotationReleaseRevision]
+		nw.StatefulSet = s
+	}
+	pod, err := c.pods.Pods(ns).Get(nw.Node.Pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		nw.Err = "pod missing"
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get pod %s: %w", nw.Node.Pod, err)
+	}
+	nw.PodExists = true
+	nw.PodUID, nw.PodVersion = string(pod.UID), pod.ResourceVersion
+	nw.PodReady = kube.PodReady(pod)
+	nw.RoleLabel = pod.Labels[spec.LabelRole]
+	nw.Revision = pod.Labels[revisionLabel]
+	restarts := int32(0)
+	for _, s := range pod.Status.ContainerStatuses {
+		restarts += s.RestartCount
+	}
+	nw.Identity = fmt.Sprintf("%s/%d", pod.UID, restarts)
+	// a pod being deleted is still observed until its deletion deadline (its preStop hook may be handing
+	// the primary role off: topology treats it as handing off, issue 14)
+	nw.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)
+	if pod.DeletionTimestamp != nil && !nw.Terminating || pod.Status.Phase != corev1.PodRunning {
+		nw.Err = "pod not running"
+		return false, nil
+	}
+	return true, nil
+}
+
+// sentinelInfo reads <F>-sentinels: nil and "" when none is published, nil and the reason when it is
+// published but unusable (it does not parse, or names another monitor).
+func (c *InstanceController) sentinelInfo(in spec.Instance) (*spec.SentinelInfo, string) {
+	cm, err := c.cms.ConfigMaps(in.Namespace).Get(in.Name + "-sentinels")
+	if apierrors.IsNotFound(err) {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, err.Error()
+	}
+	si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case si.MonitorName != in.MonitorName:
+		return nil, fmt.Sprintf("%s names monitor %q, the descriptor %q", cm.Name, si.MonitorName, in.MonitorName)
+	}
+	return &si, ""
+}
+
+// gatherSentinels asks every Sentinel, at once, SENTINEL MASTER and SENTINEL REPLICAS in one pipeline, the
+// first one CKQUORUM too; when the first does not answer CKQUORUM, the next ones are asked in turn.
+func (c *InstanceController) gatherSentinels(ctx context.Context, w *plan.World) {
+	si, name := *w.SentinelInfo, w.Instance.MonitorName
+	addrs := si.Addrs()
+	w.Sentinels = make([]plan.Sentinel, len(addrs))
+	quorums := make([]*valkey.Quorum, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		s := &w.Sentinels[i]
+		s.Addr = addr
+		wg.Go(func() {
+			cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, w.Instance, si))
+			var v valkey.MonitorView
+			if err == nil {
+				v, err = cl.SentinelMonitorView(ctx, name, i == 0)
+				if err != nil {
+					c.pool.drop(addr)
+				}
+			}
+			if err != nil {
+				s.Err = err.Error()
+				return
+			}
+			s.Found, s.Monitor, s.Replicas = v.Found, v.Monitor, v.Replicas
+			if v.ReplicasErr != nil {
+				s.ReplicasErr = v.ReplicasErr.Error()
+			}
+			if v.QuorumAsked && v.QuorumErr == nil {
+				quorums[i] = &v.Quorum
+			}
+		})
+	}
+	wg.Wait()
+	if quorums[0] != nil {
+		w.Quorum, w.QuorumAsked = *quorums[0], true
+		return
+	}
+	w.Quorum = valkey.Quorum{Message: "no Sentinel answered CKQUORUM"}
+	for i, addr := range addrs[1:] {
+		if !w.Sentinels[i+1].Answered() {
+			continue
+		}
+		cl, err := c.pool.get(ctx, addr, c.sentinelOpts(ctx, w.Instance, si))
+		if err != nil {
+			continue
+		}
+		if q, err := cl.SentinelCKQuorum(ctx, name); err == nil {
+			w.Quorum, w.QuorumAsked = q, true
+			return
+		}
+	}
+}
+
+func (c *InstanceController) operatorPassword(ctx context.Context, in spec.Instance, mem *instanceMemory) (string, error) {
+	if mem.operatorPW != "" && time.Since(mem.operatorPWAt) < time.Minute {
+		return mem.operatorPW, nil
+	}
+	pw, err := kube.ReadSecretKey(ctx, c.cs, in.Namespace, in.SystemSecret, acl.Operator)
+	if err != nil {
+		return "", err
+	}
+	mem.operatorPW, mem.operatorPWAt = pw, time.Now()
+	return pw, nil
+}
+
+// The instance controller's applier (docs/design.md, "Apply"): it executes a Decision as planned and
+// decides nothing. A repair runs before the role labels, a roll step or a SENTINEL RESET after them (and
+// only when they were applied). Writes carry what was observed as preconditions (a label patch the pod's
+// resourceVersion, a pod delete its UID and resourceVersion), so a step decided from a stale cache fails with
+// a Conflict instead of hitting a replaced pod.
+
+// handoffBackoff is how long a failed primary handoff waits before it is tried again (a handoff refused
+// because no replica can be promoted waits for the observation to change instead).
+const handoffBackoff = time.Minute
+
+const revisionLabel = "controller-revision-hash"
+
+// rollNoPromotable is the roll's wait reason that gets a HandoffImpossible Event.
+const rollNoPromotable = roll.NoPromotableReplica
+
+// apply executes d; it may update d.Memory (a failed handoff backs off). It returns what it did.
+func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, w plan.World, d *plan.Decision, mem *instanceMemory) (plan.Outcome, error) {
+	var out plan.Outcome
+	in := w.Instance
+	if d.Step != nil && d.Repair {
+		if err := c.repair(ctx, desc, in, *d.Step, mem); err != nil {
+			return out, err
+		}
+		out.LastAction = d.Step.String()
+	}
+	for _, a := range d.Labels() {
+		if err := c.label(ctx, in, w, a); err != nil {
+			return out, err
+		}
+	}
+	if d.Step == nil || d.Repair {
+		return out, nil
+	}
+	var err error
+	switch s := *d.Step; s.Kind {
+	case plan.DeletePod:
+		out.LastAction, err = c.deletePod(ctx, desc, in, w, s)
+	case plan.HandOff:
+		out.LastAction, err = c.handOff(ctx, desc, in, w, d, s, mem)
+	case plan.Reset:
+		out.LastAction, err = c.reset(ctx, desc, in, w, s)
+	}
+	return out, err
+}
+
+// label sets one pod's valkey.io/role as observed (its resourceVersion as precondition).
+func (c *InstanceController) label(ctx context.Context, in spec.Instance, w plan.World, a topology.Action) error {
+	if err := kube.PatchPodRole(ctx, c.cs, in.Namespace, a.Node.Pod, w.Node(a.Node.Index).PodVersion, a.Role); err != nil {
+		return err
+	}
+	c.metrics.LabelPatches.WithLabelValues(in.Namespace + "/" + in.Name).Inc()
+	c.log.Info("role label", "instance", in.Name, "pod", a.Node.Pod, "role", a.Role, "reason", a.Reason)
+	return nil
+}
+
+// repair runs REPLICAOF <target> (Repoint) or REPLICAOF NO ONE (Promote) and persists it (CONFIG REWRITE).
+func (c *InstanceController) repair(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, s plan.Step, mem *instanceMemory) error {
+	addr := in.Addr(s.Node)
+	cl, err := c.pool.get(ctx, addr, c.opOptions(in, mem))
+	if err != nil {
+		return err
+	}
+	if s.Kind == plan.Repoint {
+		err = cl.ReplicaOf(ctx, s.Target.Host, in.PortOf(s.Target))
+	} else {
+		err = cl.PromoteToPrimary(ctx)
+	}
+	if err != nil {
+		c.pool.drop(addr)
+		c.recorder.Eventf(desc, corev1.EventTypeWarning, "RepairFailed", "%s: %v", s, err)
+		return err
+	}
+	if err := cl.ConfigRewrite(ctx); err != nil {
+		c.log.Warn("CONFIG REWRITE after repair failed", "node", s.Node.Pod, "error", err)
+	}
+	c.metrics.Repairs.WithLabelValues(in.Namespace+"/"+in.Name, string(s.Kind)).Inc()
+	c.recorder.Eventf(desc, corev1.EventTypeNormal, "Repaired", "%s", s)
+	c.log.Info("repair", "instance", in.Name, "action", s.String())
+	return nil
+}
+
+// deletePod replaces a stale data pod: deleted only as observed (UID and resourceVersion as preconditions).
+func (c *InstanceController) deletePod(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, s plan.Step) (string, error) {
+	seen := w.Node(s.Node.Index)
+	if err := kube.DeletePod(ctx, c.cs, in.Namespace, s.Node.Pod, types.UID(seen.PodUID), seen.PodVersion); err != nil {
+		return "", fmt.Errorf("roll: %w", err)
+	}
+	c.pool.drop(in.Addr(s.Node))
+	c.recorder.Eventf(desc, corev1.EventTypeNormal, "RollingPod", "replaced %s: %s", s.Node.Pod, s.Reason)
+	c.log.Info("roll: deleted pod", "instance", in.Name, "pod", s.Node.Pod, "reason", s.Reason)
+	return "roll: replaced " + s.Node.Pod, nil
+}
+
+// handOff hands the primary off s.Node with internal/handoff: SENTINEL FAILOVER asked of the Sentinels in
+// planFailoverOrder when monitored, FAILOVER TO s.Target otherwise. A failure backs the roll off (d.Memory):
+// for a minute, or, when no replica could be promoted, until the view of the replicas changes.
+func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, d *plan.Decision,
+	s plan.Step, mem *instanceMemory) (string, error) {
+	cfg := handoff.Config{Primary: in.Addr(s.Node), NodeOptions: c.opOptions(in, mem),
+		Log: c.log.With("instance", in.Name, "pod", s.Node.Pod)}
+	if si := w.SentinelInfo; si != nil && in.Monitored() {
+		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, planFailoverOrder(si.Addrs()), c.sentinelOpts(ctx, in, *si)
+	} else {
+		cfg.Target = in.Addr(s.Target)
+	}
+	// the handoff dials its own connections; the pooled one to the old primary is stale afterwards
+	defer c.pool.drop(cfg.Primary)
+	res, err := handoff.Run(ctx, cfg)
+	if err != nil {
+		switch handoff.ReasonOf(err) {
+		case handoff.ReasonNoGoodReplica:
+			// not retried until the observation changes (the print of this pass)
+			d.Memory.HandoffRefused = plan.HandoffRefusal{Print: d.HandoffPrint, Why: "handoff refused: " + err.Error()}
+		case handoff.ReasonFailoverInFlight:
+			// look again next pass: the planner holds still while a failover runs
+		default:
+			d.Memory.HandoffDeferredUntil = time.Now().Add(handoffBackoff)
+		}
+		c.recorder.Eventf(desc, corev1.EventTypeWarning, "RollDeferred", "primary handoff from %s deferred: %v", s.Node.Pod, err)
+		return "", err
+	}
+	how := fmt.Sprintf("writes paused %s", res.Paused.Round(time.Millisecond))
+	if res.DemotedEarly {
+		how += ", demoted before the promotion completed (the pause budget ran out)"
+	}
+	c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryHandedOff", "primary moved off %s to %s before its replacement (%s)", s.Node.Pod, res.NewPrimary, how)
+	return "roll: handed the primary off " + s.Node.Pod, nil
+}
+
+// planFailoverOrder returns the Sentinel addresses in the order a planned SENTINEL FAILOVER tries them: last
+// first. The Sentinel that leads a failover publishes +switch-master only once every other replica reports
+// it replicates from the promoted one (its next 1 s INFO, so about 1 s later), while the other Sentinels
+// publish it as soon as the leader's hello reaches them, right after the promotion (Sentinel docs, "Pub/Sub
+// messages" and "Configuration propagation"). Clients commonly list Sentinels in ordinal order and
+// subscribe to the first one that answers, so asking the last one lets most clients hear of the switch
+// about 1 s sooner. The input is not modified.
+func planFailoverOrder(addrs []string) []string {
+	out := make([]string, 0, len(addrs))
+	for i := len(addrs) - 1; i >= 0; i-- {
+		out = append(out, addrs[i])
+	}
+	return out
+}
+
+// reset sends SENTINEL RESET <monitor> to one Sentinel.
+func (c *InstanceController) reset(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, s plan.Step) (string, error) {
+	cl, err := c.pool.get(ctx, s.Sentinel, c.sentinelOpts(ctx, in, *w.SentinelInfo))
+	if err != nil {
+		return "", err
+	}
+	if _, err := cl.SentinelReset(ctx, in.MonitorName); err != nil {
+		return "", err
+	}
+	c.recorder.Eventf(desc, corev1.EventTypeNormal, "SentinelReset", "SENTINEL RESET %s on %s: it listed a replica that is gone (%s)",
+		in.MonitorName, s.Sentinel, strings.Join(s.For, ", "))
+	c.log.Info("SENTINEL RESET after scale-in", "instance", in.Name, "sentinel", s.Sentinel, "gone", s.For)
+	return "SENTINEL RESET on " + s.Sentinel, nil
+}
+
+// opOptions are the options of the _operator user towards the instance's nodes.
+func (c *InstanceController) opOptions(in spec.Instance, mem *instanceMemory) valkey.Options {
+	return valkey.Options{Username: acl.Operator, Password: mem.operatorPW, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
+		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
+}
+
+// sentinelOpts are the options towards the Sentinels of si: the quorum's _instance user with the password of
+// Secret <S>-auth-instance (read by name; see sentinelAuth) when si is the quorum the descriptor names
+// (spec.SentinelInfo.CheckCanonical), no credentials otherwise.
+func (c *InstanceController) sentinelOpts(ctx context.Context, in spec.Instance, si spec.SentinelInfo) valkey.Options {
+	o := valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(si.TLS, c.opts.TLSCAFile)
+	o.Username, o.Password = c.sentinelAuth.credential(ctx, c.cs, c.log, in, si, c.opts.ClusterDomain)
+	return o
+}
+
 // report sends the Events of conditions that last many passes once per change of reason (the policy's
 // refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook) and
 // the one-off PrimaryChanged.
@@ -315,6 +702,92 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 		c.metrics.FailoversObserved.WithLabelValues(w.Instance.Namespace + "/" + name).Inc()
 		c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryChanged", "primary moved from %s to %s", mem.plan.LastPrimaryPod, p)
 	}
+}
+
+// statusRefresh bounds how stale observedAt and offsets in the status may get when nothing else changes.
+const statusRefresh = 30 * time.Second
+
+const annTimeToReady = "valkey.io/time-to-ready"
+
+// writeStatus writes <F>-status (owned by the descriptor, so it goes away on uninstall) from
+// plan.InstanceStatus, when it changed materially or statusRefresh passed. It also records time-to-ready
+// exactly once per instance, with the once-only state kept in an annotation on the status ConfigMap (seed
+// 003, "Measuring time-to-ready"): "pending" is written first, the sample is observed when it is replaced by
+// a duration.
+func (c *InstanceController) writeStatus(ctx context.Context, desc *corev1.ConfigMap, w plan.World, d plan.Decision, out plan.Outcome, mem *instanceMemory) error {
+	prev, prevAnn := c.readStatus(w.Instance)
+	st := plan.InstanceStatus(w, d, out, prev, c.opts.Version)
+	ann := map[string]string{}
+	switch prevAnn {
+	case "":
+		ann[annTimeToReady] = "pending"
+	case "pending":
+		if rc, _ := status.Get(st.Conditions, status.Ready); rc.Status == status.True {
+			dur := w.Now.Sub(desc.CreationTimestamp.Time)
+			ann[annTimeToReady] = strconv.FormatFloat(dur.Seconds(), 'f', 1, 64)
+			if err := c.putStatus(ctx, desc, w.Instance.Name, st, ann); err != nil {
+				return err
+			}
+			c.metrics.TimeToReady.WithLabelValues(w.Instance.Engine).Observe(dur.Seconds())
+			c.recorder.Eventf(desc, corev1.EventTypeNormal, "Ready", "instance ready %.1fs after creation", dur.Seconds())
+			return nil
+		}
+	}
+	print := materialPrint(st)
+	if len(ann) == 0 && print == mem.statusPrint && w.Now.Sub(mem.statusWritten) < statusRefresh {
+		return nil
+	}
+	if err := c.putStatus(ctx, desc, w.Instance.Name, st, ann); err != nil {
+		return err
+	}
+	mem.statusPrint, mem.statusWritten = print, w.Now
+	return nil
+}
+
+// materialPrint is the status without what changes on every pass (timestamps, offsets, lag).
+func materialPrint(st status.Instance) string {
+	st.ObservedAt = time.Time{}
+	nodes := make([]status.NodeStatus, len(st.Nodes))
+	for i, n := range st.Nodes {
+		n.Offset, n.LagBytes = 0, 0
+		nodes[i] = n
+	}
+	st.Nodes = nodes
+	b, _ := json.Marshal(st)
+	return string(b)
+}
+
+func (c *InstanceController) writeInvalid(ctx context.Context, desc *corev1.ConfigMap, name string, cause error) {
+	now := time.Now()
+	st := status.Instance{Name: name, State: status.StateFailed, Message: cause.Error(), ObservedAt: now}
+	st.Conditions = status.SetCondition(nil, status.Condition{Type: status.Ready, Status: status.False,
+		Reason: "InvalidDescriptor", Message: cause.Error()}, now)
+	_ = c.putStatus(ctx, desc, name, st, nil)
+}
+
+// readStatus returns the previous status document (from the cache) and its time-to-ready annotation.
+func (c *InstanceController) readStatus(in spec.Instance) (status.Instance, string) {
+	var st status.Instance
+	cm, err := c.cms.ConfigMaps(in.Namespace).Get(in.Name + "-status")
+	if err != nil {
+		return st, ""
+	}
+	_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &st)
+	return st, cm.Annotations[annTimeToReady]
+}
+
+func (c *InstanceController) putStatus(ctx context.Context, desc *corev1.ConfigMap, name string, st status.Instance, ann map[string]string) error {
+	b, _ := json.MarshalIndent(st, "", "  ")
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-status", Namespace: desc.Namespace,
+			Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentStatus,
+				spec.LabelInstance: name, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"},
+			Annotations:     ann,
+			OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(desc)}},
+		Data: map[string]string{spec.StatusKey: string(b)},
+	}
+	_, err := kube.ApplyConfigMap(ctx, c.cs, cm)
+	return err
 }
 
 func (c *InstanceController) forget(name string) {

@@ -10,7 +10,6 @@ import (
 	"net"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -31,7 +31,6 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
-	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -186,242 +185,22 @@ func (c *SentinelController) sentinelAddrs() []string {
 	return out
 }
 
-// observeSentinels reads SENTINEL MASTERS from every Sentinel pod.
-func (c *SentinelController) observeSentinels(ctx context.Context) []registration.SentinelState {
-	addrs := c.sentinelAddrs()
-	out := make([]registration.SentinelState, len(addrs))
-	var wg sync.WaitGroup
-	for i, addr := range addrs {
-		pod := fmt.Sprintf("%s-%d", c.opts.StatefulSet, i)
-		out[i] = registration.SentinelState{Pod: pod, Addr: addr, Monitors: map[string]valkey.Monitor{}}
-		if p, err := c.pods.Pods(c.opts.Namespace).Get(pod); err == nil {
-			out[i].Ready = kube.PodReady(p)
-		} else {
-			out[i].Ready = len(c.opts.SentinelHosts) > 0 // tests on loopback may run Sentinels without pods
-		}
-		c.mu.Lock()
-		out[i].AppliedAuth = c.applied[pod]
-		c.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl, err := c.pool.get(ctx, addr, c.sentinelOpts())
-			if err != nil {
-				return
-			}
-			ms, err := cl.SentinelMasters(ctx)
-			if err != nil {
-				c.pool.drop(addr)
-				return
-			}
-			out[i].Reachable = true
-			for _, m := range ms {
-				out[i].Monitors[m.Name] = m
-			}
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
-type selected struct {
-	cm *corev1.ConfigMap
-	in spec.Instance
-	// refused says why the instance is not registered or changed; its monitor, if any, is kept
-	refused string
-}
-
-// selectInstances returns the descriptors this quorum should monitor, plus refusals (claimed by another
-// quorum, TLS mismatch, invalid descriptor or one of a newer major version), each with the reason. A
-// descriptor in failover mode None is left out: its monitor may go. unowned is not empty when a selected
-// descriptor could not be read far enough to tell which monitor it names: then no monitor may be removed.
-func (c *SentinelController) selectInstances() (sel []selected, unowned string, err error) {
-	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
-	if err != nil {
-		return nil, "", fmt.Errorf("list descriptors: %w", err)
-	}
-	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
-	for _, cm := range cms {
-		if !c.opts.Selector.Matches(labels.Set(cm.Labels)) {
-			continue
-		}
-		in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
-		if err == nil {
-			// the descriptor decides where the _sentinel password goes: only the chart's names and FQDNs
-			err = in.CheckCanonical(cm.Name, cm.Namespace, c.opts.ClusterDomain)
-		}
-		if err != nil {
-			if in.MonitorName == "" && unowned == "" {
-				unowned = fmt.Sprintf("descriptor %s cannot be read (%v), so the monitor it owns is unknown", cm.Name, err)
-			}
-			sel = append(sel, selected{cm: cm, in: in, refused: err.Error()})
-			continue
-		}
-		if !in.Monitored() {
-			continue
-		}
-		s := selected{cm: cm, in: in}
-		if in.TLS.Enabled != c.opts.TLS {
-			s.refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, c.opts.TLS)
-		}
-		if info, err := c.cms.ConfigMaps(c.opts.Namespace).Get(in.Name + "-sentinels"); err == nil {
-			if si, err := spec.ParseSentinelInfo([]byte(info.Data[spec.SentinelsKey])); err == nil && si.SentinelRelease != c.opts.Release {
-				s.refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.SentinelRelease)
-			}
-		}
-		sel = append(sel, s)
-	}
-	return sel, unowned, nil
-}
-
-// infoName is the name of the Sentinel info ConfigMap of the instance whose descriptor is cm (F-instance ->
-// F-sentinels, docs/contract.md); it does not need the descriptor to parse.
-func infoName(cm *corev1.ConfigMap) string {
-	return strings.TrimSuffix(cm.Name, "-instance") + "-sentinels"
-}
-
-// Reconcile runs one pass over every selected instance and every Sentinel.
+// Reconcile runs one pass over every selected instance and every Sentinel (docs/design.md, "The sentinel
+// controller's pass"): gather the QuorumWorld, plan (pure, the policy included), apply, write status.
 func (c *SentinelController) Reconcile(ctx context.Context) error {
-	sentinels := c.observeSentinels(ctx)
-	sel, unowned, err := c.selectInstances()
+	w, descs, err := c.gatherQuorum(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.reported.sweep("")
-	st := status.Quorum{Release: c.opts.Release, ObservedAt: time.Now()}
-	for _, s := range sentinels {
-		if s.Ready {
-			st.ReadySentinel++
-		}
-		st.Sentinels = append(st.Sentinels, status.SentinelPod{Pod: s.Pod, Host: s.Addr, Ready: s.Ready, Reachable: s.Reachable, Monitors: len(s.Monitors)})
+	d := plan.Quorum(w, c.rollHeldSince)
+	last, errs := c.applyQuorum(ctx, w, d, descs)
+	c.reportQuorum(ctx, w, d, descs)
+	if d.RollPlanned && len(errs) == 0 {
+		c.rollHeldSince = d.RollHeldSince
 	}
-	var wanted []registration.Wanted
-	byMonitor := map[string]selected{}
-	// keep: monitors of selected instances that did not resolve; keepInfo: Sentinel info of every selected
-	// instance. Neither is removed from a partial view (issue 12, F3).
-	keep, keepInfo := map[string]string{}, map[string]bool{}
-	var errs []error
-	mo := metrics.QuorumObservation{Reachable: map[string]bool{}}
-	for _, s := range sentinels {
-		mo.Reachable[s.Pod] = s.Reachable
-	}
-	for _, s := range sel {
-		keepInfo[infoName(s.cm)] = true
-		if len(s.in.Unknown) > 0 {
-			msg := fmt.Sprintf("%s: descriptor fields this controller does not know (kept, ignored; a newer charts/valkey wrote them): %s",
-				s.cm.Name, strings.Join(s.in.Unknown, ", "))
-			st.Warnings = append(st.Warnings, msg)
-			if c.reported.changed(s.cm.Name+"/unknown", msg) {
-				c.recorder.Event(s.cm, corev1.EventTypeWarning, "DescriptorUnknownFields", msg)
-			}
-		}
-		if s.refused != "" {
-			if s.in.MonitorName != "" {
-				keep[s.in.MonitorName] = s.refused
-			}
-			if c.reported.changed(s.cm.Name+"/refused", s.refused) {
-				c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, s.refused)
-			}
-			st.Monitors = append(st.Monitors, status.MonitorStatus{Name: s.in.MonitorName, Instance: s.cm.Name, Refused: s.refused})
-			mo.Refused = append(mo.Refused, s.cm.Namespace+"/"+strings.TrimSuffix(s.cm.Name, "-instance"))
-			continue
-		}
-		w, err := c.resolve(ctx, s.in, sentinels)
-		if err != nil {
-			// reported, not a pass error: a failing pass would back off the whole quorum's reconcile
-			keep[s.in.MonitorName] = err.Error()
-			if c.reported.changed(s.cm.Name+"/resolve", err.Error()) {
-				c.recorder.Eventf(s.cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%v; its monitor is kept as it is", err)
-			}
-			st.Monitors = append(st.Monitors, status.MonitorStatus{Name: s.in.MonitorName, Instance: s.cm.Name, Unresolved: err.Error()})
-			mo.Refused = append(mo.Refused, s.cm.Namespace+"/"+strings.TrimSuffix(s.cm.Name, "-instance"))
-			continue
-		}
-		if s.in.Quorum > 0 {
-			if msg := registration.QuorumWarning(s.in.MonitorName, s.in.Quorum, len(sentinels)); msg != "" {
-				st.Warnings = append(st.Warnings, msg)
-			}
-		}
-		wanted = append(wanted, w)
-		byMonitor[s.in.MonitorName] = s
-	}
-	reg := registration.Build(registration.Observation{Wanted: wanted, Keep: keep, HoldRemovals: unowned, Sentinels: sentinels})
-	st.Warnings = append(st.Warnings, reg.Warnings...)
-	st.Held = reg.Held
-	qw := c.quorumWorld(st.ObservedAt, sentinels, wanted, keep, unowned)
-	var applied []registration.Action
-	for _, a := range reg.Actions {
-		if a.Kind == registration.Remove {
-			if why := plan.CheckQuorum(qw, plan.Step{Kind: plan.Remove, Pod: a.Sentinel, Monitor: a.Name, Reason: a.Reason}); why != "" {
-				st.Refused = append(st.Refused, why)
-				c.reportRefused(ctx, a.Name, why)
-				continue
-			}
-		}
-		applied = append(applied, a)
-	}
-	for _, a := range applied {
-		if err := c.applyAction(ctx, a, byMonitor); err != nil {
-			errs = append(errs, err)
-		} else {
-			st.LastAction = fmt.Sprintf("%s %s on %s", a.Kind, a.Name, a.Sentinel)
-		}
-	}
-	// publish Sentinel info for every registered instance; withdraw it for instances we no longer monitor
-	hosts := make([]string, 0, len(sentinels))
-	for i := range sentinels {
-		if len(c.opts.SentinelHosts) > 0 {
-			hosts = append(hosts, c.opts.SentinelHosts[i])
-		} else {
-			hosts = append(hosts, c.sentinelHost(i))
-		}
-	}
-	port := c.opts.Port
-	for _, w := range wanted {
-		s := byMonitor[w.Instance.MonitorName]
-		if err := c.publish(ctx, s, hosts, port); err != nil {
-			errs = append(errs, err)
-		}
-		ms := c.monitorStatus(ctx, s, w, sentinels)
-		st.Monitors = append(st.Monitors, ms)
-		mo.Monitors = append(mo.Monitors, metrics.MonitorObservation{Name: ms.Name, Registered: ms.Registered, QuorumOK: ms.QuorumOK})
-	}
-	if err := c.withdraw(ctx, keepInfo); err != nil {
-		errs = append(errs, err)
-	}
-	// quorum-gated Sentinel roll: only in a pass that changed no registration
-	for _, ms := range st.Monitors {
-		if ms.Refused == "" && ms.Unresolved == "" {
-			qw.QuorumOK[ms.Name] = ms.QuorumOK
-		}
-	}
-	if len(reg.Actions) == 0 && len(errs) == 0 {
-		if held := heldMonitors(keep, unowned, sentinels); held != "" {
-			// a replaced Sentinel comes back empty and could not be given these monitors again
-			st.Roll = held
-		} else if action, wait, refused, err := c.rollSentinels(ctx, qw); err != nil {
-			errs = append(errs, err)
-		} else if action != "" {
-			st.LastAction = action
-		} else {
-			st.Roll = wait
-			if refused != "" {
-				st.Refused = append(st.Refused, refused)
-				c.reportRefused(ctx, "", refused)
-			}
-		}
-	}
-	if len(reg.Actions) == 0 && len(errs) == 0 {
-		if st.Roll == "" {
-			c.rollHeldSince = time.Time{}
-		} else if c.rollHeldSince.IsZero() {
-			c.rollHeldSince = st.ObservedAt
-		}
-	}
-	if !c.rollHeldSince.IsZero() {
-		mo.RollHeld = st.ObservedAt.Sub(c.rollHeldSince)
-	}
-	c.metrics.ObserveQuorum(c.opts.Namespace+"/"+c.opts.Release, mo)
+	st := plan.QuorumStatus(w, d, last)
+	c.metrics.ObserveQuorum(c.opts.Namespace+"/"+c.opts.Release, plan.QuorumGauges(w, d, st.Monitors))
 	if err := c.putStatus(ctx, st); err != nil {
 		errs = append(errs, err)
 	}
@@ -431,8 +210,137 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// resolve reads the _sentinel credential and finds where to register: the address most of our Sentinels name,
-// else the data node that reports role primary.
+// The sentinel controller's gather (docs/design.md, "Gather"): the selected descriptors from the cache
+// first (they say which monitors to ask CKQUORUM for), then every Sentinel at once, SENTINEL MASTERS and
+// CKQUORUM of each selected monitor in one pipeline, then each selected instance resolved (its _sentinel
+// Secret, where its primary is). Only a failed list of the descriptors fails the pass.
+
+// gatherQuorum builds the QuorumWorld of one pass, and the descriptor ConfigMaps by name (owners of what the
+// applier publishes, targets of Events).
+func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld, map[string]*corev1.ConfigMap, error) {
+	w := plan.QuorumWorld{Release: c.opts.Release, Namespace: c.opts.Namespace, Now: time.Now(), Port: c.opts.Port, TLS: c.opts.TLS,
+		Pods: map[string]plan.PodRef{}}
+	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
+	if err == nil {
+		w.StatefulSet = &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
+			UpdateRevision: sts.Status.UpdateRevision}
+	}
+	descs, err := c.selectInstances(&w)
+	if err != nil {
+		return w, nil, err
+	}
+	var names []string
+	for _, qi := range w.Instances {
+		if qi.Refused == "" {
+			names = append(names, qi.Instance.MonitorName)
+		}
+	}
+	addrs := c.sentinelAddrs()
+	w.Sentinels, w.CKQuorum = make([]registration.SentinelState, len(addrs)), make([]map[string]valkey.Quorum, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		pod := fmt.Sprintf("%s-%d", c.opts.StatefulSet, i)
+		st := &w.Sentinels[i]
+		*st = registration.SentinelState{Pod: pod, Addr: addr, Monitors: map[string]valkey.Monitor{}}
+		if len(c.opts.SentinelHosts) > 0 {
+			w.Hosts = append(w.Hosts, c.opts.SentinelHosts[i])
+		} else {
+			w.Hosts = append(w.Hosts, c.sentinelHost(i))
+		}
+		if p, err := c.pods.Pods(c.opts.Namespace).Get(pod); err == nil {
+			st.Ready = kube.PodReady(p)
+			w.Pods[pod] = plan.PodRef{UID: string(p.UID), Version: p.ResourceVersion, Stale: stale(p, sts)}
+		} else {
+			st.Ready = len(c.opts.SentinelHosts) > 0 // tests on loopback may run Sentinels without pods
+		}
+		c.mu.Lock()
+		st.AppliedAuth = c.applied[pod]
+		c.mu.Unlock()
+		wg.Go(func() {
+			cl, err := c.pool.get(ctx, addr, c.sentinelOpts())
+			if err != nil {
+				return
+			}
+			ms, qs, err := cl.SentinelOverview(ctx, names)
+			if err != nil {
+				c.pool.drop(addr)
+				return
+			}
+			st.Reachable = true
+			for _, m := range ms {
+				st.Monitors[m.Name] = m
+			}
+			w.CKQuorum[i] = qs
+		})
+	}
+	wg.Wait()
+	for i := range w.Instances {
+		if qi := &w.Instances[i]; qi.Refused == "" {
+			want, err := c.resolve(ctx, qi.Instance, w.Sentinels)
+			if err != nil {
+				// reported, not a pass error: a failing pass would back off the whole quorum's reconcile
+				qi.Unresolved = err.Error()
+			}
+			qi.Want = want
+		}
+	}
+	published, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{
+		spec.LabelComponent: spec.ComponentSInfo, spec.LabelSentinel: c.opts.Release}))
+	if err != nil {
+		return w, nil, fmt.Errorf("list sentinel info: %w", err)
+	}
+	for _, cm := range published {
+		w.Published = append(w.Published, cm.Name)
+	}
+	sort.Strings(w.Published)
+	w.Derive()
+	return w, descs, nil
+}
+
+// selectInstances fills w.Instances with the descriptors this quorum selects, each with why it is refused
+// (claimed by another quorum, TLS mismatch, invalid descriptor or one of a newer major version), if it is. A
+// descriptor in failover mode None is left out: its monitor may go.
+func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*corev1.ConfigMap, error) {
+	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
+	if err != nil {
+		w.DescriptorsErr = err.Error()
+		return nil, fmt.Errorf("list descriptors: %w", err)
+	}
+	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
+	descs := map[string]*corev1.ConfigMap{}
+	for _, cm := range cms {
+		if !c.opts.Selector.Matches(labels.Set(cm.Labels)) {
+			continue
+		}
+		descs[cm.Name] = cm
+		in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
+		if err == nil {
+			// the descriptor decides where the _sentinel password goes: only the chart's names and FQDNs
+			err = in.CheckCanonical(cm.Name, cm.Namespace, c.opts.ClusterDomain)
+		}
+		if err != nil {
+			w.Instances = append(w.Instances, plan.QuorumInstance{Descriptor: cm.Name, Instance: in, Refused: err.Error()})
+			continue
+		}
+		if !in.Monitored() {
+			continue
+		}
+		qi := plan.QuorumInstance{Descriptor: cm.Name, Instance: in}
+		if in.TLS.Enabled != c.opts.TLS {
+			qi.Refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, c.opts.TLS)
+		}
+		if info, err := c.cms.ConfigMaps(c.opts.Namespace).Get(qi.SentinelInfoName()); err == nil {
+			if si, err := spec.ParseSentinelInfo([]byte(info.Data[spec.SentinelsKey])); err == nil && si.SentinelRelease != c.opts.Release {
+				qi.Refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.SentinelRelease)
+			}
+		}
+		w.Instances = append(w.Instances, qi)
+	}
+	return descs, nil
+}
+
+// resolve reads the _sentinel credential and finds where to register: the address most of our Sentinels name
+// (internal/vote), else the data node that reports role primary with the most replicas.
 func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sentinels []registration.SentinelState) (registration.Wanted, error) {
 	w := registration.Wanted{Instance: in, AuthUser: in.SentinelAuth.User, Quorum: in.Quorum}
 	if w.Quorum == 0 {
@@ -474,34 +382,91 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 	return w, nil
 }
 
-func (c *SentinelController) applyAction(ctx context.Context, a registration.Action, byMonitor map[string]selected) error {
+// reportQuorum sends the Events of conditions that last many passes once per change of reason: unknown
+// descriptor fields, refused and unresolved instances (MonitorRefused, MonitorNotRegistered), and the
+// policy's refusals (StepRefused).
+func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorld, d plan.QuorumDecision, descs map[string]*corev1.ConfigMap) {
+	for _, qi := range w.Instances {
+		cm := descs[qi.Descriptor]
+		if len(qi.Instance.Unknown) > 0 {
+			if msg := plan.UnknownFieldsWarning(qi); c.reported.changed(qi.Descriptor+"/unknown", msg) {
+				c.recorder.Event(cm, corev1.EventTypeWarning, "DescriptorUnknownFields", msg)
+			}
+		}
+		if qi.Refused != "" && c.reported.changed(qi.Descriptor+"/refused", qi.Refused) {
+			c.recorder.Eventf(cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, qi.Refused)
+		}
+		if qi.Unresolved != "" && c.reported.changed(qi.Descriptor+"/resolve", qi.Unresolved) {
+			c.recorder.Eventf(cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%s; its monitor is kept as it is", qi.Unresolved)
+		}
+	}
+	for _, r := range d.Refused {
+		if c.reported.changed("refused/"+r.Step.Monitor+"/"+r.Why, r.Why) {
+			c.log.Info("policy refused a step", "step", r.Step.String(), "reason", r.Why)
+			c.eventFor(ctx, w, descs, r.Step.Monitor, corev1.EventTypeWarning, "StepRefused", r.Why)
+		}
+	}
+}
+
+// The sentinel controller's applier (docs/design.md, "Apply"): registration actions, then the Sentinel
+// info documents (published for every resolved instance, withdrawn for the instances no longer selected),
+// then, only when all of that succeeded, the one Sentinel pod the plan replaces.
+
+// applyQuorum executes d and returns the last step it took and the errors it met.
+func (c *SentinelController) applyQuorum(ctx context.Context, w plan.QuorumWorld, d plan.QuorumDecision, descs map[string]*corev1.ConfigMap) (string, []error) {
+	var last string
+	var errs []error
+	for _, a := range d.Registration.Actions {
+		if err := c.applyAction(ctx, w, a, descs); err != nil {
+			errs = append(errs, err)
+		} else {
+			last = fmt.Sprintf("%s %s on %s", a.Kind, a.Name, a.Sentinel)
+		}
+	}
+	for _, p := range d.Publish {
+		if err := c.publish(ctx, descs[p.Descriptor], p.Instance, p.Info); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range d.Withdraw {
+		if err := kube.DeleteConfigMap(ctx, c.cs, c.opts.Namespace, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.Roll != nil && len(errs) == 0 {
+		if err := c.deleteSentinel(ctx, w, descs, *d.Roll); err != nil {
+			errs = append(errs, err)
+		} else {
+			last = "roll: replaced " + d.Roll.Pod
+		}
+	}
+	return last, errs
+}
+
+// applyAction runs one MONITOR (+SET), SET or REMOVE on one Sentinel and records the credentials applied.
+func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld, a registration.Action, descs map[string]*corev1.ConfigMap) error {
 	cl, err := c.pool.get(ctx, a.Addr, c.sentinelOpts())
 	if err != nil {
 		return err
 	}
-	flat := func() []string {
-		var kv []string
-		for _, p := range a.Pairs {
-			kv = append(kv, p[0], p[1])
-		}
-		return kv
+	var kv []string
+	for _, p := range a.Pairs {
+		kv = append(kv, p[0], p[1])
 	}
-	s := byMonitor[a.Name]
 	switch a.Kind {
 	case registration.Monitor:
 		if err := cl.SentinelMonitor(ctx, a.Name, a.Host, a.Port, a.Quorum); err != nil {
 			c.pool.drop(a.Addr)
 			return err
 		}
-		if err := cl.SentinelSet(ctx, a.Name, flat()...); err != nil {
+		if err := cl.SentinelSet(ctx, a.Name, kv...); err != nil {
 			return err
 		}
 		c.metrics.Registrations.WithLabelValues(a.Name).Inc()
-		if s.cm != nil {
-			c.recorder.Eventf(s.cm, corev1.EventTypeNormal, "MonitorRegistered", "SENTINEL MONITOR %s %s %d quorum %d on %s", a.Name, a.Host, a.Port, a.Quorum, a.Sentinel)
-		}
+		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeNormal, "MonitorRegistered",
+			fmt.Sprintf("SENTINEL MONITOR %s %s %d quorum %d on %s", a.Name, a.Host, a.Port, a.Quorum, a.Sentinel))
 	case registration.Set:
-		if err := cl.SentinelSet(ctx, a.Name, flat()...); err != nil {
+		if err := cl.SentinelSet(ctx, a.Name, kv...); err != nil {
 			c.pool.drop(a.Addr)
 			return err
 		}
@@ -511,37 +476,39 @@ func (c *SentinelController) applyAction(ctx context.Context, a registration.Act
 			return err
 		}
 		c.metrics.Removals.WithLabelValues(a.Name).Inc()
-		c.emitRemoved(ctx, a)
+		// removing a monitor silently removes HA (seed 000, Risks): always a Warning
+		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "MonitorRemoved", fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason))
 	}
 	c.log.Info("sentinel "+string(a.Kind), "monitor", a.Name, "sentinel", a.Sentinel, "reason", a.Reason)
-	if a.Kind != registration.Remove {
-		c.mu.Lock()
-		if c.applied[a.Sentinel] == nil {
-			c.applied[a.Sentinel] = map[string]string{}
-		}
-		c.applied[a.Sentinel][a.Name] = a.AuthHash
-		c.mu.Unlock()
-	} else {
-		c.mu.Lock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a.Kind == registration.Remove {
 		delete(c.applied[a.Sentinel], a.Name)
-		c.mu.Unlock()
+		return nil
 	}
+	if c.applied[a.Sentinel] == nil {
+		c.applied[a.Sentinel] = map[string]string{}
+	}
+	c.applied[a.Sentinel][a.Name] = a.AuthHash
 	return nil
 }
 
-// emitRemoved records a Warning event: removing a monitor silently removes HA (seed 000, Risks).
-func (c *SentinelController) emitRemoved(ctx context.Context, a registration.Action) {
-	c.eventFor(ctx, a.Name, corev1.EventTypeWarning, "MonitorRemoved", fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason))
-}
-
-// eventFor records an Event on the descriptor of the instance that owns monitor when it still exists, else on
-// the quorum's status ConfigMap.
-func (c *SentinelController) eventFor(ctx context.Context, monitor, eventType, reason, msg string) {
-	cms, _ := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
-	for _, cm := range cms {
-		if in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey])); monitor != "" && err == nil && in.MonitorName == monitor {
-			c.recorder.Event(cm, eventType, reason, msg)
-			return
+// eventFor records an Event on the descriptor of the instance that owns monitor (a selected one, else any
+// descriptor in the namespace: a deselected instance still has one), else on the quorum's status ConfigMap.
+func (c *SentinelController) eventFor(ctx context.Context, w plan.QuorumWorld, descs map[string]*corev1.ConfigMap, monitor, eventType, reason, msg string) {
+	if monitor != "" {
+		for _, qi := range w.Instances {
+			if qi.Instance.MonitorName == monitor && descs[qi.Descriptor] != nil {
+				c.recorder.Event(descs[qi.Descriptor], eventType, reason, msg)
+				return
+			}
+		}
+		cms, _ := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
+		for _, cm := range cms {
+			if in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey])); err == nil && in.MonitorName == monitor {
+				c.recorder.Event(cm, eventType, reason, msg)
+				return
+			}
 		}
 	}
 	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
@@ -549,83 +516,31 @@ func (c *SentinelController) eventFor(ctx context.Context, monitor, eventType, r
 	}
 }
 
-func (c *SentinelController) publish(ctx context.Context, s selected, hosts []string, port int) error {
-	si := spec.SentinelInfo{MonitorName: s.in.MonitorName, SentinelRelease: c.opts.Release, Port: port, TLS: c.opts.TLS, Hosts: hosts}
+// publish writes <F>-sentinels, owned by the instance's descriptor.
+func (c *SentinelController) publish(ctx context.Context, desc *corev1.ConfigMap, instance string, si spec.SentinelInfo) error {
 	b, _ := json.MarshalIndent(si, "", "  ")
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: s.in.Name + "-sentinels", Namespace: s.in.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: instance + "-sentinels", Namespace: desc.Namespace,
 			Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentSInfo,
-				spec.LabelInstance: s.in.Name, spec.LabelSentinel: c.opts.Release, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"},
-			OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(s.cm)}},
+				spec.LabelInstance: instance, spec.LabelSentinel: c.opts.Release, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"},
+			OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(desc)}},
 		Data: map[string]string{spec.SentinelsKey: string(b)},
 	}
 	_, err := kube.ApplyConfigMap(ctx, c.cs, cm)
 	return err
 }
 
-// withdraw deletes Sentinel info this quorum published for instances it no longer monitors, so another
-// quorum may claim them and data pods stop asking these Sentinels. keep names the Sentinel info
-// ConfigMaps of every selected instance, resolved or not.
-func (c *SentinelController) withdraw(ctx context.Context, keep map[string]bool) error {
-	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{
-		spec.LabelComponent: spec.ComponentSInfo, spec.LabelSentinel: c.opts.Release}))
-	if err != nil {
-		return fmt.Errorf("list sentinel info: %w", err)
+// deleteSentinel replaces one Sentinel pod as observed (UID and resourceVersion as preconditions: one
+// replaced or changed since fails with a Conflict).
+func (c *SentinelController) deleteSentinel(ctx context.Context, w plan.QuorumWorld, descs map[string]*corev1.ConfigMap, s plan.Step) error {
+	seen := w.Pods[s.Pod]
+	c.log.Info("sentinel roll: deleting", "pod", s.Pod, "reason", s.Reason)
+	if err := kube.DeletePod(ctx, c.cs, c.opts.Namespace, s.Pod, types.UID(seen.UID), seen.Version); err != nil {
+		return fmt.Errorf("sentinel roll: %w", err)
 	}
-	for _, cm := range cms {
-		if keep[cm.Name] {
-			continue
-		}
-		if err := kube.DeleteConfigMap(ctx, c.cs, cm.Namespace, cm.Name); err != nil {
-			return err
-		}
-	}
+	c.pool.drop(c.addrOf(s.Pod))
+	c.eventFor(ctx, w, descs, "", corev1.EventTypeNormal, "RollingSentinel", fmt.Sprintf("replaced %s with quorum healthy on every monitor", s.Pod))
 	return nil
-}
-
-// heldMonitors says why no Sentinel pod may be replaced while a kept monitor (its instance selected but not
-// resolved) is registered on one of the Sentinels, or while the owner of a monitor is unknown: the
-// replacement starts with an empty config and the controller could not register that monitor on it again.
-func heldMonitors(keep map[string]string, unowned string, sentinels []registration.SentinelState) string {
-	if unowned != "" {
-		return "no Sentinel replaced: " + unowned
-	}
-	names := make([]string, 0, len(keep))
-	for name := range keep {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		for _, s := range sentinels {
-			if _, ok := s.Monitors[name]; ok {
-				return fmt.Sprintf("no Sentinel replaced while monitor %s cannot be resolved (%s): its replacement could not be given the monitor again", name, keep[name])
-			}
-		}
-	}
-	return ""
-}
-
-func (c *SentinelController) monitorStatus(ctx context.Context, s selected, w registration.Wanted, sentinels []registration.SentinelState) status.MonitorStatus {
-	ms := status.MonitorStatus{Name: w.Instance.MonitorName, Instance: s.in.Name, Quorum: w.Quorum, QuorumOK: true}
-	for _, st := range sentinels {
-		m, ok := st.Monitors[w.Instance.MonitorName]
-		if !ok || !st.Reachable {
-			ms.QuorumOK = false
-			continue
-		}
-		ms.Registered++
-		ms.PrimaryAddress = net.JoinHostPort(m.Host, strconv.Itoa(m.Port))
-		ms.Replicas = int(m.NumReplicas)
-		cl, err := c.pool.get(ctx, st.Addr, c.sentinelOpts())
-		if err != nil {
-			ms.QuorumOK = false
-			continue
-		}
-		if q, err := cl.SentinelCKQuorum(ctx, w.Instance.MonitorName); err != nil || !q.OK {
-			ms.QuorumOK = false
-		}
-	}
-	return ms
 }
 
 func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) error {
@@ -659,63 +574,6 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 	return err
 }
 
-// rollSentinels deletes at most one stale Sentinel pod (updateStrategy OnDelete), only while every Sentinel
-// pod is ready and knows every wanted monitor, CKQUORUM passes for every monitor on every Sentinel and no
-// monitored primary is failing over or has just gone down (seed 000, Reconcile flow step 4; case S22). A
-// monitor whose primary has been down longer than its failover-timeout does not gate the roll and is
-// reported in wait (issue 12).
-func (c *SentinelController) rollSentinels(ctx context.Context, qw plan.QuorumWorld) (action, wait, refused string, err error) {
-	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
-	if err != nil {
-		return "", "", "", nil // no StatefulSet (yet): nothing to roll
-	}
-	sentinels := qw.Sentinels
-	in := roll.SentinelInput{Monitors: plan.MonitorGates(qw)}
-	observed := map[string]*corev1.Pod{}
-	for _, s := range sentinels {
-		pod, err := c.pods.Pods(c.opts.Namespace).Get(s.Pod)
-		if err != nil {
-			in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod})
-			continue
-		}
-		observed[s.Pod] = pod
-		knows := map[string]bool{}
-		if s.Reachable {
-			for name := range s.Monitors {
-				knows[name] = true
-			}
-		}
-		in.Pods = append(in.Pods, roll.SentinelPod{Pod: s.Pod, Stale: stale(pod, sts), Ready: s.Ready && s.Reachable, Knows: knows})
-	}
-	target, why, notes := roll.PlanSentinel(in)
-	if why != "" {
-		notes = append(notes, why)
-	}
-	if target == "" {
-		return "", strings.Join(notes, "; "), "", nil
-	}
-	if why := plan.CheckQuorum(qw, plan.Step{Kind: plan.DeleteSentinelPod, Pod: target, Reason: "stale"}); why != "" {
-		return "", why, why, nil
-	}
-	for _, n := range notes {
-		c.log.Info("sentinel roll", "note", n)
-	}
-	c.log.Info("sentinel roll: CKQUORUM OK on every monitor, no failover in flight, every pod ready; deleting", "pod", target)
-	// only the pod observed: one replaced or changed since fails with a Conflict (a stale cache)
-	seen := observed[target]
-	if seen == nil {
-		return "", "no Sentinel replaced: pod " + target + " was not observed", "", nil
-	}
-	if err := kube.DeletePod(ctx, c.cs, c.opts.Namespace, target, seen.UID, seen.ResourceVersion); err != nil {
-		return "", "", "", fmt.Errorf("sentinel roll: %w", err)
-	}
-	c.pool.drop(c.addrOf(target))
-	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
-		c.recorder.Eventf(cm, corev1.EventTypeNormal, "RollingSentinel", "replaced %s with quorum healthy on every monitor", target)
-	}
-	return "roll: replaced " + target, "", "", nil
-}
-
 func (c *SentinelController) addrOf(pod string) string {
 	for i, a := range c.sentinelAddrs() {
 		if fmt.Sprintf("%s-%d", c.opts.StatefulSet, i) == pod {
@@ -723,38 +581,6 @@ func (c *SentinelController) addrOf(pod string) string {
 		}
 	}
 	return ""
-}
-
-// quorumWorld is this pass's observation as the policy (plan.CheckQuorum) reads it; QuorumOK is filled in
-// once the monitors' CKQUORUM was read.
-func (c *SentinelController) quorumWorld(now time.Time, sentinels []registration.SentinelState, wanted []registration.Wanted,
-	keep map[string]string, unowned string) plan.QuorumWorld {
-	qw := plan.QuorumWorld{Release: c.opts.Release, Now: now, Sentinels: sentinels, Pods: map[string]plan.PodRef{},
-		Wanted: map[string]bool{}, Keep: keep, Unowned: unowned, QuorumOK: map[string]bool{}}
-	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
-	if err == nil {
-		qw.StatefulSet = &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
-			UpdateRevision: sts.Status.UpdateRevision}
-	}
-	for _, s := range sentinels {
-		if pod, err := c.pods.Pods(c.opts.Namespace).Get(s.Pod); err == nil {
-			qw.Pods[s.Pod] = plan.PodRef{UID: string(pod.UID), Version: pod.ResourceVersion, Stale: stale(pod, sts)}
-		}
-	}
-	for _, w := range wanted {
-		qw.Wanted[w.Instance.MonitorName] = true
-	}
-	return qw
-}
-
-// reportRefused sends one StepRefused Warning Event per change of reason: on the descriptor of the instance
-// whose monitor it is, else on the quorum's status ConfigMap.
-func (c *SentinelController) reportRefused(ctx context.Context, monitor, why string) {
-	if !c.reported.changed("refused/"+monitor+"/"+why, why) {
-		return
-	}
-	c.log.Info("policy refused a step", "reason", why)
-	c.eventFor(ctx, monitor, corev1.EventTypeWarning, "StepRefused", why)
 }
 
 // stale reports whether a pod's revision differs from its StatefulSet's update revision (OnDelete rolls).

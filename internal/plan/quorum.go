@@ -8,28 +8,40 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// QuorumWorld is what one pass of the sentinel controller observed of its quorum and the instances it
-// selects, as far as its planner and CheckQuorum need it.
+// QuorumWorld is what one pass of the sentinel controller observed of its quorum and of the instances it
+// selects (docs/design.md, "The sentinel controller's pass"), and all that its planner, policy and status
+// read.
 type QuorumWorld struct {
-	Release string
-	Now     time.Time
+	Release, Namespace string
+	Now                time.Time
 	// StatefulSet is the Sentinels' StatefulSet (nil: not observed).
 	StatefulSet *StatefulSet
-	// Sentinels has one entry per Sentinel pod ordinal: pod readiness, SENTINEL MASTERS.
+	// Sentinels has one entry per Sentinel pod ordinal: pod readiness, SENTINEL MASTERS; CKQuorum, per
+	// ordinal, SENTINEL CKQUORUM of each selected monitor that Sentinel answered for (same round trip).
 	Sentinels []registration.SentinelState
+	CKQuorum  []map[string]valkey.Quorum
 	// Pods are the Sentinel pods observed in the cache, by name.
 	Pods map[string]PodRef
+	// Hosts are the Sentinel addresses to publish in <F>-sentinels (index = ordinal), Port and TLS theirs.
+	Hosts []string
+	Port  int
+	TLS   bool
 	// DescriptorsErr is why the instance descriptors could not be listed ("" = listed).
 	DescriptorsErr string
+	// Instances are the selected descriptors, sorted by name, as resolved this pass.
+	Instances []QuorumInstance
+	// Published names the <F>-sentinels ConfigMaps this quorum has published.
+	Published []string
 	// Wanted are the monitors of the selected instances that resolved this pass; Keep maps the monitors of
 	// selected instances that did not resolve to the reason; Unowned, when not empty, says why the monitor
-	// of some selected descriptor is unknown (it could not be read).
+	// of some selected descriptor is unknown (it could not be read). The gather derives them from Instances.
 	Wanted  map[string]bool
 	Keep    map[string]string
 	Unowned string
-	// QuorumOK is SENTINEL CKQUORUM OK on every Sentinel, by wanted monitor.
+	// QuorumOK is SENTINEL CKQUORUM OK on every Sentinel, by wanted monitor (derived from CKQuorum).
 	QuorumOK map[string]bool
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/vote"
 )
 
 // Wanted is one instance this quorum should monitor, resolved by the controller.
@@ -195,23 +196,14 @@ func Build(o Observation) Plan {
 	return p
 }
 
-// AgreedPrimary returns the address most of the given Sentinels name for a monitor (ties broken by address).
+// AgreedPrimary returns the address most of the reachable Sentinels name for a monitor (internal/vote: hosts
+// normalised, ties broken by address), and false when none knows it.
 func AgreedPrimary(sentinels []SentinelState, name string) (host string, port int, ok bool) {
-	type addr struct {
-		h string
-		p int
+	claims := make([]vote.Claim, len(sentinels))
+	for i, s := range sentinels {
+		m, has := s.Monitors[name]
+		claims[i] = vote.Claim{Answered: s.Reachable, Found: has, Host: m.Host, Port: m.Port}
 	}
-	count := map[addr]int{}
-	for _, s := range sentinels {
-		if m, has := s.Monitors[name]; has && s.Reachable {
-			count[addr{m.Host, m.Port}]++
-		}
-	}
-	best, n := addr{}, 0
-	for a, c := range count {
-		if c > n || (c == n && (a.h < best.h || (a.h == best.h && a.p < best.p))) {
-			best, n = a, c
-		}
-	}
-	return best.h, best.p, n > 0
+	t := vote.Count(claims)
+	return t.Host, t.Port, t.Leader()
 }

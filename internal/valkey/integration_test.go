@@ -51,6 +51,13 @@ func TestRegisterMonitorByHostname(t *testing.T) {
 			require.True(t, found)
 			assert.Equal(t, valkeytest.Host, host)
 			assert.Equal(t, top.Nodes[0].Port, port)
+			// MASTERS and CKQUORUM in one pipeline; an unknown monitor is left out
+			ms, qs, err := c.SentinelOverview(ctx, []string{"vk", "nope"})
+			require.NoError(t, err)
+			require.Len(t, ms, 1)
+			assert.Equal(t, "vk", ms[0].Name)
+			assert.True(t, qs["vk"].OK, qs["vk"].Message)
+			assert.NotContains(t, qs, "nope")
 			// the same three answers in one pipeline
 			v, err := c.SentinelMonitorView(ctx, "vk", true)
 			require.NoError(t, err)

@@ -14,9 +14,13 @@ import (
 
 // SentinelMasters runs SENTINEL MASTERS and returns every monitor this Sentinel knows.
 func (c *Client) SentinelMasters(ctx context.Context) ([]Monitor, error) {
-	v, err := c.anyReply(ctx, "SENTINEL MASTERS", "SENTINEL", "MASTERS")
+	return c.parseMasters(c.do(ctx, "SENTINEL", "MASTERS"))
+}
+
+func (c *Client) parseMasters(res vk.ValkeyResult) ([]Monitor, error) {
+	v, err := res.ToAny()
 	if err != nil {
-		return nil, err
+		return nil, c.wrap("SENTINEL MASTERS", err)
 	}
 	arr, ok := v.([]any)
 	if !ok {
@@ -35,6 +39,30 @@ func (c *Client) SentinelMasters(ctx context.Context) ([]Monitor, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// SentinelOverview sends SENTINEL MASTERS and SENTINEL CKQUORUM of each of names in one pipeline (one round
+// trip): every monitor this Sentinel knows, and the CKQUORUM result of each named monitor it could answer
+// for (OK or NOQUORUM; a monitor it does not know is left out). The error is that of SENTINEL MASTERS.
+func (c *Client) SentinelOverview(ctx context.Context, names []string) ([]Monitor, map[string]Quorum, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cmds := vk.Commands{c.c.B().Arbitrary("SENTINEL", "MASTERS").Build()}
+	for _, n := range names {
+		cmds = append(cmds, c.c.B().Arbitrary("SENTINEL", "CKQUORUM", n).Build())
+	}
+	res := c.c.DoMulti(ctx, cmds...)
+	ms, err := c.parseMasters(res[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	qs := map[string]Quorum{}
+	for i, n := range names {
+		if q, err := c.parseCKQuorum(res[i+1]); err == nil {
+			qs[n] = q
+		}
+	}
+	return ms, qs, nil
 }
 
 // SentinelMaster runs SENTINEL MASTER name. A monitor that does not exist is reported with found=false and no

@@ -1,0 +1,153 @@
+package plan
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/valkey-ha/valkey-ha/internal/registration"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// steadyQuorum is quorum q (3 Sentinels, all ready and reachable) selecting instance vk, resolved and
+// registered everywhere with CKQUORUM OK, its Sentinel info published; nothing stale.
+func steadyQuorum() QuorumWorld {
+	in := testInstance(3)
+	w := QuorumWorld{Release: "q", Namespace: "ns", Now: now, Port: 26379, StatefulSet: &StatefulSet{Name: "q", UpdateRevision: "r1"},
+		Pods: map[string]PodRef{}, Published: []string{"vk-sentinels"}}
+	w.Instances = []QuorumInstance{{Descriptor: "vk-instance", Instance: in,
+		Want: registration.Wanted{Instance: in, Quorum: 2, AuthUser: "_sentinel", AuthPass: "pw", AuthHash: "h",
+			PrimaryHost: in.Nodes[0].Host, PrimaryPort: 6379}}}
+	for i := 0; i < 3; i++ {
+		pod := fmt.Sprintf("q-%d", i)
+		w.Pods[pod] = PodRef{UID: "u", Version: "1"}
+		w.Hosts = append(w.Hosts, pod+".q-headless.ns.svc.cluster.local")
+		w.Sentinels = append(w.Sentinels, registration.SentinelState{Pod: pod, Addr: pod + ":26379", Ready: true, Reachable: true,
+			AppliedAuth: map[string]string{"vk": "h"},
+			Monitors: map[string]valkey.Monitor{"vk": {Name: "vk", Host: in.Nodes[0].Host, Port: 6379, Quorum: 2, Flags: []string{"master"},
+				FailoverTimeoutMs: 15000, Fields: map[string]string{}}}})
+		w.CKQuorum = append(w.CKQuorum, map[string]valkey.Quorum{"vk": {OK: true, Message: "OK 3 usable Sentinels"}})
+	}
+	return w
+}
+
+func kinds(d QuorumDecision) []string {
+	var out []string
+	for _, a := range d.Registration.Actions {
+		out = append(out, string(a.Kind)+":"+a.Name+"@"+a.Sentinel)
+	}
+	return out
+}
+
+// TestQuorum is the sentinel controller's planner, one row per case: registration before the Sentinel roll,
+// one Sentinel pod at a time, the policy's vetting of REMOVE and of the pod delete, and what is published.
+func TestQuorum(t *testing.T) {
+	staleAll := func(w *QuorumWorld) {
+		for pod, p := range w.Pods {
+			p.Stale = true
+			w.Pods[pod] = p
+		}
+	}
+	deselect := func(w *QuorumWorld) { w.Instances = nil }
+	tests := []struct {
+		name     string
+		mutate   func(w *QuorumWorld)
+		actions  []string
+		roll     string // the Sentinel pod to replace ("" none)
+		wait     string // substring of RollWait
+		refused  string // substring of the first refusal
+		planned  bool
+		withdraw []string
+		publish  int
+	}{
+		{name: "steady: nothing to do", planned: true, publish: 1},
+		{name: "a Sentinel lost the monitor (restarted empty): MONITOR there, no roll this pass", mutate: func(w *QuorumWorld) {
+			delete(w.Sentinels[1].Monitors, "vk")
+		}, actions: []string{"monitor:vk@q-1"}, publish: 1},
+		{name: "deselected: REMOVE everywhere, its Sentinel info withdrawn", mutate: deselect,
+			actions: []string{"remove:vk@q-0", "remove:vk@q-1", "remove:vk@q-2"}, withdraw: []string{"vk-sentinels"}},
+		{name: "deselected while another Sentinel fails it over: the policy refuses those REMOVEs", mutate: func(w *QuorumWorld) {
+			deselect(w)
+			m := w.Sentinels[2].Monitors["vk"]
+			m.Flags = []string{"master", "failover_in_progress"}
+			w.Sentinels[2].Monitors["vk"] = m
+		}, refused: "sentinel-remove refused: Sentinel q-2 is failing monitor vk over", withdraw: []string{"vk-sentinels"}},
+		{name: "not resolved (Secret unreadable): kept, not removed, Sentinel info kept (F3)", mutate: func(w *QuorumWorld) {
+			w.Instances[0].Unresolved = "get secret ns/vk-sentinel-auth: forbidden"
+		}, planned: true, wait: "cannot be resolved"},
+		{name: "a selected descriptor cannot be read: nothing removed, no Sentinel replaced", mutate: func(w *QuorumWorld) {
+			w.Instances = append(w.Instances, QuorumInstance{Descriptor: "x-instance", Refused: "instance.json: unexpected end of JSON input"})
+			w.Sentinels[0].Monitors["old"] = valkey.Monitor{Name: "old", Flags: []string{"master"}}
+			staleAll(w)
+		}, planned: true, publish: 1, wait: "so the monitor it owns is unknown"},
+		{name: "stale Sentinels: the first is replaced", mutate: staleAll, planned: true, roll: "q-0", publish: 1},
+		{name: "stale Sentinels, a monitor failing over: the roll waits", mutate: func(w *QuorumWorld) {
+			staleAll(w)
+			m := w.Sentinels[1].Monitors["vk"]
+			m.Flags = []string{"master", "failover_in_progress"}
+			w.Sentinels[1].Monitors["vk"] = m
+		}, planned: true, wait: "monitor vk is failing over", publish: 1},
+		{name: "stale Sentinels, CKQUORUM not OK everywhere: the roll waits", mutate: func(w *QuorumWorld) {
+			staleAll(w)
+			w.CKQuorum[2]["vk"] = valkey.Quorum{Message: "NOQUORUM 1 usable Sentinels"}
+		}, planned: true, wait: "SENTINEL CKQUORUM fails for monitor vk", publish: 1},
+		{name: "stale Sentinels, one pod not observed: the roll waits", mutate: func(w *QuorumWorld) {
+			staleAll(w)
+			delete(w.Pods, "q-0")
+		}, planned: true, wait: "q-0 is not ready", publish: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := steadyQuorum()
+			if tt.mutate != nil {
+				tt.mutate(&w)
+			}
+			w.Derive()
+			d := Quorum(w, time.Time{})
+			assert.Equal(t, tt.actions, kinds(d))
+			if tt.roll == "" {
+				assert.Nil(t, d.Roll)
+			} else if assert.NotNil(t, d.Roll, "wait: %s, refused: %v", d.RollWait, d.Refused) {
+				assert.Equal(t, tt.roll, d.Roll.Pod)
+			}
+			if tt.wait == "" {
+				assert.Empty(t, d.RollWait)
+			} else {
+				assert.Contains(t, d.RollWait, tt.wait)
+			}
+			if tt.refused == "" {
+				assert.Empty(t, d.Refused)
+			} else if assert.NotEmpty(t, d.Refused) {
+				assert.Contains(t, d.Refused[0].Why, tt.refused)
+			}
+			assert.Equal(t, tt.planned, d.RollPlanned)
+			assert.Equal(t, tt.withdraw, d.Withdraw)
+			assert.Len(t, d.Publish, tt.publish)
+			for _, p := range d.Publish {
+				assert.Equal(t, spec.SentinelInfo{MonitorName: "vk", SentinelRelease: "q", Port: 26379, Hosts: w.Hosts}, p.Info)
+			}
+		})
+	}
+}
+
+// TestQuorumStatus: the quorum status is built from the world and the decision alone.
+func TestQuorumStatus(t *testing.T) {
+	w := steadyQuorum()
+	w.Instances = append(w.Instances, QuorumInstance{Descriptor: "other-instance", Instance: spec.Instance{MonitorName: "other"},
+		Refused: "already monitored by Sentinel release \"r\""})
+	w.Derive()
+	d := Quorum(w, time.Time{})
+	st := QuorumStatus(w, d, "")
+	assert.Equal(t, 3, st.ReadySentinel)
+	if assert.Len(t, st.Monitors, 2) {
+		assert.Equal(t, 3, st.Monitors[0].Registered)
+		assert.True(t, st.Monitors[0].QuorumOK)
+		assert.Equal(t, "already monitored by Sentinel release \"r\"", st.Monitors[1].Refused)
+	}
+	g := QuorumGauges(w, d, st.Monitors)
+	assert.Equal(t, []string{"ns/other"}, g.Refused)
+	assert.Len(t, g.Monitors, 1)
+}
