@@ -777,7 +777,7 @@ type PodSnapshot struct {
 	Restarts int32
 }
 
-// Snapshot returns name -> identity of every pod matching selector (completed helm test pods excluded).
+// Snapshot returns name -> identity of every pod matching selector (helm test and credentials Job pods excluded).
 func Snapshot(ctx context.Context, ns, selector string) (map[string]PodSnapshot, error) {
 	pods, err := ListPods(ctx, ns, selector)
 	if err != nil {
@@ -785,7 +785,8 @@ func Snapshot(ctx context.Context, ns, selector string) (map[string]PodSnapshot,
 	}
 	m := map[string]PodSnapshot{}
 	for _, p := range pods {
-		if p.Labels["app.kubernetes.io/component"] == "test" {
+		// helm test pods and the credentials Job's pods come and go with every test and upgrade: not a restart
+		if c := p.Labels["app.kubernetes.io/component"]; c == "test" || c == "credentials" {
 			continue
 		}
 		var r int32

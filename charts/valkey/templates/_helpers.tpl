@@ -80,13 +80,13 @@ app.kubernetes.io/part-of: valkey-ha
 
 {{/*
 Labels of the controller pod template (not the Deployment selector): commonLabels, the selector labels, the
-component and the chart's version labels. Call with (dict "ctx" $).
+component (controller unless "component" says otherwise) and the chart's version labels. Call with (dict "ctx" $ ["component" c]).
 */}}
 {{- define "valkey.controllerPodLabels" -}}
 {{- with .ctx.Values.commonLabels }}{{ toYaml . }}
 {{ end -}}
 {{ include "valkey.selectorLabels" .ctx }}
-app.kubernetes.io/component: controller
+app.kubernetes.io/component: {{ .component | default "controller" }}
 helm.sh/chart: {{ include "valkey.chart" .ctx }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
@@ -261,103 +261,6 @@ min-replicas-max-lag {{ int .Values.minReplicasMaxLag }}
 {{- end -}}
 
 {{/*
-Credentials of system and customer users, computed once per render and memoized on the root context so that
-every template (Secrets, ACL) sees the same generated passwords. Existing Secrets are reused (lookup), so
-passwords survive upgrades. Returns JSON:
-{"system": {"_operator": pw, ...}, "sentinel": pw,
- "users": [{"name", "secretName", "managed", "password", "generation", "previousHash", "previousValidUntil", "previousActive"}]}
-Rotation (issue 19): raising rotation.generation above the one stored in F-user-<name> issues a new password and
-stores the SHA-256 of the old one with the deadline previousValidUntil had at that moment; later renders use
-the stored deadline (values cannot stretch it) and drop both once it passed. The old plaintext is never kept.
-*/}}
-{{- define "valkey.credentials" -}}
-{{- include "valkey.validate" . -}}
-{{- if not (hasKey . "_valkeyHACredentials") -}}
-{{- $ns := .Release.Namespace -}}
-{{- $F := include "valkey.fullname" . -}}
-{{- $system := dict -}}
-{{- if .Values.auth.existingSecret -}}
-{{- $s := lookup "v1" "Secret" $ns .Values.auth.existingSecret | default dict -}}
-{{- if not $s -}}
-{{- fail (printf "auth.existingSecret: Secret %q not found in namespace %q; create it first with keys _operator, _replication, _probe and _exporter, or leave auth.existingSecret empty to let the chart generate them" .Values.auth.existingSecret $ns) -}}
-{{- end -}}
-{{- range $u := list "_operator" "_replication" "_probe" "_exporter" -}}
-{{- $v := get ($s.data | default dict) $u -}}
-{{- if not $v -}}
-{{- fail (printf "auth.existingSecret: Secret %q has no key %q; add it (every system user needs a password)" $.Values.auth.existingSecret $u) -}}
-{{- end -}}
-{{- $_ := set $system $u (b64dec $v) -}}
-{{- end -}}
-{{- else -}}
-{{- $s := lookup "v1" "Secret" $ns (printf "%s-system" $F) | default dict -}}
-{{- $data := $s.data | default dict -}}
-{{- range $u := list "_operator" "_replication" "_probe" "_exporter" -}}
-{{- $v := get $data $u -}}
-{{- $_ := set $system $u (ternary (b64dec (toString $v)) (randAlphaNum 40) (not (empty $v))) -}}
-{{- end -}}
-{{- end -}}
-{{- $sa := lookup "v1" "Secret" $ns (printf "%s-sentinel-auth" $F) | default dict -}}
-{{- $saPw := get ($sa.data | default dict) "password" -}}
-{{- $sentinel := ternary (b64dec (toString $saPw)) (randAlphaNum 40) (not (empty $saPw)) -}}
-{{- $users := list -}}
-{{- range $i, $u := .Values.users -}}
-{{- $rot := $u.rotation | default dict -}}
-{{- $gen := int ($rot.generation | default 0) -}}
-{{- $e := dict "name" $u.name "generation" $gen "previousHash" "" "previousValidUntil" "" "previousActive" false -}}
-{{- if $u.passwordSecret -}}
-{{- $s := lookup "v1" "Secret" $ns $u.passwordSecret.name | default dict -}}
-{{- if not $s -}}
-{{- fail (printf "users[%d].passwordSecret.name: Secret %q not found in namespace %q; create it first, or drop passwordSecret to let the chart generate the password" $i $u.passwordSecret.name $ns) -}}
-{{- end -}}
-{{- $v := get ($s.data | default dict) $u.passwordSecret.key -}}
-{{- if not $v -}}
-{{- fail (printf "users[%d].passwordSecret.key: Secret %q has no key %q" $i $u.passwordSecret.name $u.passwordSecret.key) -}}
-{{- end -}}
-{{- $_ := set $e "password" (b64dec $v) -}}
-{{- $_ := set $e "secretName" $u.passwordSecret.name -}}
-{{- $_ := set $e "managed" false -}}
-{{- else -}}
-{{- $sn := printf "%s-user-%s" $F $u.name -}}
-{{- $s := lookup "v1" "Secret" $ns $sn | default dict -}}
-{{- $data := $s.data | default dict -}}
-{{- $_ := set $e "secretName" $sn -}}
-{{- $_ := set $e "managed" true -}}
-{{- if not (get $data "password") -}}
-{{- $_ := set $e "password" (randAlphaNum 40) -}}
-{{- else -}}
-{{- $stored := int (atoi (b64dec (toString (get $data "generation" | default (b64enc "0"))))) -}}
-{{- if gt $gen $stored -}}
-{{- /* rotation: a new password; the old one's hash stays valid until previousValidUntil, fixed now */ -}}
-{{- $_ := set $e "previousHash" (sha256sum (b64dec (toString (get $data "password")))) -}}
-{{- $_ := set $e "previousValidUntil" (toString ($rot.previousValidUntil | default "")) -}}
-{{- $_ := set $e "password" (randAlphaNum 40) -}}
-{{- else if lt $gen $stored -}}
-{{- fail (printf "users[%d].rotation.generation: %d is below the generation %d stored in Secret %s; generations only go up: keep %d, or raise it above %d to rotate again" $i $gen $stored $sn $stored $stored) -}}
-{{- else -}}
-{{- $_ := set $e "password" (b64dec (toString (get $data "password"))) -}}
-{{- $prevHash := b64dec (toString (get $data "previousHash" | default "")) -}}
-{{- $legacy := b64dec (toString (get $data "previous" | default "")) -}}
-{{- if and (not $prevHash) $legacy -}}{{- $prevHash = sha256sum $legacy -}}{{- end -}}
-{{- $_ := set $e "previousHash" $prevHash -}}
-{{- $_ := set $e "previousValidUntil" (b64dec (toString (get $data "previousValidUntil" | default ""))) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- if and $e.previousHash $e.previousValidUntil -}}
-{{- $_ := set $e "previousActive" (lt (now).Unix (mustToDate "2006-01-02T15:04:05Z07:00" $e.previousValidUntil).Unix) -}}
-{{- end -}}
-{{- if not $e.previousActive -}}
-{{- $_ := set $e "previousHash" "" -}}
-{{- $_ := set $e "previousValidUntil" "" -}}
-{{- end -}}
-{{- $users = append $users $e -}}
-{{- end -}}
-{{- $_ := set . "_valkeyHACredentials" (dict "system" $system "sentinel" $sentinel "users" $users) -}}
-{{- end -}}
-{{- toJson (get . "_valkeyHACredentials") -}}
-{{- end -}}
-
-{{/*
 System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal/acl holds the same table; a test compares them.
   _operator     controller: observe (INFO, ROLE, CLIENT LIST), repair (REPLICAOF), CONFIG REWRITE after it,
                 live ACL sync (ACL SETUSER/DELUSER/USERS/GETUSER/WHOAMI/LOG, CLIENT KILL USER to close the
@@ -403,24 +306,20 @@ list, pick or drop keys whatever the patterns, and that drop the script and func
 {{- end -}}
 
 {{/*
-Desired ACL state as a list (JSON): [{"name", "rules", "passwords": [{"hash"}, {"hash", "validUntil"}], "system"}].
-"rules" is everything after the password hashes, so `user <name> on resetpass #h... <rules>` re-renders the line.
-The `default` user is not in the list: it is always `off` in users.acl.
+The credentials spec (JSON; internal/credentials.Spec, docs/contract.md): every ACL user with its rules after
+the password hashes, and where its password lives; no password and no hash. The credentials Job
+(`valkey-sentinel-ctl credentials`) creates the generated Secrets once, rotates, and writes F-acl from it at run
+time, so nothing rendered depends on what the cluster holds (issue 15: no render-time lookup, two offline renders
+are identical).
 */}}
-{{- define "valkey.aclUsers" -}}
-{{- $c := include "valkey.credentials" . | fromJson -}}
-{{- $out := list -}}
+{{- define "valkey.aclSpec" -}}
+{{- include "valkey.validate" . -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $users := list -}}
 {{- range $row := include "valkey.systemUserRules" . | fromJsonArray -}}
-{{- $name := index $row 0 -}}
-{{- $pw := ternary $c.sentinel (get $c.system $name) (eq $name "_sentinel") -}}
-{{- $out = append $out (dict "name" $name "rules" (printf "resetkeys resetchannels nocommands %s" (index $row 1)) "passwords" (list (dict "hash" (sha256sum $pw))) "system" true) -}}
+{{- $users = append $users (dict "name" (index $row 0) "system" true "rules" (printf "resetkeys resetchannels nocommands %s" (index $row 1))) -}}
 {{- end -}}
 {{- range $i, $u := .Values.users -}}
-{{- $cu := index $c.users $i -}}
-{{- $pws := list (dict "hash" (sha256sum $cu.password)) -}}
-{{- if $cu.previousActive -}}
-{{- $pws = append $pws (dict "hash" $cu.previousHash "validUntil" $cu.previousValidUntil) -}}
-{{- end -}}
 {{- $keys := list -}}
 {{- range $u.keys | default list -}}{{- $keys = append $keys (printf "~%s" .) -}}{{- end -}}
 {{- $chans := list -}}
@@ -430,19 +329,35 @@ The `default` user is not in the list: it is always `off` in users.acl.
 {{- if not (and (eq (len ($u.keys | default list)) 1) (eq (index $u.keys 0) "*")) -}}
 {{- $rules = append $rules (include "valkey.restrictedKeyRules" .) -}}
 {{- end -}}
-{{- $out = append $out (dict "name" $u.name "rules" (join " " $rules) "passwords" $pws "system" false) -}}
+{{- $e := dict "name" $u.name "system" false "rules" (join " " $rules) "field" (printf "users[%d]" $i) -}}
+{{- if $u.passwordSecret -}}
+{{- $_ := set $e "secret" $u.passwordSecret.name -}}
+{{- $_ := set $e "key" $u.passwordSecret.key -}}
+{{- else -}}
+{{- $rot := $u.rotation | default dict -}}
+{{- $_ := set $e "secret" (printf "%s-user-%s" $F $u.name) -}}
+{{- $_ := set $e "key" "password" -}}
+{{- $_ := set $e "generate" true -}}
+{{- $_ := set $e "generation" (int ($rot.generation | default 0)) -}}
+{{- $_ := set $e "previousValidUntil" (toString ($rot.previousValidUntil | default "")) -}}
 {{- end -}}
-{{- toJson $out -}}
+{{- $users = append $users $e -}}
+{{- end -}}
+{{- toJson (dict "version" "1" "instance" $F "owner" (printf "%s-instance" $F)
+  "systemSecret" (dict "name" (include "valkey.systemSecretName" .) "generate" (not .Values.auth.existingSecret))
+  "sentinelSecret" (printf "%s-sentinel-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users) -}}
 {{- end -}}
 
-{{/* users.acl: one clean-slate line per user (the ACL file format has no comments). */}}
-{{- define "valkey.aclFile" -}}
-user default off resetpass resetkeys resetchannels nocommands
-{{- range $u := include "valkey.aclUsers" . | fromJsonArray }}
-{{- $hashes := list -}}
-{{- range $u.passwords -}}{{- $hashes = append $hashes (printf "#%s" .hash) -}}{{- end }}
-user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
-{{- end }}
+{{/* Secrets the credentials Job reads: the system, Sentinel and ACL Secrets and every customer's (JSON list). */}}
+{{- define "valkey.credentialSecrets" -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $out := list (include "valkey.systemSecretName" .) (printf "%s-sentinel-auth" $F) (printf "%s-acl" $F) -}}
+{{- range $u := .Values.users -}}
+{{- $name := printf "%s-user-%s" $F $u.name -}}
+{{- with $u.passwordSecret -}}{{- $name = .name -}}{{- end -}}
+{{- $out = append $out $name -}}
+{{- end -}}
+{{- toJson (uniq $out) -}}
 {{- end -}}
 
 {{/* ---------------------------------------------------------------- validation */}}
