@@ -495,7 +495,7 @@ func TestDataPodContract(t *testing.T) {
 
 	install := container(t, spec, "install-ctl")
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "install", "--to", "/opt/valkey-ha/bin"}, append(install.Command, install.Args...))
-	assert.Equal(t, "localhost/valkey-ha/valkey-sentinel-ctl:0.1.0", install.Image)
+	assert.Equal(t, "ghcr.io/valkey-ha/valkey-sentinel-ctl:0.1.0", install.Image, "the published image: a real cluster can pull it")
 	assert.Equal(t, corev1.PullIfNotPresent, install.ImagePullPolicy)
 	assert.Equal(t, "valkey/valkey:9.1", c.Image)
 	assert.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy)

@@ -98,9 +98,25 @@ app.kubernetes.io/part-of: valkey-ha
 {{- .Values.serviceAccount.name | default (ternary (include "valkey.fullname" .) "default" .Values.serviceAccount.create) -}}
 {{- end -}}
 
+{{/*
+An image reference: [registry/]repository[:tag][@digest], registry = global.imageRegistry, else the image's own.
+Call with (dict "ctx" $ "image" <image values> "repository" r "tag" t).
+*/}}
+{{- define "valkey.imageRef" -}}
+{{- $reg := .ctx.Values.global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
+{{- $ref := ternary (printf "%s/%s" $reg .repository) .repository (ne $reg "") -}}
+{{- with toString .tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end -}}
+{{- with .image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end -}}
+
 {{- define "valkey.serverImage" -}}
 {{- $repo := .Values.image.repository | default (ternary "redis" "valkey/valkey" (eq .Values.engine "redis")) -}}
-{{- printf "%s:%s" $repo (include "valkey.serverTag" .) -}}
+{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.image "repository" $repo "tag" (include "valkey.serverTag" .)) -}}
+{{- end -}}
+
+{{- define "valkey.exporterImage" -}}
+{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.metrics.image "repository" .Values.metrics.image.repository "tag" .Values.metrics.image.tag) -}}
 {{- end -}}
 
 {{- define "valkey.serverTag" -}}
@@ -116,7 +132,7 @@ app.kubernetes.io/part-of: valkey-ha
 {{- end -}}
 
 {{- define "valkey.ctlImage" -}}
-{{- printf "%s:%s" .Values.controller.image.repository (toString (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
+{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.controller.image "repository" .Values.controller.image.repository "tag" (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
 
 {{- define "valkey.monitorName" -}}
@@ -410,8 +426,15 @@ written here rather than a failure further down. Each message names the field, t
   (list "metrics.podMonitor.interval" .Values.metrics.podMonitor.interval "interval" "30s")
   (list "metrics.serviceMonitor.interval" .Values.metrics.serviceMonitor.interval "interval" "30s")
   (list "controller.serviceMonitor.interval" .Values.controller.serviceMonitor.interval "interval" "30s")
-  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "localhost/valkey-ha/valkey-sentinel-ctl")
+  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "valkey-ha/valkey-sentinel-ctl")
   (list "controller.image.tag" .Values.controller.image.tag "imageTag" "0.1.0")
+  (list "global.imageRegistry" .Values.global.imageRegistry "imageRegistry" "registry.example.com:5000/mirror")
+  (list "image.registry" .Values.image.registry "imageRegistry" "registry.example.com")
+  (list "image.digest" .Values.image.digest "imageDigest" "sha256:<64 hex digits>")
+  (list "metrics.image.registry" .Values.metrics.image.registry "imageRegistry" "registry.example.com")
+  (list "metrics.image.digest" .Values.metrics.image.digest "imageDigest" "sha256:<64 hex digits>")
+  (list "controller.image.registry" .Values.controller.image.registry "imageRegistry" "registry.example.com")
+  (list "controller.image.digest" .Values.controller.image.digest "imageDigest" "sha256:<64 hex digits>")
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
 -}}
@@ -434,6 +457,11 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- range $i, $s := .Values.imagePullSecrets -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
+{{- end -}}
+{{- range $f, $img := dict "image" .Values.image "metrics.image" .Values.metrics.image "controller.image" .Values.controller.image -}}
+{{- if and $img.digest (contains "@" (toString $img.tag)) -}}
+{{- fail (printf "%s.digest: %s.tag %q pins a digest already; keep one of them (a tag without @sha256:..., or no digest)" $f $f (toString $img.tag)) -}}
+{{- end -}}
 {{- end -}}
 {{- range $field, $m := dict "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels "metrics.prometheusRule.labels" .Values.metrics.prometheusRule.labels "metrics.grafanaDashboard.labels" .Values.metrics.grafanaDashboard.labels "controller.serviceMonitor.labels" .Values.controller.serviceMonitor.labels -}}
 {{- include "valkey.checkLabels" (dict "field" $field "labels" $m) -}}
