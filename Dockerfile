@@ -4,6 +4,9 @@
 #   docker build -t valkey-ha/valkey-sentinel-ctl:0.1.0 .
 #   docker buildx build --platform linux/amd64,linux/arm64 -t <your-registry>/valkey-sentinel-ctl:0.1.0 --push .
 #
+# Releases are built by .github/workflows/release.yaml (linux/amd64 + linux/arm64, signed, with SBOMs) and
+# published under the charts' default reference (controller.image.registry/repository:<appVersion>).
+#
 # The result matches what hack/images.sh builds without Docker: one static binary at
 # /valkey-sentinel-ctl as the entrypoint, running as 65532:65532, nothing else but CA certificates,
 # /etc/passwd and /tmp (distroless-style). Both charts use it for the controllers, the install-ctl
@@ -22,7 +25,8 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w" -o /out/valkey-sentinel-ctl ./cmd/valkey-sentinel-ctl
+    go build -trimpath -ldflags "-s -w -X github.com/valkey-ha/valkey-ha/internal/cli.Version=${VERSION}" \
+      -o /out/valkey-sentinel-ctl ./cmd/valkey-sentinel-ctl
 # the minimal root filesystem of the final image
 RUN mkdir -p /rootfs/etc/ssl/certs /rootfs/tmp && chmod 1777 /rootfs/tmp \
  && cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ \

@@ -61,6 +61,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
+	@if command -v actionlint >/dev/null; then actionlint .github/workflows/*.yaml && echo "actionlint: ok"; \
+	 else echo "actionlint missing (hack/install-deps.sh installs it); templates-tests/release_test.go still checks the workflow"; fi
 
 bench: deps ## the benchmark suite (issue 8, about 12 minutes): prints a table and rewrites BENCHMARKS.md
 	$(GO) test -tags bench -count=1 -timeout 30m -run '^TestBenchmarks$$' -v ./bench/

@@ -85,7 +85,7 @@ func TestBootstrapDefaults(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{"data", "sentinel", "controller", "test"} {
+	for _, c := range []string{"data", "sentinel", "controller", "test", "credentials"} {
 		if comps[c] == 0 {
 			t.Errorf("no pod with component %s checked (%v)", c, comps)
 		}

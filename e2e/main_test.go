@@ -13,8 +13,9 @@
 //	E2E_HELM_DEBUG=1    log the Helm SDK's debug lines
 //	E2E_PSS=restricted  Pod Security level enforced on test namespaces ("none" disables; default restricted)
 //	E2E_PARALLEL=1      run the deployment tests in parallel (default: one at a time, see maybeParallel)
-//	E2E_VALKEY_IMAGE, E2E_REDIS_IMAGE, E2E_CTL_IMAGE   image references the tests use (defaults: the local
-//	                    images of hack/images.sh)
+//	E2E_VALKEY_IMAGE, E2E_CTL_IMAGE   override the charts' default server and controller images (default: none,
+//	                    the charts' defaults, which hack/images.sh builds locally under those names)
+//	E2E_REDIS_IMAGE     the redis image of the engine tests (default redis:7.0, built by hack/images.sh)
 package e2e
 
 import (
@@ -37,9 +38,9 @@ var (
 	// repoRoot is the repository root (charts are under repoRoot/charts).
 	repoRoot string
 
+	// valkeyImage runs the bare pods of the harness tests (the charts' default server image unless overridden)
 	valkeyImage = envOr("E2E_VALKEY_IMAGE", "valkey/valkey:9.1")
 	redisImage  = envOr("E2E_REDIS_IMAGE", "redis:7.0")
-	ctlImage    = envOr("E2E_CTL_IMAGE", "localhost/valkey-ha/valkey-sentinel-ctl:0.1.0")
 )
 
 func envOr(k, def string) string {

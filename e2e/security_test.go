@@ -44,6 +44,16 @@ func TestSecurityRBACOnTheAPIServer(t *testing.T) {
 		{sa(d.S + "-test"), "get", "secrets", in.F + "-sentinel-auth", false},
 		{sa("valkey-sentinel-controller"), "get", "secrets", in.F + "-sentinel-auth", false},
 		{sa("default"), "get", "secrets", in.F + "-sentinel-auth", false},
+		// the credentials Job (issue 15): creates Secrets, never rewrites a generated system password
+		{sa(in.F + "-credentials"), "create", "secrets", "", true},
+		{sa(in.F + "-credentials"), "update", "secrets", in.F + "-acl", true},
+		{sa(in.F + "-credentials"), "update", "secrets", in.F + "-system", false},
+		{sa(in.F + "-credentials"), "update", "secrets", in.F + "-sentinel-auth", false},
+		{sa(in.F + "-credentials"), "get", "secrets", in.F + "-system", true},
+		{sa(in.F + "-credentials"), "get", "secrets", d.S + "-auth", false},
+		{sa(in.F + "-credentials"), "list", "secrets", "", false},
+		{sa(in.F + "-credentials"), "delete", "pods", in.F + "-0-0", false},
+		{sa(in.F + "-controller"), "create", "secrets", "", false},
 	}
 	for _, c := range cases {
 		r, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{

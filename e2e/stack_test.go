@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -140,44 +141,50 @@ func splitImage(ref string) (repo, tag string) {
 	return ref[:i], ref[i+1:]
 }
 
-// Values returns the instance's full values: lean resources, the e2e Sentinel tuning, the local images,
-// the quorum label, then Extra and extra (later wins).
+// imageValues overrides the charts' default images only when E2E_VALKEY_IMAGE / E2E_CTL_IMAGE ask for it: by
+// default the suite installs exactly the charts' defaults (hack/images.sh tags the local builds with them).
+func imageValues() string {
+	var b strings.Builder
+	if v := os.Getenv("E2E_VALKEY_IMAGE"); v != "" {
+		r, t := splitImage(v)
+		fmt.Fprintf(&b, "image: {registry: \"\", repository: %q, tag: %q}\n", r, t)
+	}
+	if v := os.Getenv("E2E_CTL_IMAGE"); v != "" {
+		r, t := splitImage(v)
+		fmt.Fprintf(&b, "controller: {image: {registry: \"\", repository: %q, tag: %q}}\n", r, t)
+	}
+	return b.String()
+}
+
+// Values returns the instance's full values: lean resources, the e2e Sentinel tuning, the quorum label, image
+// overrides when asked for (imageValues), then Extra and extra (later wins).
 func (in *Instance) Values(extra ...string) map[string]interface{} {
-	vr, vt := splitImage(valkeyImage)
-	cr, ct := splitImage(ctlImage)
 	base := fmt.Sprintf(`
 replicas: %d
-image: {repository: %q, tag: %q}
 sentinel:
   config: {down-after-milliseconds: "%d", failover-timeout: "%d"}
 instanceLabels: {%s: %s}
-controller:
-  image: {repository: %q, tag: %q}
-`, in.Replicas, vr, vt, downAfter.Milliseconds(), failoverTimeout.Milliseconds(), quorumLabel, in.d.Label, cr, ct)
+`, in.Replicas, downAfter.Milliseconds(), failoverTimeout.Milliseconds(), quorumLabel, in.d.Label)
 	lean := ""
 	if !in.d.ChartDefaults {
 		lean = "resources: {limits: {cpu: 50m}}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n"
 	}
-	return mergeYAML(in.d.t, append([]string{base, lean, in.Extra, in.Own}, extra...)...)
+	return mergeYAML(in.d.t, append([]string{base, imageValues(), lean, in.Extra, in.Own}, extra...)...)
 }
 
-// SentinelValues returns the Sentinel release's full values (lean, local images, selecting quorumLabel).
+// SentinelValues returns the Sentinel release's full values (lean, image overrides when asked for, selecting
+// quorumLabel).
 func (d *Deployment) SentinelValues(extra ...string) map[string]interface{} {
-	vr, vt := splitImage(valkeyImage)
-	cr, ct := splitImage(ctlImage)
 	base := fmt.Sprintf(`
 replicas: %d
-image: {repository: %q, tag: %q}
 valkeySelector:
   matchLabels: {%s: %s}
-controller:
-  image: {repository: %q, tag: %q}
-`, d.Sentinels, vr, vt, quorumLabel, d.Label, cr, ct)
+`, d.Sentinels, quorumLabel, d.Label)
 	lean := ""
 	if !d.ChartDefaults {
 		lean = "resources: {cpu: 50m, memory: 64Mi}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n"
 	}
-	return mergeYAML(d.t, append([]string{base, lean, d.SentinelExtra}, extra...)...)
+	return mergeYAML(d.t, append([]string{base, imageValues(), lean, d.SentinelExtra}, extra...)...)
 }
 
 // mergeYAML deep-merges YAML documents (maps merge, everything else is replaced).
@@ -777,7 +784,7 @@ type PodSnapshot struct {
 	Restarts int32
 }
 
-// Snapshot returns name -> identity of every pod matching selector (completed helm test pods excluded).
+// Snapshot returns name -> identity of every pod matching selector (helm test and credentials Job pods excluded).
 func Snapshot(ctx context.Context, ns, selector string) (map[string]PodSnapshot, error) {
 	pods, err := ListPods(ctx, ns, selector)
 	if err != nil {
@@ -785,7 +792,8 @@ func Snapshot(ctx context.Context, ns, selector string) (map[string]PodSnapshot,
 	}
 	m := map[string]PodSnapshot{}
 	for _, p := range pods {
-		if p.Labels["app.kubernetes.io/component"] == "test" {
+		// helm test pods and the credentials Job's pods come and go with every test and upgrade: not a restart
+		if c := p.Labels["app.kubernetes.io/component"]; c == "test" || c == "credentials" {
 			continue
 		}
 		var r int32

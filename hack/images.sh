@@ -21,7 +21,8 @@
 #   redis:7.0 (+ :7.0.15, :7)         Debian bookworm redis 7.0.15, same layout (rootfs_redis in up.sh);
 #                                     the redis-server/redis-sentinel/redis-tools packages are installed here
 #                                     if missing (services kept from starting with policy-rc.d)
-#   localhost/valkey-ha/valkey-sentinel-ctl:0.1.0
+#   ghcr.io/valkey-ha/valkey-sentinel-ctl:<appVersion>  (hack/ctl-image.sh: the charts' default reference, so
+#                                     the demo and e2e run the charts' defaults without --set; never pushed)
 #                                     CGO_ENABLED=0 go build -trimpath ./cmd/valkey-sentinel-ctl; only the
 #                                     binary at /valkey-sentinel-ctl, entrypoint it, user 65532
 # Knobs: CTL_IMAGE (ref), CTL_PKG (package, default ./cmd/valkey-sentinel-ctl), CTL_BUILD_DIR (module dir
@@ -36,7 +37,7 @@ if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: ne
 # shellcheck source=k8s-local/nodes.sh
 . "$K8S/nodes.sh"
 
-CTL_IMAGE=${CTL_IMAGE:-localhost/valkey-ha/valkey-sentinel-ctl:0.1.0}
+CTL_IMAGE=${CTL_IMAGE:-$("$ROOT/hack/ctl-image.sh")}
 CTL_PKG=${CTL_PKG:-./cmd/valkey-sentinel-ctl}
 CTL_BUILD_DIR=${CTL_BUILD_DIR:-$ROOT}
 CTL_EXTRA_TAGS=${CTL_EXTRA_TAGS:-}

@@ -4,8 +4,9 @@
 #   valkey-server / valkey-sentinel / valkey-tools 8.0 (bookworm-backports), redis-server / redis-sentinel /
 #   redis-tools 7.0 (bookworm, the second engine), iptables (the fault-injection redirects of
 #   internal/valkeytest), valkey 9.1 (Debian sid on a trixie root filesystem in /var/cache/valkey-ha/engines, by
-#   hack/engine-rootfs.sh; nothing of it is installed on the host), the helm CLI v3.22.0 (go install) and
-#   promtool (the binary only, from Debian's prometheus package).
+#   hack/engine-rootfs.sh; nothing of it is installed on the host), the helm CLI v3.22.0 (go install),
+#   promtool (the binary only, from Debian's prometheus package), and actionlint v1.7.12 (go install) with
+#   shellcheck (Debian) for `make lint` of .github/workflows.
 # Package maintainer scripts are kept from starting services: tests start their own processes.
 #
 #   sudo hack/install-deps.sh            # packages + helm
@@ -13,6 +14,7 @@
 set -euo pipefail
 
 HELM_VERSION=v3.22.0
+ACTIONLINT_VERSION=v1.7.12
 CHECK=0
 [[ ${1:-} == --check ]] && CHECK=1
 
@@ -24,6 +26,7 @@ declare -A SUITE=(
   [valkey-server]=bookworm-backports [valkey-sentinel]=bookworm-backports [valkey-tools]=bookworm-backports
   [redis-server]="" [redis-sentinel]="" [redis-tools]=""
   [busybox-static]="" [iproute2]="" [iptables]="" [procps]="" [openssl]="" [ca-certificates]="" [curl]=""
+  [shellcheck]=""
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
@@ -95,6 +98,19 @@ install_helm() {
   GOTOOLCHAIN=local go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
+# actionlint (`make lint`: the release workflow, which no CI here can run)
+install_actionlint() {
+  local gobin
+  gobin=$(go env GOPATH)/bin
+  if command -v actionlint >/dev/null 2>&1 || [[ -x $gobin/actionlint ]]; then
+    log "actionlint: present"
+    return 0
+  fi
+  if ((CHECK)); then log "missing: actionlint"; return 0; fi
+  log "actionlint: go install github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+  (cd / && GOTOOLCHAIN=local GOFLAGS= go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION")
+}
+
 # promtool (the PrometheusRule unit tests of templates-tests): only the binary, taken out of Debian's
 # prometheus package (2.42 in bookworm, about 19 MB to download), so no server, user or service is set up.
 install_promtool() {
@@ -126,5 +142,6 @@ install_packages
 install_engines
 install_helm
 install_promtool
+install_actionlint
 log "done: valkey $(cat "${VALKEY_HA_ENGINES:-/var/cache/valkey-ha/engines}/valkey-9.1/VERSION" 2>/dev/null) (sid, default);" \
   "$(valkey-server --version 2>/dev/null | cut -d' ' -f1-3); $(redis-server --version 2>/dev/null | cut -d' ' -f1-3)"

@@ -14,7 +14,8 @@ HACK=$ROOT/hack
 . "$HACK/k8s-local/env.sh" # BIN, ADMIN_KUBECONFIG, VALKEY_IMAGE, REDIS_IMAGE, NODE_NAME
 
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
-CTL_IMAGE=${CTL_IMAGE:-localhost/valkey-ha/valkey-sentinel-ctl:0.1.0}
+# the charts' default controller image (the published reference): hack/images.sh tags the local build with it
+CTL_IMAGE=${CTL_IMAGE:-$("$HACK/ctl-image.sh")}
 export CTL_IMAGE
 LOCAL_CLUSTER=0
 
@@ -23,6 +24,7 @@ fail() { printf '\033[1;31m[%(%H:%M:%S)T] FAILED: %s\033[0m\n' -1 "$*" >&2; exit
 as_root() { if [[ $(id -u) == 0 ]]; then "$@"; elif ! command -v sudo >/dev/null; then fail "needs root (and sudo is not installed)"; else sudo env K8S_LOCAL_CACHE="$CACHE" CTL_IMAGE="$CTL_IMAGE" PATH="$PATH" "$@"; fi; }
 
 kube_reachable() { kubectl cluster-info --request-timeout=5s >/dev/null 2>&1; }
+kube_version() { kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"v\([0-9.]*\).*/\1/p' | tail -1; }
 kube_server() { kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}' 2>/dev/null; }
 
 use_cluster() {
@@ -74,7 +76,7 @@ load_images() {
 alias_chart_images() { # chart [helm template args...]
   ((LOCAL_CLUSTER)) || return 0
   local chart=$1 imgs img; shift
-  imgs=$(helm template alias-probe "$chart" "$@" 2>/dev/null | sed -n 's/^[ -]*image:[ ]*["'\'']\{0,1\}\([^"'\'' ]*\).*/\1/p' | sort -u) \
+  imgs=$(helm template alias-probe "$chart" --kube-version "$(kube_version)" "$@" 2>/dev/null | sed -n 's/^[ -]*image:[ ]*["'\'']\{0,1\}\([^"'\'' ]*\).*/\1/p' | sort -u) \
     || { say "helm template $chart failed; not checking its image names"; return 0; }
   for img in $imgs; do
     case $img in

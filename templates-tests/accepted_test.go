@@ -22,7 +22,8 @@ import (
 )
 
 // TestAcceptedValuesStart: what the charts accept, the engines run. Every file under testdata/good is rendered;
-//   - charts/valkey: valkey.conf, completed the way data pod 0's bootstrap completes it, is started with the
+//   - charts/valkey: valkey.conf, completed the way data pod 0's bootstrap completes it (with the users.acl and
+//     passwords the credentials Job writes from the rendered spec), is started with the
 //     real server binary of the rendered engine version, which must answer the readiness probe's PING as
 //     _probe and report role master; the descriptor's SENTINEL SET pairs are sent, as the sentinel controller
 //     sends them, to a real Sentinel of every valkey version the Sentinel chart can run, which must accept each;
@@ -37,6 +38,7 @@ func TestAcceptedValuesStart(t *testing.T) {
 			require.NoError(t, err)
 			objs := decode(t, files)
 			if fx.chart == "valkey" {
+				objs = withCredentials(t, objs)
 				in, port := startDataNode(t, objs)
 				sentinelSetOnEveryVersion(t, in, port)
 			} else {

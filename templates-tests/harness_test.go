@@ -1,12 +1,14 @@
 package templatestests
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -25,6 +28,9 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
+
+	"github.com/valkey-ha/valkey-ha/internal/credentials"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 const (
@@ -60,8 +66,13 @@ func loadChart(t testing.TB, name string) *chart.Chart {
 type renderOpts struct {
 	release   string
 	upgrade   bool
-	existing  []runtime.Object // objects that `lookup` finds
+	existing  []runtime.Object // objects that `lookup` finds (validation-only lookups: nothing rendered changes)
 	withNotes bool
+	revision  int // the Helm revision (0: 1)
+	// secrets are what the cluster holds when the credentials Job runs (renderInstance), at credentialsAt
+	// (zero: now).
+	secrets       []*corev1.Secret
+	credentialsAt time.Time
 }
 
 // renderChart renders a chart the way `helm install` does: values coalesced and validated against
@@ -82,7 +93,7 @@ func renderChart(t testing.TB, name, valuesYAML string, o renderOpts) (map[strin
 			rel = sentinelRel
 		}
 	}
-	opts := chartutil.ReleaseOptions{Name: rel, Namespace: testNamespace, Revision: 1, IsInstall: !o.upgrade, IsUpgrade: o.upgrade}
+	opts := chartutil.ReleaseOptions{Name: rel, Namespace: testNamespace, Revision: max(1, o.revision), IsInstall: !o.upgrade, IsUpgrade: o.upgrade}
 	top, err := chartutil.ToRenderValues(c, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, err
@@ -316,4 +327,79 @@ func asExisting(s *corev1.Secret) *corev1.Secret {
 	}
 	c.StringData = nil
 	return c
+}
+
+// runCredentials runs, at now, what the chart's credentials Job runs (internal/credentials with the spec.json of
+// the rendered Secret F-acl-spec) against a fake API server that holds the rendered descriptor and existing. It
+// returns the rendered objects plus every Secret the server then holds (the cluster once the Job ran; a rendered
+// Secret of the same name is replaced) and what the step refused.
+func runCredentials(t testing.TB, objs objects, now time.Time, existing ...*corev1.Secret) (objects, []string) {
+	t.Helper()
+	sp, err := credentials.ParseSpec(objs.secret(t, valkeyF+"-acl-spec").Data[credentials.SpecKey])
+	if err != nil {
+		t.Fatalf("the rendered spec: %v", err)
+	}
+	cm := objs.configMap(t, sp.Owner).DeepCopy()
+	cm.UID = types.UID("uid-" + cm.Name)
+	seed := []runtime.Object{cm}
+	for _, s := range existing {
+		c := asExisting(s)
+		c.Namespace = testNamespace
+		seed = append(seed, c)
+	}
+	cs := fake.NewClientset(seed...)
+	var refused []string
+	for pass := 0; ; pass++ {
+		if pass == 5 {
+			t.Fatalf("the credentials step still writes after %d passes", pass)
+		}
+		r, err := credentials.Ensure(context.Background(), cs, testNamespace, sp, now, credentials.GeneratePassword)
+		if err != nil {
+			t.Fatalf("credentials step: %v", err)
+		}
+		refused = r.Refused
+		if len(r.Created)+len(r.Updated) == 0 && !r.ACLWritten {
+			break
+		}
+	}
+	list, err := cs.CoreV1().Secrets(testNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	var out objects
+	for i := range list.Items {
+		s := list.Items[i].DeepCopy()
+		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}
+		held[s.Name] = true
+		out.list = append(out.list, s)
+	}
+	for _, o := range objs.list {
+		if kindOf(o) == "Secret" && held[nameOf(o)] {
+			continue
+		}
+		out.list = append(out.list, o)
+	}
+	return out, refused
+}
+
+// withCredentials is runCredentials now, failing the test on a refusal.
+func withCredentials(t testing.TB, objs objects, existing ...*corev1.Secret) objects {
+	t.Helper()
+	out, refused := runCredentials(t, objs, time.Now(), existing...)
+	if len(refused) > 0 {
+		t.Fatalf("the credentials step refused: %v", refused)
+	}
+	return out
+}
+
+// installedValkey renders charts/valkey and runs its credentials Job's step: the objects a cluster holds once
+// the release is installed (rendered objects plus the Secrets written at run time).
+func installedValkey(t testing.TB, values string, o ...renderOpts) objects {
+	t.Helper()
+	var secrets []*corev1.Secret
+	if len(o) > 0 {
+		secrets = o[0].secrets
+	}
+	return withCredentials(t, decode(t, mustRender(t, "valkey", values, o...)), secrets...)
 }

@@ -6,11 +6,13 @@ package templatestests
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,4 +184,62 @@ func TestSentinelNotesNameTheServiceAccountToGrant(t *testing.T) {
 	assert.Contains(t, notes, "sentinel.controllerServiceAccount=quorum-controller (the valkey chart's default, sentinel-controller, is another quorum's)")
 	notes = mustRender(t, "valkey-sentinel", "", renderOpts{release: "sentinel", withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
 	assert.Contains(t, notes, "sentinel.controllerServiceAccount=sentinel-controller.")
+}
+
+// TestSecurityCredentialsJobRBAC (issue 15): the credentials Job may create Secrets (create cannot be bound to
+// a name), read only the Secrets the values name, update only F-acl and the customer Secrets it rotates, and
+// never update the generated system or Sentinel passwords (create-only, enforced by RBAC), an
+// auth.existingSecret or a users[].passwordSecret; it touches no pod, and reads only the descriptor it owns
+// its Secrets by. The instance controller gains nothing from it.
+func TestSecurityCredentialsJobRBAC(t *testing.T) {
+	values := usersValues + "  - {name: ext, passwordSecret: {name: my-secret, key: pw}}\n"
+	for _, v := range []string{values, values + "auth: {existingSecret: sys}\n", values + "controller: {enabled: false}\nupdateStrategy: RollingUpdate\n"} {
+		objs := decode(t, mustRender(t, "valkey", v))
+		r := rbacOf(objs)
+		var job *batchv1.Job
+		for _, o := range objs.ofKind("Job") {
+			job = o.(*batchv1.Job)
+		}
+		require.NotNil(t, job, "the credentials Job renders (controller on or off)")
+		sa := job.Spec.Template.Spec.ServiceAccountName
+		require.Equal(t, valkeyF+"-credentials", sa)
+		sys := valkeyF + "-system"
+		if strings.Contains(v, "existingSecret") {
+			sys = "sys"
+		}
+		assert.True(t, r.can(sa, "create", "", "secrets", ""), "creates the generated Secrets")
+		for _, s := range []string{sys, valkeyF + "-sentinel-auth", valkeyF + "-acl", valkeyF + "-user-app", valkeyF + "-user-writer", "my-secret"} {
+			assert.True(t, r.can(sa, "get", "", "secrets", s), "get %s", s)
+		}
+		for _, s := range []string{valkeyF + "-acl", valkeyF + "-user-app", valkeyF + "-user-analytics"} {
+			assert.True(t, r.can(sa, "update", "", "secrets", s), "update %s", s)
+		}
+		for _, s := range []string{sys, valkeyF + "-sentinel-auth", "my-secret", valkeyF + "-acl-spec", "other-valkey-system", valkeyF + "-user-ext"} {
+			assert.False(t, r.can(sa, "update", "", "secrets", s), "update %s: never", s)
+			assert.False(t, r.can(sa, "patch", "", "secrets", s), "patch %s: never", s)
+			assert.False(t, r.can(sa, "delete", "", "secrets", s), "delete %s: never", s)
+		}
+		for _, s := range []string{"other-valkey-system", "app-db-password", valkeyF + "-acl-spec", "quorum-auth"} {
+			assert.False(t, r.can(sa, "get", "", "secrets", s), "get %s: not named by the values", s)
+		}
+		for _, verb := range []string{"list", "watch", "deletecollection"} {
+			assert.False(t, r.can(sa, verb, "", "secrets", ""), "%s secrets", verb)
+		}
+		assert.True(t, r.can(sa, "get", "", "configmaps", valkeyF+"-instance"), "reads its owner")
+		for _, verb := range []string{"list", "create", "update", "delete"} {
+			assert.False(t, r.can(sa, verb, "", "configmaps", valkeyF+"-instance"), "%s configmaps", verb)
+		}
+		for _, verb := range []string{"get", "list", "create", "patch", "delete"} {
+			assert.False(t, r.can(sa, verb, "", "pods", valkeyF+"-0-0"), "%s pods", verb)
+		}
+		if strings.Contains(v, "controller: {enabled: false}") {
+			continue
+		}
+		ctl, _ := podSA(t, objs, "Deployment", valkeyF+"-controller")
+		assert.NotEqual(t, ctl, sa, "the controller does not run as the credentials Job")
+		assert.False(t, r.can(ctl, "create", "", "secrets", ""), "the instance controller creates no Secret")
+		for _, s := range []string{valkeyF + "-sentinel-auth", valkeyF + "-user-app", "my-secret"} {
+			assert.False(t, r.can(ctl, "get", "", "secrets", s), "the instance controller still never reads %s", s)
+		}
+	}
 }

@@ -16,11 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/credentials"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
-// chartInstance is a charts/valkey render made runnable on loopback: the users.acl, server config and
-// passwords exactly as the chart rendered them (issue 19: negative tests run against the chart's own ACL).
+// chartInstance is a charts/valkey render made runnable on loopback: the server config as the chart rendered
+// it, users.acl and the passwords as its credentials Job writes them from the rendered spec (issue 19:
+// negative tests run against the chart's own ACL).
 type chartInstance struct {
 	objs objects
 	// acl is users.acl of Secret F-acl.
@@ -35,21 +37,35 @@ type chartInstance struct {
 	data *corev1.Container
 }
 
-// renderInstance renders charts/valkey with values (schema and template validation included) and collects
-// what a real server needs to run it.
+// renderInstance renders charts/valkey with values (schema and template validation included), runs the
+// credentials Job's step on it (with o's secrets, at o's credentialsAt) and collects what a real server needs.
 func renderInstance(t testing.TB, values string, o ...renderOpts) *chartInstance {
 	t.Helper()
-	objs := decode(t, mustRender(t, "valkey", values, o...))
+	var opt renderOpts
+	if len(o) > 0 {
+		opt = o[0]
+	}
+	at := opt.credentialsAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	objs, refused := runCredentials(t, decode(t, mustRender(t, "valkey", values, o...)), at, opt.secrets...)
+	if len(refused) > 0 {
+		t.Fatalf("the credentials step refused: %v", refused)
+	}
 	ci := &chartInstance{objs: objs, pw: map[string]string{}}
 	ci.acl = string(objs.secret(t, valkeyF+"-acl").Data["users.acl"])
 	for k, v := range objs.secret(t, valkeyF+"-system").Data {
 		ci.pw[k] = string(v)
 	}
 	ci.pw[acl.Sentinel] = string(objs.secret(t, valkeyF+"-sentinel-auth").Data["password"])
-	for _, o := range objs.ofKind("Secret") {
-		s := o.(*corev1.Secret)
-		if u := s.Labels["valkey.io/user"]; u != "" {
-			ci.pw[u] = string(s.Data["password"])
+	sp, err := credentials.ParseSpec(objs.secret(t, valkeyF+"-acl-spec").Data[credentials.SpecKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range sp.Users {
+		if !u.System {
+			ci.pw[u.Name] = string(objs.secret(t, u.Secret).Data[u.Key])
 		}
 	}
 	ci.conf = loopbackLines(objs.configMap(t, valkeyF+"-config").Data["valkey.conf"])

@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
@@ -310,19 +309,20 @@ func TestSecurityDataPodsMountOnlyTheirCredentials(t *testing.T) {
 }
 
 // TestSecurityNodeRestartedAfterExpiryRefusesOldPassword (issue 19, medium): a node that (re)starts after a
-// rotation's previousValidUntil, from the files the chart rendered during the grace period, must not accept
-// the previous password, even with no controller to sync it (controller.enabled: false). The node is started
-// the way the data pod starts it: bootstrap.WriteConfig writes the runtime config from the rendered files.
+// rotation's previousValidUntil, from the files written during the grace period (the chart's config, the
+// credentials Job's F-acl), must not accept the previous password, even with no controller to sync it
+// (controller.enabled: false). The node is started the way the data pod starts it: bootstrap.WriteConfig
+// writes the runtime config from those files.
 func TestSecurityNodeRestartedAfterExpiryRefusesOldPassword(t *testing.T) {
 	oldPw := "old-password-0123456789-0123456789"
 	until := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second).Add(time.Second)
 	vals := fmt.Sprintf("controller: {enabled: false}\nupdateStrategy: RollingUpdate\nusers:\n  - name: app\n    keys: [\"*\"]\n    rotation: {generation: 2, previousValidUntil: %q}\n",
 		until.Format(time.RFC3339))
-	ci := renderInstance(t, vals, renderOpts{existing: []runtime.Object{userSecret("app", oldPw, 1, "")}, upgrade: true})
+	ci := renderInstance(t, vals, renderOpts{secrets: []*corev1.Secret{userSecret("app", oldPw, 1, "")}, upgrade: true})
 	newPw := ci.pw["app"]
 	require.NotEqual(t, oldPw, newPw)
 	aclSecret := ci.objs.secret(t, valkeyF+"-acl")
-	require.Contains(t, string(aclSecret.Data["users.acl"]), acl.HashPassword(oldPw), "rendered during the grace period: the file carries the old hash")
+	require.Contains(t, string(aclSecret.Data["users.acl"]), acl.HashPassword(oldPw), "written during the grace period: the file carries the old hash")
 
 	root := t.TempDir()
 	rewrite := strings.NewReplacer("/etc/valkey-ha/", root+"/etc/valkey-ha/")
@@ -358,14 +358,15 @@ func TestSecurityNodeRestartedAfterExpiryRefusesOldPassword(t *testing.T) {
 }
 
 // TestSecurityGraceDeadlineFixedAtRotation (issue 19, medium): the previous password's deadline is fixed when
-// the rotation happens; a later upgrade that keeps (or lowers) the generation and moves previousValidUntil
-// cannot bring the old password back, and the old plaintext is kept nowhere (only its hash, until expiry).
+// the rotation happens (the credentials Job stores it in F-user-<name>); a later upgrade that keeps (or lowers)
+// the generation and moves previousValidUntil cannot bring the old password back, and the old plaintext is kept
+// nowhere (only its hash, until expiry), neither in the rendered manifests nor in any Secret.
 func TestSecurityGraceDeadlineFixedAtRotation(t *testing.T) {
 	oldPw := "old-password-0123456789-0123456789"
 	t1 := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	t2 := time.Now().Add(6 * 24 * time.Hour).UTC().Truncate(time.Second)
-	vals := func(gen int, until time.Time) string {
-		return fmt.Sprintf("users:\n  - name: app\n    keys: [\"*\"]\n    rotation: {generation: %d, previousValidUntil: %q}\n", gen, until.Format(time.RFC3339))
+	render := func(gen int, until time.Time) objects {
+		return decode(t, mustRender(t, "valkey", fmt.Sprintf("users:\n  - name: app\n    keys: [\"*\"]\n    rotation: {generation: %d, previousValidUntil: %q}\n", gen, until.Format(time.RFC3339))))
 	}
 	plaintextAnywhere := func(objs objects, pw string) []string {
 		var where []string
@@ -391,28 +392,34 @@ func TestSecurityGraceDeadlineFixedAtRotation(t *testing.T) {
 		}
 		return out
 	}
+	run := func(objs objects, stored *corev1.Secret) (objects, []string) {
+		return runCredentials(t, objs, time.Now(), stored)
+	}
 
 	// rotation at generation 2: the old password stays valid until t1
-	rotated := decode(t, mustRender(t, "valkey", vals(2, t1), renderOpts{existing: []runtime.Object{userSecret("app", oldPw, 1, "")}, upgrade: true}))
+	rotated, refused := run(render(2, t1), userSecret("app", oldPw, 1, ""))
+	require.Empty(t, refused)
 	assert.Equal(t, []string{t1.Format(time.RFC3339)}, previousUntil(rotated))
 	assert.Empty(t, plaintextAnywhere(rotated, oldPw), "the old plaintext is not kept once rotated (only its hash)")
 	stored := asExisting(rotated.secret(t, valkeyF+"-user-app"))
 
 	// same generation, later deadline: ignored, t1 stays
-	stretched := decode(t, mustRender(t, "valkey", vals(2, t2), renderOpts{existing: []runtime.Object{stored}, upgrade: true}))
+	stretched, refused := run(render(2, t2), stored)
+	require.Empty(t, refused)
 	assert.Equal(t, []string{t1.Format(time.RFC3339)}, previousUntil(stretched), "moving previousValidUntil without a new rotation must not stretch the grace period")
 
 	// a lowered generation is refused, naming the field
-	_, err := renderChart(t, "valkey", vals(1, t2), renderOpts{existing: []runtime.Object{stored}, upgrade: true})
-	if assert.Error(t, err, "a lowered generation must be refused") {
-		assert.Contains(t, err.Error(), "users[0].rotation.generation")
+	_, refused = run(render(1, t2), stored)
+	if assert.Len(t, refused, 1, "a lowered generation must be refused") {
+		assert.Contains(t, refused[0], "users[0].rotation.generation")
 	}
 
 	// after t1 (the stored deadline in the past): the old hash is gone, whatever the values say
 	expired := stored.DeepCopy()
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	expired.Data["previousValidUntil"] = []byte(past)
-	after := decode(t, mustRender(t, "valkey", vals(2, t2), renderOpts{existing: []runtime.Object{expired}, upgrade: true}))
+	after, refused := run(render(2, t2), expired)
+	require.Empty(t, refused)
 	assert.Empty(t, previousUntil(after), "expired: only the current password")
 	assert.Empty(t, plaintextAnywhere(after, oldPw), "expired: the old password is nowhere")
 	s := after.secret(t, valkeyF+"-user-app")

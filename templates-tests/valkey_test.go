@@ -120,7 +120,7 @@ func TestConfigHashIsValkeyConfOnly(t *testing.T) {
 	rotated := decode(t, mustRender(t, "valkey", strings.Replace(usersValues, "access: readonly", "access: readonly\n    rotation: {generation: 3}", 1)))
 	assert.Equal(t, podTemplates(base), podTemplates(withUsers), "adding users must not touch pod templates")
 	assert.Equal(t, podTemplates(base), podTemplates(rotated), "rotating a password must not touch pod templates")
-	assert.NotEqual(t, base.secret(t, valkeyF+"-acl").Data["users.acl"], withUsers.secret(t, valkeyF+"-acl").Data["users.acl"])
+	assert.NotEqual(t, base.secret(t, valkeyF+"-acl-spec").Data["spec.json"], withUsers.secret(t, valkeyF+"-acl-spec").Data["spec.json"], "users are in the credentials spec")
 
 	// server settings roll the pods
 	for _, v := range []string{"maxmemoryPolicy: allkeys-lru", "config: {timeout: 300}", "persistence: {enabled: true}", "plan: casual"} {
@@ -231,7 +231,7 @@ networkPolicy: {enabled: true}
 }
 
 func TestNoPlaintextPasswordOutsideSecrets(t *testing.T) {
-	objs := decode(t, mustRender(t, "valkey", usersValues+"metrics: {enabled: true}\n"))
+	objs := installedValkey(t, usersValues+"metrics: {enabled: true}\n")
 	sobjs := decode(t, mustRender(t, "valkey-sentinel", ""))
 	var secrets []string
 	for _, o := range append(objs.ofKind("Secret"), sobjs.ofKind("Secret")...) {
@@ -249,7 +249,7 @@ func TestNoPlaintextPasswordOutsideSecrets(t *testing.T) {
 	require.GreaterOrEqual(t, len(secrets), 8, "system, sentinel and user passwords")
 	var haystack []string
 	acl := objs.secret(t, valkeyF+"-acl")
-	haystack = append(haystack, string(acl.Data["users.acl"]), string(acl.Data["users.json"]))
+	haystack = append(haystack, string(acl.Data["users.acl"]), string(acl.Data["users.json"]), string(objs.secret(t, valkeyF+"-acl-spec").Data["spec.json"]))
 	for _, o := range append(objs.ofKind("ConfigMap"), sobjs.ofKind("ConfigMap")...) {
 		for _, v := range o.(*corev1.ConfigMap).Data {
 			haystack = append(haystack, v)
@@ -291,7 +291,7 @@ var contractSystemUsers = func() map[string]string {
 }()
 
 func TestSystemUsersLeastPrivilege(t *testing.T) {
-	objs := decode(t, mustRender(t, "valkey", usersValues))
+	objs := installedValkey(t, usersValues)
 	lines := aclLines(t, objs)
 	sys := objs.secret(t, valkeyF+"-system")
 	sentinel := objs.secret(t, valkeyF+"-sentinel-auth")
@@ -427,7 +427,7 @@ func TestCaseS02DataHeadlessServicesPublishNotReadyAddresses(t *testing.T) {
 }
 
 func TestCaseS16MasterauthAndMasteruserOnEveryNode(t *testing.T) {
-	objs := decode(t, mustRender(t, "valkey", "replicas: 3\n"))
+	objs := installedValkey(t, "replicas: 3\n")
 	sys := objs.secret(t, valkeyF+"-system")
 	require.NotEmpty(t, sys.Data["_replication"], "F-system holds the _replication password")
 	assert.Regexp(t, `^user _replication on resetpass #[0-9a-f]{64} resetkeys resetchannels nocommands \+psync \+replconf \+ping$`, aclLines(t, objs)["_replication"])
@@ -495,7 +495,7 @@ func TestDataPodContract(t *testing.T) {
 
 	install := container(t, spec, "install-ctl")
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "install", "--to", "/opt/valkey-ha/bin"}, append(install.Command, install.Args...))
-	assert.Equal(t, "localhost/valkey-ha/valkey-sentinel-ctl:0.1.0", install.Image)
+	assert.Equal(t, "ghcr.io/valkey-ha/valkey-sentinel-ctl:0.1.0", install.Image, "the published image: a real cluster can pull it")
 	assert.Equal(t, corev1.PullIfNotPresent, install.ImagePullPolicy)
 	assert.Equal(t, "valkey/valkey:9.1", c.Image)
 	assert.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy)
@@ -543,7 +543,7 @@ func TestCommonLabelsOnEveryObject(t *testing.T) {
 			assert.Equal(t, "Helm", l["app.kubernetes.io/managed-by"], id)
 			assert.Equal(t, "valkey-ha", l["app.kubernetes.io/part-of"], id)
 			assert.Equal(t, chartName+"-0.1.0", l["helm.sh/chart"], id)
-			assert.Contains(t, []string{"data", "sentinel", "controller", "instance", "test"}, l["app.kubernetes.io/component"], id)
+			assert.Contains(t, []string{"data", "sentinel", "controller", "instance", "test", "credentials"}, l["app.kubernetes.io/component"], id)
 			assert.LessOrEqual(t, len(nameOf(o)), 63, id)
 		}
 	}
@@ -704,21 +704,35 @@ func TestNamesTruncatedAndBounded(t *testing.T) {
 	assert.NotNil(t, objs.get(t, "StatefulSet", "my-valkey-0"))
 }
 
-// ---- lookup-backed behaviour: passwords survive upgrades, rotation, immutability ----
+// ---- run-time credentials (the chart's credentials Job): passwords survive upgrades, rotation; lookup only
+// for immutability checks ----
+
+// runtimeSecrets returns the Secrets the credentials step wrote (not rendered by Helm).
+func runtimeSecrets(objs objects) []*corev1.Secret {
+	var out []*corev1.Secret
+	for _, o := range objs.ofKind("Secret") {
+		if s := o.(*corev1.Secret); s.Labels["app.kubernetes.io/managed-by"] == "valkey-sentinel-ctl" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 func TestPasswordsSurviveUpgrades(t *testing.T) {
-	first := decode(t, mustRender(t, "valkey", usersValues))
-	var existing []runtime.Object
-	for _, o := range first.ofKind("Secret") {
-		existing = append(existing, asExisting(o.(*corev1.Secret)))
+	first := installedValkey(t, usersValues)
+	stored := runtimeSecrets(first)
+	var names []string
+	for _, s := range stored {
+		names = append(names, s.Name)
 	}
-	second := decode(t, mustRender(t, "valkey", usersValues, renderOpts{existing: existing, upgrade: true}))
-	for _, o := range first.ofKind("Secret") {
-		s := o.(*corev1.Secret)
+	assert.ElementsMatch(t, []string{valkeyF + "-system", valkeyF + "-sentinel-auth", valkeyF + "-acl", valkeyF + "-user-app",
+		valkeyF + "-user-analytics", valkeyF + "-user-writer"}, names)
+	second := withCredentials(t, decode(t, mustRender(t, "valkey", usersValues, renderOpts{upgrade: true})), stored...)
+	for _, s := range stored {
 		assert.Equal(t, s.Data, second.secret(t, s.Name).Data, "%s must be identical after an upgrade", s.Name)
 	}
-	// without lookup the passwords are fresh: the test above is not vacuous
-	third := decode(t, mustRender(t, "valkey", usersValues))
+	// without the stored Secrets the passwords are fresh: the test above is not vacuous
+	third := installedValkey(t, usersValues)
 	assert.NotEqual(t, first.secret(t, valkeyF+"-system").Data, third.secret(t, valkeyF+"-system").Data)
 }
 
@@ -735,9 +749,10 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	until := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
 	vals := fmt.Sprintf("users:\n  - name: app\n    keys: [\"*\"]\n    rotation: {generation: 2, previousValidUntil: %q}\n", until)
 	oldPw := "old-password-0123456789-0123456789"
+	rendered := decode(t, mustRender(t, "valkey", vals, renderOpts{upgrade: true}))
 
 	// generation 2 > stored 1: a new password, the old one kept and still accepted
-	objs := decode(t, mustRender(t, "valkey", vals, renderOpts{existing: []runtime.Object{userSecret("app", oldPw, 1, "")}, upgrade: true}))
+	objs := withCredentials(t, rendered, userSecret("app", oldPw, 1, ""))
 	s := objs.secret(t, valkeyF+"-user-app")
 	newPw := string(s.Data["password"])
 	assert.NotEqual(t, oldPw, newPw)
@@ -760,8 +775,8 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	assert.Equal(t, sha256hex(oldPw), app.Passwords[1].Hash)
 	assert.Equal(t, until, app.Passwords[1].ValidUntil)
 
-	// a retried upgrade (stored generation 2) issues nothing new
-	again := decode(t, mustRender(t, "valkey", vals, renderOpts{existing: []runtime.Object{asExisting(s)}, upgrade: true}))
+	// a retried run (stored generation 2) issues nothing new
+	again := withCredentials(t, rendered, asExisting(s))
 	assert.Equal(t, s.Data, again.secret(t, valkeyF+"-user-app").Data)
 	assert.Equal(t, line, aclLines(t, again)["app"])
 
@@ -769,10 +784,10 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	stale := asExisting(s)
 	stale.Data["previousValidUntil"] = []byte(past)
-	expired := decode(t, mustRender(t, "valkey", vals, renderOpts{existing: []runtime.Object{stale}, upgrade: true}))
+	expired := withCredentials(t, rendered, stale)
 	assert.Equal(t, fmt.Sprintf("user app on resetpass #%s resetkeys ~* resetchannels nocommands -@all +@read +@connection -@admin +info +role", sha256hex(newPw)), aclLines(t, expired)["app"])
 
-	// the grace period is capped at 7 days
+	// the grace period is capped at 7 days (refused at render time, and by the step at rotation time)
 	far := time.Now().Add(8 * 24 * time.Hour).UTC().Format(time.RFC3339)
 	_, err := renderChart(t, "valkey", strings.Replace(vals, until, far, 1), renderOpts{})
 	require.Error(t, err)
@@ -797,10 +812,11 @@ func TestEngineAndMonitorNameImmutable(t *testing.T) {
 func TestExistingSecrets(t *testing.T) {
 	ext := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: metav1.ObjectMeta{Name: "sys", Namespace: testNamespace},
 		Data: map[string][]byte{"_operator": []byte("op-pw-0123456789"), "_replication": []byte("repl-pw-0123456789"), "_probe": []byte("probe-pw-0123456789"), "_exporter": []byte("exp-pw-0123456789")}}
-	objs := decode(t, mustRender(t, "valkey", "auth: {existingSecret: sys}\n", renderOpts{existing: []runtime.Object{ext}}))
+	objs := withCredentials(t, decode(t, mustRender(t, "valkey", "auth: {existingSecret: sys}\n")), ext)
 	for _, o := range objs.ofKind("Secret") {
 		assert.NotEqual(t, valkeyF+"-system", nameOf(o), "no F-system with auth.existingSecret")
 	}
+	assert.Equal(t, ext.Data, objs.secret(t, "sys").Data, "auth.existingSecret is read, never written")
 	assert.Contains(t, aclLines(t, objs)["_probe"], "#"+sha256hex("probe-pw-0123456789"))
 	spec := objs.statefulSets()[0].Spec.Template.Spec
 	assert.Equal(t, "sys", volume(t, &spec, "system").Secret.SecretName)
@@ -809,12 +825,14 @@ func TestExistingSecrets(t *testing.T) {
 	assert.Contains(t, objs.get(t, "Role", valkeyF+"-controller").(*rbacv1.Role).Rules[6].ResourceNames, "sys")
 	assert.Contains(t, objs.get(t, "Role", valkeyF+"-test").(*rbacv1.Role).Rules[1].ResourceNames, "sys")
 
-	_, err := renderChart(t, "valkey", "auth: {existingSecret: missing}\n", renderOpts{existing: []runtime.Object{ext}})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "auth.existingSecret")
-	_, err = renderChart(t, "valkey", "users: [{name: x, passwordSecret: {name: sys, key: nope}}]\n", renderOpts{existing: []runtime.Object{ext}})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "users[0].passwordSecret.key")
+	// a Secret the values name but nobody created is refused by the step (naming the value), never rendered
+	// around: helm template renders the same without it
+	_, refused := runCredentials(t, decode(t, mustRender(t, "valkey", "auth: {existingSecret: missing}\n")), time.Now(), ext)
+	require.Len(t, refused, 1)
+	assert.Contains(t, refused[0], "auth.existingSecret")
+	_, refused = runCredentials(t, decode(t, mustRender(t, "valkey", "users: [{name: x, passwordSecret: {name: sys, key: nope}}]\n")), time.Now(), ext)
+	require.Len(t, refused, 1)
+	assert.Contains(t, refused[0], "users[0].passwordSecret.key")
 }
 
 func TestCaseS18TLSOnlyDataSide(t *testing.T) {
@@ -876,7 +894,7 @@ func TestACLAndConfigAgainstRealValkey(t *testing.T) {
 func TestTLSAndPersistenceConfigStartsOnEveryEngine(t *testing.T) {
 	for _, e := range valkeytest.Engines {
 		t.Run(e.String(), func(t *testing.T) {
-			objs := decode(t, mustRender(t, "valkey", "plan: casual\ntls: {enabled: true, existingSecret: tls}\nengine: "+e.Name+"\n"))
+			objs := installedValkey(t, "plan: casual\ntls: {enabled: true, existingSecret: tls}\nengine: "+e.Name+"\n")
 			dir := t.TempDir()
 			writeFile(t, dir+"/users.acl", string(objs.secret(t, valkeyF+"-acl").Data["users.acl"]))
 			certs := valkeytest.NewTLS(t)
@@ -920,7 +938,7 @@ func TestTLSAndPersistenceConfigStartsOnEveryEngine(t *testing.T) {
 }
 
 func testACLAndConfig(t *testing.T, e valkeytest.Engine) {
-	objs := decode(t, mustRender(t, "valkey", usersValues+"config: {timeout: 300, hz: 20}\nengine: "+e.Name+"\n"))
+	objs := installedValkey(t, usersValues+"config: {timeout: 300, hz: 20}\nengine: "+e.Name+"\n")
 	dir := t.TempDir()
 	acl := objs.secret(t, valkeyF+"-acl").Data["users.acl"]
 	writeFile(t, dir+"/users.acl", string(acl))
@@ -1012,7 +1030,7 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 		fmt.Fprintf(&values, "  - {name: u%d, access: %s, keys: %s, channels: %s}\n", i, u.access, k, c)
 	}
 	byName := map[string]aclUser{}
-	for _, u := range aclJSON(t, decode(t, mustRender(t, "valkey", values.String()))) {
+	for _, u := range aclJSON(t, installedValkey(t, values.String())) {
 		byName[u.Name] = u
 	}
 	for i, u := range users {

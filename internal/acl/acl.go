@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // System user names. Customers can never use these names (the chart schema refuses them).
@@ -188,6 +189,21 @@ func RenderLine(name string, rules []string) string {
 
 // DefaultOffRules are the rules that switch the default user off.
 var DefaultOffRules = []string{"off", "resetpass", "resetkeys", "resetchannels", "nocommands"}
+
+// RenderFile returns the ACL file a node loading users at now starts from: the default user off, then one
+// clean-slate line per user with only the passwords still valid at now (a user whose every password expired
+// is off). The ACL file format has no comments.
+func RenderFile(users []DesiredUser, now time.Time) (string, error) {
+	plan, err := BuildSync(users, nil, now)
+	if err != nil {
+		return "", err
+	}
+	lines := []string{RenderLine(Default, DefaultOffRules)}
+	for _, s := range plan.Set {
+		lines = append(lines, RenderLine(s.Name, s.Args))
+	}
+	return strings.Join(lines, "\n") + "\n", nil
+}
 
 // Presets are the customer access levels (the chart's `users[].access`), rendered after nocommands. They
 // follow seed 003's customer rules, adapted to replication: ACL rules instead of rename-command, so the

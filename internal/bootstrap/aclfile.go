@@ -12,29 +12,21 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 )
 
-// UsersJSON is the live-sync desired state the chart puts next to users.acl in Secret F-acl
+// UsersJSON is the live-sync desired state the credentials step puts next to users.acl in Secret F-acl
 // (docs/contract.md).
 const UsersJSON = "users.json"
 
 // RenderRuntimeACL returns the ACL file a node starting at now must load: the default user off, then every
 // user of users.json with only the passwords still valid at now (a user whose every password expired is off).
-// The chart's users.acl was rendered at install or upgrade time and keeps a rotated password's hash until
-// the next upgrade; starting from it after previousValidUntil would accept the revoked password until the
+// F-acl's users.acl was written when the credentials step last ran and keeps a rotated password's hash until
+// it runs again; starting from it after previousValidUntil would accept the revoked password until the
 // controller's next sync, or forever without a controller (issue 19).
 func RenderRuntimeACL(usersJSON []byte, now time.Time) (string, error) {
 	users, err := acl.ParseUsers(usersJSON)
 	if err != nil {
 		return "", err
 	}
-	plan, err := acl.BuildSync(users, nil, now)
-	if err != nil {
-		return "", err
-	}
-	lines := []string{acl.RenderLine(acl.Default, acl.DefaultOffRules)}
-	for _, s := range plan.Set {
-		lines = append(lines, acl.RenderLine(s.Name, s.Args))
-	}
-	return strings.Join(lines, "\n") + "\n", nil
+	return acl.RenderFile(users, now)
 }
 
 // rewriteACLFile looks for the template's aclfile directive; when users.json sits next to that file, it

@@ -59,6 +59,17 @@ type Client struct {
 // Dial connects to addr ("host:port"). It returns an error when the address cannot be reached or the
 // credentials are refused within DialTimeout.
 func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
+	opt, o, err := clientOption(addr, o)
+	if err != nil {
+		return nil, err
+	}
+	opt.InitAddress = []string{addr}
+	return connect(ctx, addr, opt, o.CommandTimeout)
+}
+
+// clientOption is the valkey-go option of one connection as o describes it (defaults filled in); TLS verifies
+// the host of addr unless o.ServerName is set. InitAddress is the caller's.
+func clientOption(addr string, o Options) (vk.ClientOption, Options, error) {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 2 * time.Second
 	}
@@ -66,7 +77,6 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		o.CommandTimeout = 5 * time.Second
 	}
 	opt := vk.ClientOption{
-		InitAddress:       []string{addr},
 		Username:          o.Username,
 		Password:          o.Password,
 		DisableCache:      true,
@@ -85,10 +95,15 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	if o.TLS {
 		tc, err := buildTLS(addr, o)
 		if err != nil {
-			return nil, err
+			return vk.ClientOption{}, o, err
 		}
 		opt.TLSConfig = tc
 	}
+	return opt, o, nil
+}
+
+// connect runs valkey-go's NewClient (which dials and authenticates) within ctx; name is what errors call it.
+func connect(ctx context.Context, name string, opt vk.ClientOption, timeout time.Duration) (*Client, error) {
 	type result struct {
 		c   vk.Client
 		err error
@@ -101,16 +116,16 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("connect %s: %w", addr, r.err)
+			return nil, fmt.Errorf("connect %s: %w", name, r.err)
 		}
-		return &Client{addr: addr, c: r.c, timeout: o.CommandTimeout}, nil
+		return &Client{addr: name, c: r.c, timeout: timeout}, nil
 	case <-ctx.Done():
 		go func() {
 			if r := <-ch; r.c != nil {
 				r.c.Close()
 			}
 		}()
-		return nil, fmt.Errorf("connect %s: %w", addr, ctx.Err())
+		return nil, fmt.Errorf("connect %s: %w", name, ctx.Err())
 	}
 }
 

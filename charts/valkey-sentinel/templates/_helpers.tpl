@@ -76,12 +76,28 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 app.kubernetes.io/part-of: valkey-ha
 {{- end -}}
 
+{{/*
+An image reference: [registry/]repository[:tag][@digest], registry = global.imageRegistry, else the image's own.
+Call with (dict "ctx" $ "image" <image values> "tag" t).
+*/}}
+{{- define "vs.imageRef" -}}
+{{- $reg := .ctx.Values.global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
+{{- $ref := ternary (printf "%s/%s" $reg .image.repository) .image.repository (ne $reg "") -}}
+{{- with toString .tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end -}}
+{{- with .image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end -}}
+
 {{- define "vs.image" -}}
-{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
+{{- include "vs.imageRef" (dict "ctx" . "image" .Values.image "tag" .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "vs.exporterImage" -}}
+{{- include "vs.imageRef" (dict "ctx" . "image" .Values.metrics.image "tag" .Values.metrics.image.tag) -}}
 {{- end -}}
 
 {{- define "vs.ctlImage" -}}
-{{- printf "%s:%s" .Values.controller.image.repository (toString (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
+{{- include "vs.imageRef" (dict "ctx" . "image" .Values.controller.image "tag" (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
 
 {{- define "vs.headless" -}}
@@ -326,8 +342,15 @@ template calls vs.fullname first). Each message names the field, the value and t
   (list "persistence.storageClass" .Values.persistence.storageClass "dnsName" "fast-ssd")
   (list "resources.cpu" .Values.resources.cpu "cpu" "50m")
   (list "resources.memory" .Values.resources.memory "quantity" "64Mi")
-  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "localhost/valkey-ha/valkey-sentinel-ctl")
+  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "valkey-ha/valkey-sentinel-ctl")
   (list "controller.image.tag" .Values.controller.image.tag "imageTag" "0.1.0")
+  (list "global.imageRegistry" .Values.global.imageRegistry "imageRegistry" "registry.example.com:5000/mirror")
+  (list "image.registry" .Values.image.registry "imageRegistry" "registry.example.com")
+  (list "image.digest" .Values.image.digest "imageDigest" "sha256:<64 hex digits>")
+  (list "metrics.image.registry" .Values.metrics.image.registry "imageRegistry" "registry.example.com")
+  (list "metrics.image.digest" .Values.metrics.image.digest "imageDigest" "sha256:<64 hex digits>")
+  (list "controller.image.registry" .Values.controller.image.registry "imageRegistry" "registry.example.com")
+  (list "controller.image.digest" .Values.controller.image.digest "imageDigest" "sha256:<64 hex digits>")
   (list "controller.serviceAccountName" .Values.controller.serviceAccountName "dnsName" "valkey-sentinel-controller")
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
@@ -353,6 +376,11 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- end -}}
 {{- range $i, $s := .Values.imagePullSecrets -}}
 {{- include "vs.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
+{{- end -}}
+{{- range $f, $img := dict "image" .Values.image "metrics.image" .Values.metrics.image "controller.image" .Values.controller.image -}}
+{{- if and $img.digest (contains "@" (toString $img.tag)) -}}
+{{- fail (printf "%s.digest: %s.tag %q pins a digest already; keep one of them (a tag without @sha256:..., or no digest)" $f $f (toString $img.tag)) -}}
+{{- end -}}
 {{- end -}}
 {{- range $field, $m := dict "podLabels" .Values.podLabels "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.prometheusRule.labels" .Values.metrics.prometheusRule.labels "metrics.grafanaDashboard.labels" .Values.metrics.grafanaDashboard.labels "controller.serviceMonitor.labels" .Values.controller.serviceMonitor.labels -}}
 {{- include "vs.checkLabels" (dict "field" $field "labels" $m) -}}

@@ -80,13 +80,13 @@ app.kubernetes.io/part-of: valkey-ha
 
 {{/*
 Labels of the controller pod template (not the Deployment selector): commonLabels, the selector labels, the
-component and the chart's version labels. Call with (dict "ctx" $).
+component (controller unless "component" says otherwise) and the chart's version labels. Call with (dict "ctx" $ ["component" c]).
 */}}
 {{- define "valkey.controllerPodLabels" -}}
 {{- with .ctx.Values.commonLabels }}{{ toYaml . }}
 {{ end -}}
 {{ include "valkey.selectorLabels" .ctx }}
-app.kubernetes.io/component: controller
+app.kubernetes.io/component: {{ .component | default "controller" }}
 helm.sh/chart: {{ include "valkey.chart" .ctx }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
@@ -98,9 +98,25 @@ app.kubernetes.io/part-of: valkey-ha
 {{- .Values.serviceAccount.name | default (ternary (include "valkey.fullname" .) "default" .Values.serviceAccount.create) -}}
 {{- end -}}
 
+{{/*
+An image reference: [registry/]repository[:tag][@digest], registry = global.imageRegistry, else the image's own.
+Call with (dict "ctx" $ "image" <image values> "repository" r "tag" t).
+*/}}
+{{- define "valkey.imageRef" -}}
+{{- $reg := .ctx.Values.global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
+{{- $ref := ternary (printf "%s/%s" $reg .repository) .repository (ne $reg "") -}}
+{{- with toString .tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end -}}
+{{- with .image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end -}}
+
 {{- define "valkey.serverImage" -}}
 {{- $repo := .Values.image.repository | default (ternary "redis" "valkey/valkey" (eq .Values.engine "redis")) -}}
-{{- printf "%s:%s" $repo (include "valkey.serverTag" .) -}}
+{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.image "repository" $repo "tag" (include "valkey.serverTag" .)) -}}
+{{- end -}}
+
+{{- define "valkey.exporterImage" -}}
+{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.metrics.image "repository" .Values.metrics.image.repository "tag" .Values.metrics.image.tag) -}}
 {{- end -}}
 
 {{- define "valkey.serverTag" -}}
@@ -116,7 +132,7 @@ app.kubernetes.io/part-of: valkey-ha
 {{- end -}}
 
 {{- define "valkey.ctlImage" -}}
-{{- printf "%s:%s" .Values.controller.image.repository (toString (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
+{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.controller.image "repository" .Values.controller.image.repository "tag" (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
 
 {{- define "valkey.monitorName" -}}
@@ -261,103 +277,6 @@ min-replicas-max-lag {{ int .Values.minReplicasMaxLag }}
 {{- end -}}
 
 {{/*
-Credentials of system and customer users, computed once per render and memoized on the root context so that
-every template (Secrets, ACL) sees the same generated passwords. Existing Secrets are reused (lookup), so
-passwords survive upgrades. Returns JSON:
-{"system": {"_operator": pw, ...}, "sentinel": pw,
- "users": [{"name", "secretName", "managed", "password", "generation", "previousHash", "previousValidUntil", "previousActive"}]}
-Rotation (issue 19): raising rotation.generation above the one stored in F-user-<name> issues a new password and
-stores the SHA-256 of the old one with the deadline previousValidUntil had at that moment; later renders use
-the stored deadline (values cannot stretch it) and drop both once it passed. The old plaintext is never kept.
-*/}}
-{{- define "valkey.credentials" -}}
-{{- include "valkey.validate" . -}}
-{{- if not (hasKey . "_valkeyHACredentials") -}}
-{{- $ns := .Release.Namespace -}}
-{{- $F := include "valkey.fullname" . -}}
-{{- $system := dict -}}
-{{- if .Values.auth.existingSecret -}}
-{{- $s := lookup "v1" "Secret" $ns .Values.auth.existingSecret | default dict -}}
-{{- if not $s -}}
-{{- fail (printf "auth.existingSecret: Secret %q not found in namespace %q; create it first with keys _operator, _replication, _probe and _exporter, or leave auth.existingSecret empty to let the chart generate them" .Values.auth.existingSecret $ns) -}}
-{{- end -}}
-{{- range $u := list "_operator" "_replication" "_probe" "_exporter" -}}
-{{- $v := get ($s.data | default dict) $u -}}
-{{- if not $v -}}
-{{- fail (printf "auth.existingSecret: Secret %q has no key %q; add it (every system user needs a password)" $.Values.auth.existingSecret $u) -}}
-{{- end -}}
-{{- $_ := set $system $u (b64dec $v) -}}
-{{- end -}}
-{{- else -}}
-{{- $s := lookup "v1" "Secret" $ns (printf "%s-system" $F) | default dict -}}
-{{- $data := $s.data | default dict -}}
-{{- range $u := list "_operator" "_replication" "_probe" "_exporter" -}}
-{{- $v := get $data $u -}}
-{{- $_ := set $system $u (ternary (b64dec (toString $v)) (randAlphaNum 40) (not (empty $v))) -}}
-{{- end -}}
-{{- end -}}
-{{- $sa := lookup "v1" "Secret" $ns (printf "%s-sentinel-auth" $F) | default dict -}}
-{{- $saPw := get ($sa.data | default dict) "password" -}}
-{{- $sentinel := ternary (b64dec (toString $saPw)) (randAlphaNum 40) (not (empty $saPw)) -}}
-{{- $users := list -}}
-{{- range $i, $u := .Values.users -}}
-{{- $rot := $u.rotation | default dict -}}
-{{- $gen := int ($rot.generation | default 0) -}}
-{{- $e := dict "name" $u.name "generation" $gen "previousHash" "" "previousValidUntil" "" "previousActive" false -}}
-{{- if $u.passwordSecret -}}
-{{- $s := lookup "v1" "Secret" $ns $u.passwordSecret.name | default dict -}}
-{{- if not $s -}}
-{{- fail (printf "users[%d].passwordSecret.name: Secret %q not found in namespace %q; create it first, or drop passwordSecret to let the chart generate the password" $i $u.passwordSecret.name $ns) -}}
-{{- end -}}
-{{- $v := get ($s.data | default dict) $u.passwordSecret.key -}}
-{{- if not $v -}}
-{{- fail (printf "users[%d].passwordSecret.key: Secret %q has no key %q" $i $u.passwordSecret.name $u.passwordSecret.key) -}}
-{{- end -}}
-{{- $_ := set $e "password" (b64dec $v) -}}
-{{- $_ := set $e "secretName" $u.passwordSecret.name -}}
-{{- $_ := set $e "managed" false -}}
-{{- else -}}
-{{- $sn := printf "%s-user-%s" $F $u.name -}}
-{{- $s := lookup "v1" "Secret" $ns $sn | default dict -}}
-{{- $data := $s.data | default dict -}}
-{{- $_ := set $e "secretName" $sn -}}
-{{- $_ := set $e "managed" true -}}
-{{- if not (get $data "password") -}}
-{{- $_ := set $e "password" (randAlphaNum 40) -}}
-{{- else -}}
-{{- $stored := int (atoi (b64dec (toString (get $data "generation" | default (b64enc "0"))))) -}}
-{{- if gt $gen $stored -}}
-{{- /* rotation: a new password; the old one's hash stays valid until previousValidUntil, fixed now */ -}}
-{{- $_ := set $e "previousHash" (sha256sum (b64dec (toString (get $data "password")))) -}}
-{{- $_ := set $e "previousValidUntil" (toString ($rot.previousValidUntil | default "")) -}}
-{{- $_ := set $e "password" (randAlphaNum 40) -}}
-{{- else if lt $gen $stored -}}
-{{- fail (printf "users[%d].rotation.generation: %d is below the generation %d stored in Secret %s; generations only go up: keep %d, or raise it above %d to rotate again" $i $gen $stored $sn $stored $stored) -}}
-{{- else -}}
-{{- $_ := set $e "password" (b64dec (toString (get $data "password"))) -}}
-{{- $prevHash := b64dec (toString (get $data "previousHash" | default "")) -}}
-{{- $legacy := b64dec (toString (get $data "previous" | default "")) -}}
-{{- if and (not $prevHash) $legacy -}}{{- $prevHash = sha256sum $legacy -}}{{- end -}}
-{{- $_ := set $e "previousHash" $prevHash -}}
-{{- $_ := set $e "previousValidUntil" (b64dec (toString (get $data "previousValidUntil" | default ""))) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- if and $e.previousHash $e.previousValidUntil -}}
-{{- $_ := set $e "previousActive" (lt (now).Unix (mustToDate "2006-01-02T15:04:05Z07:00" $e.previousValidUntil).Unix) -}}
-{{- end -}}
-{{- if not $e.previousActive -}}
-{{- $_ := set $e "previousHash" "" -}}
-{{- $_ := set $e "previousValidUntil" "" -}}
-{{- end -}}
-{{- $users = append $users $e -}}
-{{- end -}}
-{{- $_ := set . "_valkeyHACredentials" (dict "system" $system "sentinel" $sentinel "users" $users) -}}
-{{- end -}}
-{{- toJson (get . "_valkeyHACredentials") -}}
-{{- end -}}
-
-{{/*
 System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal/acl holds the same table; a test compares them.
   _operator     controller: observe (INFO, ROLE, CLIENT LIST), repair (REPLICAOF), CONFIG REWRITE after it,
                 live ACL sync (ACL SETUSER/DELUSER/USERS/GETUSER/WHOAMI/LOG, CLIENT KILL USER to close the
@@ -403,24 +322,20 @@ list, pick or drop keys whatever the patterns, and that drop the script and func
 {{- end -}}
 
 {{/*
-Desired ACL state as a list (JSON): [{"name", "rules", "passwords": [{"hash"}, {"hash", "validUntil"}], "system"}].
-"rules" is everything after the password hashes, so `user <name> on resetpass #h... <rules>` re-renders the line.
-The `default` user is not in the list: it is always `off` in users.acl.
+The credentials spec (JSON; internal/credentials.Spec, docs/contract.md): every ACL user with its rules after
+the password hashes, and where its password lives; no password and no hash. The credentials Job
+(`valkey-sentinel-ctl credentials`) creates the generated Secrets once, rotates, and writes F-acl from it at run
+time, so nothing rendered depends on what the cluster holds (issue 15: no render-time lookup, two offline renders
+are identical).
 */}}
-{{- define "valkey.aclUsers" -}}
-{{- $c := include "valkey.credentials" . | fromJson -}}
-{{- $out := list -}}
+{{- define "valkey.aclSpec" -}}
+{{- include "valkey.validate" . -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $users := list -}}
 {{- range $row := include "valkey.systemUserRules" . | fromJsonArray -}}
-{{- $name := index $row 0 -}}
-{{- $pw := ternary $c.sentinel (get $c.system $name) (eq $name "_sentinel") -}}
-{{- $out = append $out (dict "name" $name "rules" (printf "resetkeys resetchannels nocommands %s" (index $row 1)) "passwords" (list (dict "hash" (sha256sum $pw))) "system" true) -}}
+{{- $users = append $users (dict "name" (index $row 0) "system" true "rules" (printf "resetkeys resetchannels nocommands %s" (index $row 1))) -}}
 {{- end -}}
 {{- range $i, $u := .Values.users -}}
-{{- $cu := index $c.users $i -}}
-{{- $pws := list (dict "hash" (sha256sum $cu.password)) -}}
-{{- if $cu.previousActive -}}
-{{- $pws = append $pws (dict "hash" $cu.previousHash "validUntil" $cu.previousValidUntil) -}}
-{{- end -}}
 {{- $keys := list -}}
 {{- range $u.keys | default list -}}{{- $keys = append $keys (printf "~%s" .) -}}{{- end -}}
 {{- $chans := list -}}
@@ -430,19 +345,35 @@ The `default` user is not in the list: it is always `off` in users.acl.
 {{- if not (and (eq (len ($u.keys | default list)) 1) (eq (index $u.keys 0) "*")) -}}
 {{- $rules = append $rules (include "valkey.restrictedKeyRules" .) -}}
 {{- end -}}
-{{- $out = append $out (dict "name" $u.name "rules" (join " " $rules) "passwords" $pws "system" false) -}}
+{{- $e := dict "name" $u.name "system" false "rules" (join " " $rules) "field" (printf "users[%d]" $i) -}}
+{{- if $u.passwordSecret -}}
+{{- $_ := set $e "secret" $u.passwordSecret.name -}}
+{{- $_ := set $e "key" $u.passwordSecret.key -}}
+{{- else -}}
+{{- $rot := $u.rotation | default dict -}}
+{{- $_ := set $e "secret" (printf "%s-user-%s" $F $u.name) -}}
+{{- $_ := set $e "key" "password" -}}
+{{- $_ := set $e "generate" true -}}
+{{- $_ := set $e "generation" (int ($rot.generation | default 0)) -}}
+{{- $_ := set $e "previousValidUntil" (toString ($rot.previousValidUntil | default "")) -}}
 {{- end -}}
-{{- toJson $out -}}
+{{- $users = append $users $e -}}
+{{- end -}}
+{{- toJson (dict "version" "1" "instance" $F "owner" (printf "%s-instance" $F)
+  "systemSecret" (dict "name" (include "valkey.systemSecretName" .) "generate" (not .Values.auth.existingSecret))
+  "sentinelSecret" (printf "%s-sentinel-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users) -}}
 {{- end -}}
 
-{{/* users.acl: one clean-slate line per user (the ACL file format has no comments). */}}
-{{- define "valkey.aclFile" -}}
-user default off resetpass resetkeys resetchannels nocommands
-{{- range $u := include "valkey.aclUsers" . | fromJsonArray }}
-{{- $hashes := list -}}
-{{- range $u.passwords -}}{{- $hashes = append $hashes (printf "#%s" .hash) -}}{{- end }}
-user {{ $u.name }} on resetpass {{ join " " $hashes }} {{ $u.rules }}
-{{- end }}
+{{/* Secrets the credentials Job reads: the system, Sentinel and ACL Secrets and every customer's (JSON list). */}}
+{{- define "valkey.credentialSecrets" -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $out := list (include "valkey.systemSecretName" .) (printf "%s-sentinel-auth" $F) (printf "%s-acl" $F) -}}
+{{- range $u := .Values.users -}}
+{{- $name := printf "%s-user-%s" $F $u.name -}}
+{{- with $u.passwordSecret -}}{{- $name = .name -}}{{- end -}}
+{{- $out = append $out $name -}}
+{{- end -}}
+{{- toJson (uniq $out) -}}
 {{- end -}}
 
 {{/* ---------------------------------------------------------------- validation */}}
@@ -495,8 +426,15 @@ written here rather than a failure further down. Each message names the field, t
   (list "metrics.podMonitor.interval" .Values.metrics.podMonitor.interval "interval" "30s")
   (list "metrics.serviceMonitor.interval" .Values.metrics.serviceMonitor.interval "interval" "30s")
   (list "controller.serviceMonitor.interval" .Values.controller.serviceMonitor.interval "interval" "30s")
-  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "localhost/valkey-ha/valkey-sentinel-ctl")
+  (list "controller.image.repository" .Values.controller.image.repository "imageRepository" "valkey-ha/valkey-sentinel-ctl")
   (list "controller.image.tag" .Values.controller.image.tag "imageTag" "0.1.0")
+  (list "global.imageRegistry" .Values.global.imageRegistry "imageRegistry" "registry.example.com:5000/mirror")
+  (list "image.registry" .Values.image.registry "imageRegistry" "registry.example.com")
+  (list "image.digest" .Values.image.digest "imageDigest" "sha256:<64 hex digits>")
+  (list "metrics.image.registry" .Values.metrics.image.registry "imageRegistry" "registry.example.com")
+  (list "metrics.image.digest" .Values.metrics.image.digest "imageDigest" "sha256:<64 hex digits>")
+  (list "controller.image.registry" .Values.controller.image.registry "imageRegistry" "registry.example.com")
+  (list "controller.image.digest" .Values.controller.image.digest "imageDigest" "sha256:<64 hex digits>")
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
 -}}
@@ -519,6 +457,11 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- range $i, $s := .Values.imagePullSecrets -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
+{{- end -}}
+{{- range $f, $img := dict "image" .Values.image "metrics.image" .Values.metrics.image "controller.image" .Values.controller.image -}}
+{{- if and $img.digest (contains "@" (toString $img.tag)) -}}
+{{- fail (printf "%s.digest: %s.tag %q pins a digest already; keep one of them (a tag without @sha256:..., or no digest)" $f $f (toString $img.tag)) -}}
+{{- end -}}
 {{- end -}}
 {{- range $field, $m := dict "nodeSelector" .Values.nodeSelector "controller.nodeSelector" .Values.controller.nodeSelector "metrics.podMonitor.labels" .Values.metrics.podMonitor.labels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels "metrics.prometheusRule.labels" .Values.metrics.prometheusRule.labels "metrics.grafanaDashboard.labels" .Values.metrics.grafanaDashboard.labels "controller.serviceMonitor.labels" .Values.controller.serviceMonitor.labels -}}
 {{- include "valkey.checkLabels" (dict "field" $field "labels" $m) -}}
