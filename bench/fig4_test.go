@@ -78,8 +78,8 @@ func TestBenchSentinelControllerProcess(t *testing.T) {
 	}
 	sel, _ := labels.Parse("tier=cache")
 	m := metrics.New()
-	c := controller.NewSentinelController(cs, controller.SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: len(cfg.Sentinels),
-		Selector: sel, SentinelHosts: cfg.Sentinels}, m, &record.FakeRecorder{}, quietLog())
+	testenv.PublishQuorum(t, cs, ns, "q", cfg.Sentinels, false)
+	c := controller.NewSentinelController(cs, controller.SentinelOptions{Namespace: ns, Release: "q", Selector: sel}, m, &record.FakeRecorder{}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// one line per pass, printed when the pass reads the quorum's status ConfigMap (its last step): the

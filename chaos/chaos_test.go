@@ -404,8 +404,8 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := controller.NewSentinelController(e.CS, controller.SentinelOptions{Namespace: e.NS, Release: testenv.SentinelRelease,
-		StatefulSet: testenv.SentinelRelease, Replicas: len(top.Sentinels), Selector: sel, SentinelHosts: testenv.SentinelAddrs(top)},
+	e.PublishQuorum(false)
+	sc := controller.NewSentinelController(e.CS, controller.SentinelOptions{Namespace: e.NS, Release: testenv.SentinelRelease, Selector: sel},
 		metrics.New(), e.Rec, w.log.With("controller", "sentinel"))
 	ic := controller.NewInstanceController(e.CS, controller.InstanceOptions{Namespace: e.NS, Instance: e.In.Name},
 		metrics.New(), e.Rec, w.log.With("controller", "instance"))

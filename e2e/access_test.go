@@ -22,7 +22,7 @@ func TestCaseS17RotatePasswordNoRestart(t *testing.T) {
 	user := `{name: app, access: readwrite, keys: ["*"]}`
 	d := Deploy(t, "s17", DeployOpts{DataExtra: "users: [" + user + "]"})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	secret := in.F + "-user-app"
 	p1 := waitSecretKey(t, d, secret, "password")
 	Eventually(t, time.Minute, time.Second, "the generated password works on every node", func(ctx context.Context) (bool, error) {

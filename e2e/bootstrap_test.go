@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,7 +26,7 @@ func TestBootstrapDefaults(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "boot", DeployOpts{ChartDefaults: true})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 
 	st, err := in.Status(ctx)
 	if err != nil || st.State != "Ready" {
@@ -190,7 +192,7 @@ func TestCaseS19S04FQDNsOnly(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "fqdn", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	pw, err := in.OperatorPassword(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +228,7 @@ func afterLine(text, marker string) string {
 
 func checkFQDNs(t *testing.T, d *Deployment, in *Instance, phase string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	nodeRE, sentRE := in.NodeFQDNRE(), d.SentinelFQDNRE()
 	hostOK := func(re interface{ MatchString(string) bool }, hostport string) bool {
 		h := hostport
@@ -314,7 +316,7 @@ func TestUninstallLeavesNothing(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "uninst", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, rel := range []string{in.Release, d.S} {
 		if _, err := d.Helm.Test(rel, 3*time.Minute); err != nil {
 			t.Fatalf("helm test %s: %v", rel, err)
@@ -324,7 +326,7 @@ func TestUninstallLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"configmaps/" + in.F + "-status", "configmaps/" + in.F + "-sentinels", "configmaps/" + d.S + "-status"} {
+	for _, want := range []string{"configmaps/" + contract.Status(in.F), "configmaps/" + contract.SentinelInfo(in.F), "configmaps/" + contract.Status(d.S)} {
 		if !contains(before, want) {
 			t.Errorf("before uninstall: %s missing (objects: %v)", want, before)
 		}

@@ -560,7 +560,7 @@ func TestChaosPartitionPrimaryNodeMinReplicas(t *testing.T) {
 // liveness probe, and nothing was lost (S25).
 func TestChaosS25PartitionOneSentinel(t *testing.T) {
 	c := startChaos(t, "partition one Sentinel (and a replica) during a failover (S25)", "")
-	ctx := context.Background()
+	ctx := t.Context()
 	p, pnode := c.primaryNode()
 	cut, cutSentinel := "", -1
 	for j := 0; j < c.d.Sentinels && cut == ""; j++ {
@@ -608,7 +608,7 @@ func TestChaosS25PartitionOneSentinel(t *testing.T) {
 // cannot move the role labels until the API is back, then catches up without fighting Sentinel.
 func TestChaosControllerNodeFromAPI(t *testing.T) {
 	c := startChaos(t, "cut the controller's node from the API server during a failover", "")
-	ctx := context.Background()
+	ctx := t.Context()
 	ctl, err := ListPods(ctx, c.d.NS, "app.kubernetes.io/instance="+c.in.Release+",app.kubernetes.io/component=controller")
 	if err != nil || len(ctl) != 1 {
 		t.Fatalf("instance controller pod: %d pods, %v", len(ctl), err)

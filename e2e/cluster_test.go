@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +18,7 @@ import (
 // TestClusterReachable proves the harness on the cluster: a Ready node, and a namespace that is
 // created and deleted again.
 func TestClusterReachable(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	v, err := kube.Discovery().ServerVersion()
 	if err != nil {
 		t.Fatalf("server version: %v", err)
@@ -62,7 +61,7 @@ func TestClusterReachable(t *testing.T) {
 // valkey-server answers PING through valkey-cli over exec, with and without a password on stdin,
 // and its labels can be read back.
 func TestHarnessValkeyPod(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	ns := NewNamespace(t, "harness")
 	no, yes := false, true
 	uid := int64(999)
@@ -121,7 +120,7 @@ func TestHarnessValkeyPod(t *testing.T) {
 // TestHarnessHelm proves install / upgrade / test / uninstall through the Helm SDK with a small
 // throwaway chart (no images needed beyond the local valkey one for the test hook).
 func TestHarnessHelm(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	ns := NewNamespace(t, "helm")
 	dir := t.TempDir()
 	write := func(name, body string) {

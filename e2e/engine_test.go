@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ func TestEngineOverrides(t *testing.T) {
 			"v80": `image: {tag: "8.0"}`,
 			"rd":  `{engine: redis, image: {repository: "` + repoOf(redisImage) + `", tag: "` + tagOf(redisImage) + `"}}`,
 		}})
-	ctx := context.Background()
+	ctx := t.Context()
 	want := map[string]string{"v91": "valkey_version:9.1.", "v80": "valkey_version:8.0.", "rd": "redis_version:7.0."}
 	for _, in := range d.Instances {
 		for i := 0; i < in.Nodes(); i++ {

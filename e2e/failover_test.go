@@ -21,7 +21,7 @@ func TestCaseS05S01KillPrimaryControllersOff(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "kill", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	old, err := in.SentinelPrimary(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestReplicaRejoinsAndS08NoKeyLoss(t *testing.T) {
 	const keys = 20000
 	d := Deploy(t, "s08", DeployOpts{DataExtra: `users: [{name: app, access: readwrite, keys: ["*"]}]`})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	primary, err := in.SentinelPrimary(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func (in *Instance) LoadKeys(t testing.TB, pod, user, password string, n int) {
 		v := fmt.Sprintf("value-%06d-abcdefghijklmnopqrstuvwxyz", i)
 		fmt.Fprintf(&b, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(k), k, len(v), v)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
 	out, stderr, err := Exec(ctx, in.d.NS, pod, "valkey", strings.NewReader(b.String()), "sh", "-c",
@@ -287,7 +287,7 @@ func TestCaseS21LabelMoveAndSingleEndpoint(t *testing.T) {
 	const labelDeadline = 5 * time.Second
 	d := Deploy(t, "s21", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	old, err := in.SentinelPrimary(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond
 // E2E_KEEP_FAILED=1 those of failed tests.
 func NewNamespace(t testing.TB, prefix string) string {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	labels := map[string]string{"app.kubernetes.io/part-of": "valkey-ha-e2e"}
 	if pss := envOr("E2E_PSS", "restricted"); pss != "none" {
 		labels["pod-security.kubernetes.io/enforce"] = pss
@@ -119,7 +119,7 @@ func DeleteNamespace(ctx context.Context, ns string, timeout time.Duration) erro
 // DumpNamespace logs pod states, recent events and the last log lines of every container.
 func DumpNamespace(t testing.TB, ns string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // runs in a cleanup: t.Context() is done by then
 	defer cancel()
 	var b strings.Builder
 	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})

@@ -133,7 +133,7 @@ func Uncordon(t testing.TB, node string) { t.Helper(); setUnschedulable(t, node,
 
 func setUnschedulable(t testing.TB, node string, on bool) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := context.Background() // also runs in a cleanup (Cordon): t.Context() is done by then
 	n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		t.Errorf("get node %s: %v", node, err)
@@ -160,7 +160,7 @@ type DrainResult struct {
 // a drain that did not finish is reported in the result's Err, not as a test failure.
 func Drain(t testing.TB, node string, timeout time.Duration) *DrainResult {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	r := &DrainResult{Node: node, EvictStarted: map[string]time.Time{}, Gone: map[string]time.Time{}}
 	h := drainHelper(ctx, t, timeout)
 	h.OnPodDeletionOrEvictionStarted = func(p *corev1.Pod, _ bool) {

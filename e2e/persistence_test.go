@@ -22,7 +22,7 @@ func TestF5PersistentFullRestartKeepsData(t *testing.T) {
 	d := Deploy(t, "f5", DeployOpts{NoSentinel: true, DataExtra: `persistence: {enabled: true, size: 1Gi}
 users: [{name: app, access: readwrite, keys: ["*"]}]`})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	WaitPodsReady(t, d.NS, in.DataSelector(), in.Nodes(), 5*time.Minute)
 	appPW := waitSecretKey(t, d, in.F+"-user-app", "password")
 	Eventually(t, 2*time.Minute, time.Second, "node 0 is primary and the replicas' links are up", func(ctx context.Context) (bool, error) {

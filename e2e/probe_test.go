@@ -60,7 +60,7 @@ func (in *Instance) StartWriteProbe(t testing.TB, user, password string, interva
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	p := &WriteProbe{in: in, user: user, pw: password, dialer: dialer, cancel: cancel, done: make(chan struct{}),
 		clients: make([]valkey.Client, in.Nodes())}
 	go func() {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/valkey-io/valkey-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,7 +86,7 @@ type SentinelWriter struct {
 // following +switch-master.
 func (in *Instance) StartSentinelWriter(t testing.TB, user, password, prefix string, interval time.Duration) *SentinelWriter {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	dialer, err := ClusterDialer(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +292,7 @@ type PodTracker struct {
 // TrackPods starts a PodTracker; it has listed the pods once when it returns.
 func TrackPods(t testing.TB, ns, selector string, interval time.Duration) *PodTracker {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	p := &PodTracker{ns: ns, selector: selector, cancel: cancel, done: make(chan struct{}), lives: map[string][]*PodLife{}}
 	if err := p.poll(ctx); err != nil {
 		t.Fatalf("pod tracker: %v", err)
@@ -444,7 +446,7 @@ func TestServerConfigRollsDataPods(t *testing.T) {
 	// is in @admin/@dangerous and so refused to a readwrite user
 	d := Deploy(t, "roll", DeployOpts{DataExtra: users})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	oldPrimary, err := in.SentinelPrimary(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +455,7 @@ func TestServerConfigRollsDataPods(t *testing.T) {
 	configHashes := func() map[string]string {
 		m := map[string]string{}
 		for i := 0; i < in.Nodes(); i++ {
-			name := fmt.Sprintf("%s-%d", in.F, i)
+			name := contract.NodeStatefulSet(in.F, i)
 			s, err := kube.AppsV1().StatefulSets(d.NS).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("statefulset %s: %v", name, err)

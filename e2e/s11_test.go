@@ -24,7 +24,7 @@ func TestCaseS11SentinelRestartsLeaveNoGhosts(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "s11", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 
 	ids := make([]string, d.Sentinels)
 	for j := range ids {

@@ -68,7 +68,7 @@ func (in *Instance) SampleDBSize(t testing.TB, pod string, interval time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	s := &DBSizeSampler{Pod: pod, cancel: cancel, done: make(chan struct{}), min: -1, floor: floor, started: time.Now()}
 	count := int((10 * time.Minute) / interval)
 	// Sentinel kills every normal client of the nodes it reconfigures (CLIENT KILL TYPE normal in its failover
@@ -176,7 +176,7 @@ type RoleSampler struct {
 
 // SampleRoles starts a RoleSampler for instance in.
 func (in *Instance) SampleRoles(t testing.TB, interval time.Duration) *RoleSampler {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	r := &RoleSampler{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -243,7 +243,7 @@ func (r *RoleSampler) Samples() []RoleSample {
 // DeletePod deletes a pod (grace nil = the pod's own grace period) and returns the deleted pod's UID.
 func DeletePod(t testing.TB, ns, name string, grace *int64) string {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	p, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get pod %s: %v", name, err)

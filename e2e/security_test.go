@@ -3,9 +3,10 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
+
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,42 +19,42 @@ func TestSecurityRBACOnTheAPIServer(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "rbac", DeployOpts{Replicas: 1})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	sa := func(name string) string { return fmt.Sprintf("system:serviceaccount:%s:%s", d.NS, name) }
 	cases := []struct {
 		user, verb, resource, name string
 		allowed                    bool
 	}{
-		{sa(in.F + "-controller"), "patch", "pods", in.F + "-0-0", true},
-		{sa(in.F + "-controller"), "delete", "pods", in.F + "-1-0", true},
-		{sa(in.F + "-controller"), "delete", "pods", d.S + "-0", false},
-		{sa(in.F + "-controller"), "patch", "pods", "someone-else", false},
-		{sa(in.F + "-controller"), "get", "secrets", in.F + "-system", true},
-		{sa(in.F + "-controller"), "get", "secrets", in.F + "-acl", true},
-		{sa(in.F + "-controller"), "get", "secrets", in.F + "-sentinel-auth", false},
-		{sa(in.F + "-controller"), "list", "secrets", "", false},
-		{sa(in.F + "-controller"), "update", "configmaps", in.F + "-instance", false},
-		{sa(in.F + "-controller"), "update", "configmaps", in.F + "-status", true},
-		{sa(in.F + "-test"), "get", "configmaps", in.F + "-instance", true},
-		{sa(in.F + "-test"), "get", "secrets", in.F + "-acl", false},
-		{sa(in.F + "-test"), "delete", "pods", in.F + "-0-0", false},
-		{sa(d.S + "-controller"), "get", "secrets", in.F + "-sentinel-auth", true},
-		{sa(d.S + "-controller"), "get", "secrets", in.F + "-system", false},
-		{sa(d.S + "-controller"), "delete", "pods", d.S + "-0", true},
-		{sa(d.S + "-controller"), "delete", "pods", in.F + "-0-0", false},
-		{sa(d.S + "-test"), "get", "secrets", in.F + "-sentinel-auth", false},
-		{sa("valkey-sentinel-controller"), "get", "secrets", in.F + "-sentinel-auth", false},
-		{sa("default"), "get", "secrets", in.F + "-sentinel-auth", false},
+		{sa(contract.Controller(in.F)), "patch", "pods", contract.NodePod(in.F, 0), true},
+		{sa(contract.Controller(in.F)), "delete", "pods", contract.NodePod(in.F, 1), true},
+		{sa(contract.Controller(in.F)), "delete", "pods", contract.SentinelPod(d.S, 0), false},
+		{sa(contract.Controller(in.F)), "patch", "pods", "someone-else", false},
+		{sa(contract.Controller(in.F)), "get", "secrets", contract.SystemSecret(in.F), true},
+		{sa(contract.Controller(in.F)), "get", "secrets", contract.ACLSecret(in.F), true},
+		{sa(contract.Controller(in.F)), "get", "secrets", contract.SentinelAuthSecret(in.F), false},
+		{sa(contract.Controller(in.F)), "list", "secrets", "", false},
+		{sa(contract.Controller(in.F)), "update", "configmaps", contract.Descriptor(in.F), false},
+		{sa(contract.Controller(in.F)), "update", "configmaps", contract.Status(in.F), true},
+		{sa(in.F + "-test"), "get", "configmaps", contract.Descriptor(in.F), true},
+		{sa(in.F + "-test"), "get", "secrets", contract.ACLSecret(in.F), false},
+		{sa(in.F + "-test"), "delete", "pods", contract.NodePod(in.F, 0), false},
+		{sa(contract.Controller(d.S)), "get", "secrets", contract.SentinelAuthSecret(in.F), true},
+		{sa(contract.Controller(d.S)), "get", "secrets", contract.SystemSecret(in.F), false},
+		{sa(contract.Controller(d.S)), "delete", "pods", contract.SentinelPod(d.S, 0), true},
+		{sa(contract.Controller(d.S)), "delete", "pods", contract.NodePod(in.F, 0), false},
+		{sa(d.S + "-test"), "get", "secrets", contract.SentinelAuthSecret(in.F), false},
+		{sa("valkey-sentinel-controller"), "get", "secrets", contract.SentinelAuthSecret(in.F), false},
+		{sa("default"), "get", "secrets", contract.SentinelAuthSecret(in.F), false},
 		// the credentials Job (issue 15): creates Secrets, never rewrites a generated system password
 		{sa(in.F + "-credentials"), "create", "secrets", "", true},
-		{sa(in.F + "-credentials"), "update", "secrets", in.F + "-acl", true},
-		{sa(in.F + "-credentials"), "update", "secrets", in.F + "-system", false},
-		{sa(in.F + "-credentials"), "update", "secrets", in.F + "-sentinel-auth", false},
-		{sa(in.F + "-credentials"), "get", "secrets", in.F + "-system", true},
+		{sa(in.F + "-credentials"), "update", "secrets", contract.ACLSecret(in.F), true},
+		{sa(in.F + "-credentials"), "update", "secrets", contract.SystemSecret(in.F), false},
+		{sa(in.F + "-credentials"), "update", "secrets", contract.SentinelAuthSecret(in.F), false},
+		{sa(in.F + "-credentials"), "get", "secrets", contract.SystemSecret(in.F), true},
 		{sa(in.F + "-credentials"), "get", "secrets", d.S + "-auth", false},
 		{sa(in.F + "-credentials"), "list", "secrets", "", false},
-		{sa(in.F + "-credentials"), "delete", "pods", in.F + "-0-0", false},
-		{sa(in.F + "-controller"), "create", "secrets", "", false},
+		{sa(in.F + "-credentials"), "delete", "pods", contract.NodePod(in.F, 0), false},
+		{sa(contract.Controller(in.F)), "create", "secrets", "", false},
 	}
 	for _, c := range cases {
 		r, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{

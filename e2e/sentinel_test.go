@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -21,7 +23,7 @@ func TestRelabelRemovesMonitor(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "relabel", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	before, err := Snapshot(ctx, d.NS, in.DataSelector())
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +65,7 @@ func TestRelabelRemovesMonitor(t *testing.T) {
 		return true, nil
 	})
 	Eventually(t, 30*time.Second, time.Second, "Sentinel info ConfigMap "+in.F+"-sentinels withdrawn", func(ctx context.Context) (bool, error) {
-		_, err := kube.CoreV1().ConfigMaps(d.NS).Get(ctx, in.F+"-sentinels", metav1.GetOptions{})
+		_, err := kube.CoreV1().ConfigMaps(d.NS).Get(ctx, contract.SentinelInfo(in.F), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -85,7 +87,7 @@ func TestScaleInLeavesNoStaleReplica(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "scalein", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	primary, err := in.SentinelPrimary(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +151,7 @@ func TestOneQuorumThreeInstances(t *testing.T) {
 	// one replica each and lighter controllers: 3 instances + 3 Sentinels must fit next to a demo on 2 cores
 	d := Deploy(t, "three", DeployOpts{Releases: []string{"a", "b", "c"}, Replicas: 1,
 		DataExtra: "controller: {resources: {cpu: 50m, memory: 128Mi}}"})
-	ctx := context.Background()
+	ctx := t.Context()
 	var want []string
 	for _, in := range d.Instances {
 		want = append(want, in.F)
@@ -182,13 +184,13 @@ func TestOneQuorumThreeInstances(t *testing.T) {
 		}
 	}
 	for _, in := range d.Instances {
-		cm, err := kube.CoreV1().ConfigMaps(d.NS).Get(ctx, in.F+"-sentinels", metav1.GetOptions{})
+		cm, err := kube.CoreV1().ConfigMaps(d.NS).Get(ctx, contract.SentinelInfo(in.F), metav1.GetOptions{})
 		if err != nil || !strings.Contains(cm.Data["sentinels.json"], `"sentinelRelease": "`+d.S+`"`) && !strings.Contains(cm.Data["sentinels.json"], `"sentinelRelease":"`+d.S+`"`) {
 			t.Errorf("%s-sentinels: %v %v", in.F, err, cm)
 		}
 	}
 	Eventually(t, time.Minute, 2*time.Second, "quorum status lists 3 monitors with quorum OK", func(ctx context.Context) (bool, error) {
-		cm, err := kube.CoreV1().ConfigMaps(d.NS).Get(ctx, d.S+"-status", metav1.GetOptions{})
+		cm, err := kube.CoreV1().ConfigMaps(d.NS).Get(ctx, contract.Status(d.S), metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -213,7 +215,7 @@ func TestCaseS22SentinelOnlyChangeKeepsDataPods(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "s22", DeployOpts{})
 	in := d.I()
-	ctx := context.Background()
+	ctx := t.Context()
 	before, err := Snapshot(ctx, d.NS, in.DataSelector())
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +233,7 @@ func TestCaseS22SentinelOnlyChangeKeepsDataPods(t *testing.T) {
 	}
 	dataBefore := map[string]stsState{}
 	for i := 0; i < in.Nodes(); i++ {
-		dataBefore[fmt.Sprintf("%s-%d", in.F, i)] = stsOf(fmt.Sprintf("%s-%d", in.F, i))
+		dataBefore[contract.NodeStatefulSet(in.F, i)] = stsOf(contract.NodeStatefulSet(in.F, i))
 	}
 	sentBefore := stsOf(d.S)
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -26,9 +28,9 @@ import (
 const (
 	downAfter       = 5 * time.Second
 	failoverTimeout = 15 * time.Second
-	sentinelPort    = 26379
-	valkeyPort      = 6379
-	clusterDomain   = "cluster.local"
+	sentinelPort    = contract.SentinelPort
+	valkeyPort      = contract.DataPort
+	clusterDomain   = contract.DefaultClusterDomain
 	// quorumLabel is the instanceLabels key a test's Sentinel release selects on.
 	quorumLabel = "e2e.valkey-ha.io/quorum"
 	// installTimeout bounds one install until everything is converged (pods pulled from the local store).
@@ -223,12 +225,10 @@ func mergeInto(dst, src map[string]interface{}) {
 // ---- names -------------------------------------------------------------------------------------------
 
 // Pod is the name of data node i.
-func (in *Instance) Pod(i int) string { return fmt.Sprintf("%s-%d-0", in.F, i) }
+func (in *Instance) Pod(i int) string { return contract.NodePod(in.F, i) }
 
 // FQDN is the per-node FQDN of data node i.
-func (in *Instance) FQDN(i int) string {
-	return fmt.Sprintf("%s-%d-0.%s-%d.%s.svc.%s", in.F, i, in.F, i, in.d.NS, clusterDomain)
-}
+func (in *Instance) FQDN(i int) string { return contract.NodeHost(in.F, i, in.d.NS, clusterDomain) }
 
 // Nodes is the number of data nodes (primary + replicas).
 func (in *Instance) Nodes() int { return in.Replicas + 1 }
@@ -258,11 +258,11 @@ func (in *Instance) DataSelector() string {
 }
 
 // SentinelPod is the name of Sentinel pod j.
-func (d *Deployment) SentinelPod(j int) string { return fmt.Sprintf("%s-%d", d.S, j) }
+func (d *Deployment) SentinelPod(j int) string { return contract.SentinelPod(d.S, j) }
 
 // SentinelFQDN is the announced FQDN of Sentinel pod j.
 func (d *Deployment) SentinelFQDN(j int) string {
-	return fmt.Sprintf("%s-%d.%s-headless.%s.svc.%s", d.S, j, d.S, d.NS, clusterDomain)
+	return contract.SentinelHost(d.S, j, d.NS, clusterDomain)
 }
 
 // SentinelFQDNRE matches any Sentinel FQDN of this quorum.
@@ -298,7 +298,7 @@ func (in *Instance) OperatorPassword(ctx context.Context) (string, error) {
 	if in.opPW != "" {
 		return in.opPW, nil
 	}
-	pw, err := in.d.SecretKey(ctx, in.F+"-system", "_operator")
+	pw, err := in.d.SecretKey(ctx, contract.SystemSecret(in.F), "_operator")
 	if err == nil {
 		in.opPW = pw
 	}
@@ -565,7 +565,7 @@ type InstanceStatus struct {
 // Status reads ConfigMap F-status.
 func (in *Instance) Status(ctx context.Context) (InstanceStatus, error) {
 	var st InstanceStatus
-	cm, err := kube.CoreV1().ConfigMaps(in.d.NS).Get(ctx, in.F+"-status", metav1.GetOptions{})
+	cm, err := kube.CoreV1().ConfigMaps(in.d.NS).Get(ctx, contract.Status(in.F), metav1.GetOptions{})
 	if err != nil {
 		return st, err
 	}
@@ -692,7 +692,7 @@ func (in *Instance) Converged(ctx context.Context, ctl bool) (int, error) {
 // the new primary's index.
 func (in *Instance) SentinelFailover(t testing.TB) (old, primary int) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	old, err := in.SentinelPrimary(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -744,10 +744,10 @@ func (d *Deployment) WaitConverged(t testing.TB, timeout time.Duration, ctl bool
 // waits until that many controller pods run.
 func (d *Deployment) ScaleControllers(t testing.TB, n int32) {
 	t.Helper()
-	ctx := context.Background()
-	names := []string{d.S + "-controller"}
+	ctx := t.Context()
+	names := []string{contract.Controller(d.S)}
 	for _, in := range d.Instances {
-		names = append(names, in.F+"-controller")
+		names = append(names, contract.Controller(in.F))
 	}
 	for _, name := range names {
 		sc, err := kube.AppsV1().Deployments(d.NS).GetScale(ctx, name, metav1.GetOptions{})
@@ -831,7 +831,7 @@ func SnapshotDiff(before, after map[string]PodSnapshot) string {
 // Consistently checks cond every interval for the whole duration and fails the test at the first error.
 func Consistently(t testing.TB, duration, interval time.Duration, what string, cond func(ctx context.Context) error) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	end := time.Now().Add(duration)
 	for {
 		if err := cond(ctx); err != nil {

@@ -17,6 +17,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -50,14 +52,47 @@ func TestSentinelContract(t *testing.T) {
 	assert.Equal(t, sentinelRel+"-controller", d.Spec.Template.Spec.ServiceAccountName, "this quorum's own ServiceAccount")
 	ctl := d.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "sentinel", "--namespace", testNamespace, "--release", sentinelRel,
-		"--statefulset", sentinelRel, "--service", sentinelRel + "-headless", "--port", "26379", "--replicas", "3", "--cluster-domain", "cluster.local",
-		"--selector", "example.com/sentinel=main", "--metrics-addr", ":9090", "--health-addr", ":8081"}, append(ctl.Command, ctl.Args...))
+		"--cluster-domain", "cluster.local", "--selector", "example.com/sentinel=main", "--metrics-addr", ":9090", "--health-addr", ":8081"},
+		append(ctl.Command, ctl.Args...), "where the Sentinels are comes from the quorum document, how many from the StatefulSet")
 
 	pod := objs.get(t, "Pod", sentinelRel+"-test").(*corev1.Pod)
 	assert.Equal(t, "test", pod.Annotations["helm.sh/hook"])
 	assert.Equal(t, sentinelRel+"-test", pod.Spec.ServiceAccountName)
 	tc := pod.Spec.Containers[0]
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "test", "--namespace", testNamespace, "--sentinel-release", sentinelRel, "--replicas", "3", "--cluster-domain", "cluster.local"}, append(tc.Command, tc.Args...))
+}
+
+// TestQuorumDocumentThroughTheParsers: the quorum document the chart renders (S-quorum) is read by the
+// controller's own parser and passes its canonical check; its hosts are the contract's Sentinel FQDNs, one per
+// replica; and the Sentinel info the controller publishes from it passes the check every reader of
+// <F>-sentinels applies (spec.SentinelInfo.CheckCanonical).
+func TestQuorumDocumentThroughTheParsers(t *testing.T) {
+	for _, vals := range []string{"", "replicas: 5\ntls: {enabled: true, existingSecret: s-tls}\n"} {
+		objs := decode(t, mustRender(t, "valkey-sentinel", vals))
+		cm := objs.configMap(t, contract.Quorum(sentinelRel))
+		assert.Equal(t, contract.ComponentQuorum, cm.Labels[contract.LabelComponent])
+		assert.Equal(t, contract.PartOf, cm.Labels[contract.LabelPartOf])
+		q, err := spec.ParseQuorum([]byte(cm.Data[contract.KeyQuorum]))
+		require.NoError(t, err, vals)
+		assert.Equal(t, spec.QuorumVersion, q.Version, "the chart writes the version the controller reads")
+		assert.Empty(t, q.Unknown, "every rendered field is known to the controller")
+		require.NoError(t, q.CheckCanonical(cm.Name, testNamespace, "cluster.local"), vals)
+		replicas := int(*sentinelSTS(t, objs).Spec.Replicas)
+		require.Len(t, q.Hosts, replicas, "one host per replica")
+		for i, h := range q.Hosts {
+			assert.Equal(t, contract.SentinelHost(sentinelRel, i, testNamespace, "cluster.local"), h)
+		}
+		assert.Equal(t, strings.Contains(vals, "tls"), q.TLS)
+		assert.Equal(t, sentinelSTS(t, objs).Name, q.StatefulSet)
+		assert.Equal(t, sentinelSTS(t, objs).Spec.ServiceName, q.Service)
+
+		in := spec.Instance{Name: valkeyF, Namespace: testNamespace, SentinelRelease: sentinelRel}
+		si := spec.SentinelInfo{MonitorName: valkeyF, SentinelRelease: sentinelRel, Port: q.Port, TLS: q.TLS, Hosts: q.Hosts}
+		b, _ := json.Marshal(si)
+		parsed, err := spec.ParseSentinelInfo(b)
+		require.NoError(t, err)
+		assert.NoError(t, parsed.CheckCanonical(in, "cluster.local"), "what the controller publishes from the rendered document")
+	}
 }
 
 func TestSentinelSelectorFlag(t *testing.T) {

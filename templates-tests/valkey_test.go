@@ -2,6 +2,7 @@ package templatestests
 
 import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 
@@ -543,7 +544,7 @@ func TestCommonLabelsOnEveryObject(t *testing.T) {
 			assert.Equal(t, "Helm", l["app.kubernetes.io/managed-by"], id)
 			assert.Equal(t, "valkey-ha", l["app.kubernetes.io/part-of"], id)
 			assert.Equal(t, chartName+"-0.1.0", l["helm.sh/chart"], id)
-			assert.Contains(t, []string{"data", "sentinel", "controller", "instance", "test", "credentials"}, l["app.kubernetes.io/component"], id)
+			assert.Contains(t, []string{"data", "sentinel", "controller", "instance", "quorum", "test", "credentials"}, l["app.kubernetes.io/component"], id)
 			assert.LessOrEqual(t, len(nameOf(o)), 63, id)
 		}
 	}
@@ -562,6 +563,11 @@ func TestDescriptorMatchesContract(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, spec.DescriptorVersion, in.Version, "the chart writes the descriptor version the controller reads")
 	assert.Empty(t, in.Unknown, "every rendered field is known to the controller")
+	require.NoError(t, in.CheckCanonical(cm.Name, testNamespace, "cluster.local"), "the rendered descriptor passes every reader's canonical check")
+	for i, n := range in.Nodes {
+		assert.Equal(t, spec.Node{Index: i, Pod: contract.NodePod(valkeyF, i), StatefulSet: contract.NodeStatefulSet(valkeyF, i),
+			Host: contract.NodeHost(valkeyF, i, testNamespace, "cluster.local")}, n, "node %d named as internal/contract names it", i)
+	}
 	want := map[string]any{
 		"name": valkeyF, "namespace": testNamespace, "release": valkeyRelease, "engine": "valkey",
 		"monitorName": valkeyF, "failoverMode": "Sentinel", "quorum": 2.0,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/controller"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
@@ -169,7 +170,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 			defer stop()
 			lease := o.LeaseName
 			if lease == "" {
-				lease = o.Instance + "-controller"
+				lease = contract.Controller(o.Instance)
 				if o.Instance == "" {
 					lease = "valkey-ha-instance-controller"
 				}
@@ -181,23 +182,21 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 	}
 	o.bind(cmd)
 	cmd.Flags().StringVar(&o.Instance, "instance", "", "instance (release fullname) to manage; empty = every instance in the namespace")
-	cmd.Flags().DurationVar(&o.Resync, "resync", 2*time.Second, "polling period per instance")
+	cmd.Flags().DurationVar(&o.Resync, "resync", contract.DefaultInstanceResync, "polling period per instance")
 	cmd.Flags().BoolVar(&o.NoSubscribe, "no-subscribe", false, "do not subscribe to +switch-master (polling only)")
-	cmd.Flags().StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain: a descriptor whose node hosts are not <pod>.<statefulset>.<namespace>.svc.<domain> is refused")
+	cmd.Flags().StringVar(&o.ClusterDomain, "cluster-domain", contract.DefaultClusterDomain, "cluster DNS domain: a descriptor whose node hosts are not <pod>.<statefulset>.<namespace>.svc.<domain> is refused")
 	return cmd
 }
 
-// SentinelCmdOptions are the flags of `sentinel`.
+// SentinelCmdOptions are the flags of `sentinel`. Where the Sentinels are (hosts, port, TLS) is read from
+// the quorum document S-quorum the chart publishes, how many there are from the StatefulSet S: neither is
+// a flag (the --statefulset, --service, --port, --replicas and --tls of older charts are accepted and
+// ignored).
 type SentinelCmdOptions struct {
 	CommonOptions
 	Release       string
-	StatefulSet   string
-	Service       string
-	Port          int
-	Replicas      int
 	ClusterDomain string
 	Selector      string
-	TLS           bool
 	Resync        time.Duration
 	// Auth makes the controller authenticate as the quorum's _admin user, generating the quorum's credential
 	// Secrets first when they do not exist (ensureSentinelAuth).
@@ -221,9 +220,6 @@ data pods, refuses an instance another quorum already monitors, and never remove
 			if o.Release == "" {
 				return errors.New("--release is required")
 			}
-			if o.Replicas < 1 {
-				return errors.New("--replicas must be >= 1")
-			}
 			sel := labels.Nothing()
 			if o.Selector != "" {
 				s, err := labels.Parse(o.Selector)
@@ -231,12 +227,6 @@ data pods, refuses an instance another quorum already monitors, and never remove
 					return fmt.Errorf("--selector %q: %w", o.Selector, err)
 				}
 				sel = s
-			}
-			if o.StatefulSet == "" {
-				o.StatefulSet = o.Release
-			}
-			if o.Service == "" {
-				o.Service = o.Release + "-headless"
 			}
 			cs, err := kube.NewClient(o.Kubeconfig)
 			if err != nil {
@@ -247,11 +237,10 @@ data pods, refuses an instance another quorum already monitors, and never remove
 			defer stop()
 			lease := o.LeaseName
 			if lease == "" {
-				lease = o.Release + "-controller"
+				lease = contract.Controller(o.Release)
 			}
-			copts := controller.SentinelOptions{Namespace: o.Namespace, Release: o.Release,
-				StatefulSet: o.StatefulSet, Service: o.Service, Port: o.Port, Replicas: o.Replicas, ClusterDomain: o.ClusterDomain,
-				Selector: sel, TLS: o.TLS, Resync: o.Resync}
+			copts := controller.SentinelOptions{Namespace: o.Namespace, Release: o.Release, ClusterDomain: o.ClusterDomain,
+				Selector: sel, Resync: o.Resync}
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error {
 				if o.Auth {
 					pw, err := ensureSentinelAuth(ctx, cs, o.Namespace, o.Release, slog.Default())
@@ -267,14 +256,18 @@ data pods, refuses an instance another quorum already monitors, and never remove
 	o.bind(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.Release, "release", "", "the quorum's fullname S")
-	f.StringVar(&o.StatefulSet, "statefulset", "", "Sentinel StatefulSet (default: --release)")
-	f.StringVar(&o.Service, "service", "", "headless Service of the Sentinels (default: <release>-headless)")
-	f.IntVar(&o.Port, "port", 26379, "Sentinel port")
-	f.IntVar(&o.Replicas, "replicas", 3, "number of Sentinel pods")
-	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", contract.DefaultClusterDomain, "cluster DNS domain")
 	f.StringVar(&o.Selector, "selector", "", "label selector over instance descriptors; empty matches nothing")
-	f.BoolVar(&o.TLS, "tls", false, "the Sentinels speak TLS")
-	f.DurationVar(&o.Resync, "resync", 3*time.Second, "polling period")
+	f.DurationVar(&o.Resync, "resync", contract.DefaultSentinelResync, "polling period")
+	// read from the quorum document S-quorum and the StatefulSet now; an older chart still passes them
+	var ignored string
+	for _, name := range []string{"statefulset", "service", "port", "replicas"} {
+		f.StringVar(&ignored, name, "", "ignored: read from the quorum document "+contract.Quorum("<release>"))
+		_ = f.MarkDeprecated(name, "the Sentinels are read from the quorum document <release>-quorum and the StatefulSet")
+	}
+	var ignoredTLS bool
+	f.BoolVar(&ignoredTLS, "tls", false, "ignored: read from the quorum document")
+	_ = f.MarkDeprecated("tls", "TLS is read from the quorum document <release>-quorum")
 	f.BoolVar(&o.Auth, "auth", false, "authenticate to the Sentinels as _admin, generating Secrets <release>-auth-admin, -instance and -client first when they do not exist")
 	return cmd
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,6 +28,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -44,7 +47,7 @@ type env struct {
 }
 
 func partOf(extra map[string]string) map[string]string {
-	l := map[string]string{spec.LabelPartOf: spec.PartOfValue}
+	l := map[string]string{contract.LabelPartOf: contract.PartOf}
 	for k, v := range extra {
 		l[k] = v
 	}
@@ -61,7 +64,7 @@ func newEnvOn(t *testing.T, cfg valkeytest.TopologyConfig, cs *fake.Clientset) *
 	top := valkeytest.StartTopology(t, cfg)
 	e := &env{t: t, top: top, cs: cs, rec: record.NewFakeRecorder(1000)}
 	in := spec.Instance{Name: "vk", Namespace: ns, Release: "vk", Engine: top.Cfg.Engine.Name, MonitorName: top.Cfg.MonitorName,
-		FailoverMode: spec.FailoverSentinel, Port: 6379, PodSelector: map[string]string{spec.LabelInstance: "vk"},
+		FailoverMode: spec.FailoverSentinel, Port: 6379, PodSelector: map[string]string{contract.LabelInstance: "vk"},
 		SentinelConfig: map[string]string{"down-after-milliseconds": strconv.Itoa(top.Cfg.DownAfterMs),
 			"failover-timeout": strconv.Itoa(top.Cfg.FailoverTimeoutMs)},
 		SentinelAuth: spec.SecretRef{User: acl.Sentinel, SecretName: "vk-sentinel-auth", SecretKey: "password"},
@@ -74,7 +77,7 @@ func newEnvOn(t *testing.T, cfg valkeytest.TopologyConfig, cs *fake.Clientset) *
 		pod := fmt.Sprintf("vk-%d-0", i)
 		in.Nodes = append(in.Nodes, spec.Node{Index: i, Pod: pod, StatefulSet: fmt.Sprintf("vk-%d", i), Host: valkeytest.Host, Port: n.Port})
 		_, err := e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, Labels: partOf(map[string]string{spec.LabelInstance: "vk"})},
+			ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, Labels: partOf(map[string]string{contract.LabelInstance: "vk"})},
 			Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -84,8 +87,8 @@ func newEnvOn(t *testing.T, cfg valkeytest.TopologyConfig, cs *fake.Clientset) *
 	b, _ := json.Marshal(in)
 	e.desc, _ = e.cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "vk-instance", Namespace: ns, UID: "desc-uid",
-			Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentInst, "tier": "cache"})},
-		Data: map[string]string{spec.InstanceKey: string(b)}}, metav1.CreateOptions{})
+			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentInstance, "tier": "cache"})},
+		Data: map[string]string{contract.KeyInstance: string(b)}}, metav1.CreateOptions{})
 	sys := map[string][]byte{}
 	for _, u := range acl.SystemUsers {
 		sys[u.Name] = []byte(top.Passwords[u.Name])
@@ -112,8 +115,8 @@ func (e *env) publishSentinels() {
 	b, _ := json.Marshal(si)
 	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "vk-sentinels", Namespace: ns,
-			Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: "vk", spec.LabelSentinel: "q"})},
-		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
+			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: "vk", contract.LabelSentinel: "q"})},
+		Data: map[string]string{contract.KeySentinels: string(b)}}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 }
 
@@ -140,7 +143,7 @@ func (e *env) roleLabels() map[string]string {
 	out := map[string]string{}
 	pods, _ := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	for _, p := range pods.Items {
-		out[p.Name] = p.Labels[spec.LabelRole]
+		out[p.Name] = p.Labels[contract.LabelRole]
 	}
 	return out
 }
@@ -149,9 +152,9 @@ func (e *env) roleLabels() map[string]string {
 func (e *env) labelsMatch(primaryPort int) error {
 	got := e.roleLabels()
 	for _, n := range e.in.Nodes {
-		want := spec.RoleReplica
+		want := contract.RoleReplica
 		if n.Port == primaryPort {
-			want = spec.RolePrimary
+			want = contract.RolePrimary
 		}
 		if got[n.Pod] != want {
 			return fmt.Errorf("%s labelled %q, want %q (all: %v)", n.Pod, got[n.Pod], want, got)
@@ -200,7 +203,7 @@ func sampleLabels(t *testing.T, e *env) func() int {
 	stop := valkeytest.Sample(50*time.Millisecond, func() {
 		n := 0
 		for _, r := range e.roleLabels() {
-			if r == spec.RolePrimary {
+			if r == contract.RolePrimary {
 				n++
 			}
 		}
@@ -328,8 +331,9 @@ func TestSentinelControllerLifecycle(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true})
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
-		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 300 * time.Millisecond}, metrics.New(), e.rec, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx, nil); close(done) }()
@@ -350,7 +354,7 @@ func TestSentinelControllerLifecycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
+		si, err := spec.ParseSentinelInfo([]byte(cm.Data[contract.KeySentinels]))
 		if err == nil && len(si.Hosts) != 3 {
 			err = fmt.Errorf("%d hosts", len(si.Hosts))
 		}
@@ -401,8 +405,9 @@ func TestSentinelControllerRefusesSecondQuorum(t *testing.T) {
 	e.publishSentinels() // published by release "q"
 	sel, _ := labels.Parse("tier=cache")
 	m := metrics.New()
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "other", StatefulSet: "other", Replicas: 3,
-		Selector: sel, SentinelHosts: e.sentinelAddrs()}, m, e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "other", e.sentinelAddrs(), false)
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "other",
+		Selector: sel}, m, e.rec, quietLog())
 	ctx := context.Background()
 	require.NoError(t, startInformers(ctx, t, c))
 	require.NoError(t, c.Reconcile(ctx))
@@ -422,8 +427,8 @@ func TestInstanceControllerInvalidDescriptor(t *testing.T) {
 	cs := fake.NewClientset()
 	rec := record.NewFakeRecorder(10)
 	_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "vk-instance", Namespace: ns, Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentInst})},
-		Data:       map[string]string{spec.InstanceKey: `{"name":"vk","port":"not a number"}`}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: "vk-instance", Namespace: ns, Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentInstance})},
+		Data:       map[string]string{contract.KeyInstance: `{"name":"vk","port":"not a number"}`}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	c := NewInstanceController(cs, InstanceOptions{Namespace: ns, Instance: "vk"}, metrics.New(), rec, quietLog())
 	ctx := context.Background()
@@ -439,7 +444,7 @@ func TestInstanceControllerInvalidDescriptor(t *testing.T) {
 	assert.NotEmpty(t, drainEvents(rec, "InvalidDescriptor"))
 	st, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-status", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Contains(t, st.Data[spec.StatusKey], `"state": "Failed"`)
+	assert.Contains(t, st.Data[contract.KeyStatus], `"state": "Failed"`)
 }
 
 func startInformers(ctx context.Context, t *testing.T, c *SentinelController) error {
@@ -482,7 +487,7 @@ func (e *env) statusDoc() map[string]any {
 		return nil
 	}
 	var doc map[string]any
-	_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &doc)
+	_ = json.Unmarshal([]byte(cm.Data[contract.KeyStatus]), &doc)
 	return doc
 }
 
@@ -590,13 +595,14 @@ func TestCaseS18TLSOnly(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{TLS: files, SkipMonitor: true})
 	e.in.TLS.Enabled = true
 	b, _ := json.Marshal(e.in)
-	e.desc.Data[spec.InstanceKey] = string(b)
+	e.desc.Data[contract.KeyInstance] = string(b)
 	_, err := e.cs.CoreV1().ConfigMaps(ns).Update(context.Background(), e.desc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
 	sel, _ := labels.Parse("tier=cache")
-	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3, TLS: true, TLSCAFile: files.CA,
-		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), true)
+	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", TLSCAFile: files.CA,
+		Selector: sel, Resync: 300 * time.Millisecond}, metrics.New(), e.rec, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = sc.Run(ctx, nil); close(done) }()
@@ -629,9 +635,9 @@ func (e *env) labelsMatchExcept(primaryPort int, skip string) error {
 		if n.Pod == skip {
 			continue
 		}
-		want := spec.RoleReplica
+		want := contract.RoleReplica
 		if n.Port == primaryPort {
-			want = spec.RolePrimary
+			want = contract.RolePrimary
 		}
 		if got[n.Pod] != want {
 			return fmt.Errorf("%s labelled %q, want %q", n.Pod, got[n.Pod], want)
@@ -651,7 +657,7 @@ func TestQuorumAboveSentinelCountIsNotReady(t *testing.T) {
 	}
 	e.in.Quorum = 4
 	b, _ := json.Marshal(e.in)
-	e.desc.Data[spec.InstanceKey] = string(b)
+	e.desc.Data[contract.KeyInstance] = string(b)
 	_, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, e.desc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	e.publishSentinels()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,6 +23,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -47,7 +50,7 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 	ctx := context.Background()
 	// the quorum status is written only while the Sentinel StatefulSet exists
 	_, err := e.cs.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns,
-		Labels: partOf(map[string]string{spec.LabelSentinel: "q"})}}, metav1.CreateOptions{})
+		Labels: partOf(map[string]string{contract.LabelSentinel: "q"})}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	// every deletion of the Sentinel info, seen by a watch of our own
@@ -89,8 +92,9 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 	passReg.MustRegister(m.ReconcileSeconds)
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
-		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, m, e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 300 * time.Millisecond}, m, e.rec, quietLog())
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = c.Run(cctx, nil); close(done) }()
@@ -121,10 +125,10 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 		desc, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
 		require.NoError(t, err)
 		var doc map[string]any
-		require.NoError(t, json.Unmarshal([]byte(desc.Data[spec.InstanceKey]), &doc))
+		require.NoError(t, json.Unmarshal([]byte(desc.Data[contract.KeyInstance]), &doc))
 		mutate(doc)
 		b, _ := json.Marshal(doc)
-		desc.Data[spec.InstanceKey] = string(b)
+		desc.Data[contract.KeyInstance] = string(b)
 		_, err = e.cs.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
@@ -133,7 +137,7 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 		if err != nil {
 			return ""
 		}
-		return cm.Data[spec.StatusKey]
+		return cm.Data[contract.KeyStatus]
 	}
 
 	type phaseResult struct {

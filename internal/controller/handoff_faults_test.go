@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	vk "github.com/valkey-io/valkey-go"
@@ -14,7 +16,6 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -27,7 +28,7 @@ func TestF1HandoffWaitsForALaggingReplica(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, FaultLinks: true})
 	e.publishSentinels()
 	e.top.DelayReplication(800 * time.Millisecond)
-	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{spec.LabelInstance: "vk"})
+	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
 	w := startWriter(t, e.top)
 	time.Sleep(time.Second) // the writer has found the primary and the replica trails it
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
@@ -77,7 +78,7 @@ func onSentinelEvent(t *testing.T, top *valkeytest.Topology, channel string, fn 
 func TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	e.publishSentinels()
-	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{spec.LabelInstance: "vk"})
+	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
 	replica := e.top.Nodes[1]
 	stopped := make(chan time.Time, 1)
 	onSentinelEvent(t, e.top, "+try-failover", func(string) {
@@ -125,7 +126,7 @@ func firstFew(keys []string) []string {
 func TestRollWithoutPromotableReplicaWaitsAndSaysWhy(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, ExtraServerLines: []string{"replica-priority 0"}})
 	e.publishSentinels()
-	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{spec.LabelInstance: "vk"})
+	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
 	e.startInstanceController(InstanceOptions{Resync: 200 * time.Millisecond})
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "the roll says why it waits", func() error {
 		if doc := e.statusDoc(); doc == nil || doc["roll"] != roll.NoPromotableReplica {

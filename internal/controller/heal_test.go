@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -43,8 +45,8 @@ func TestNoResetWhenAPartitionHeals(t *testing.T) {
 	b, _ := json.Marshal(spec.SentinelInfo{MonitorName: e.in.MonitorName, SentinelRelease: "q", Port: 26379, Hosts: hosts})
 	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "vk-sentinels", Namespace: ns,
-			Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: "vk", spec.LabelSentinel: "q"})},
-		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
+			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: "vk", contract.LabelSentinel: "q"})},
+		Data: map[string]string{contract.KeySentinels: string(b)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	// no +switch-master subscription: its dials to C would take the proxy's one refusal
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond, NoSubscribe: true})

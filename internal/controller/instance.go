@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,7 +110,7 @@ type instanceMemory struct {
 // NewInstanceController wires informers (label-filtered) and the queue. Call Run to start.
 func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metrics.Metrics, rec record.EventRecorder, log *slog.Logger) *InstanceController {
 	if o.Resync <= 0 {
-		o.Resync = 2 * time.Second
+		o.Resync = contract.DefaultInstanceResync
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = time.Second
@@ -125,7 +127,7 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "instance"})}
 	extra := ""
 	if o.Instance != "" {
-		extra = spec.LabelInstance + "=" + o.Instance
+		extra = contract.LabelInstance + "=" + o.Instance
 	}
 	// data pods carry valkey.io/instance; ConfigMaps are filtered by part-of only (descriptor, sentinel info)
 	podFactory := kube.NewInformerFactory(cs, o.Namespace, extra, 0)
@@ -169,10 +171,10 @@ func instanceOf(obj any) string {
 	if !ok {
 		return ""
 	}
-	key := mo.GetLabels()[spec.LabelInstance]
+	key := mo.GetLabels()[contract.LabelInstance]
 	if key == "" {
 		if _, isCM := obj.(*corev1.ConfigMap); isCM && strings.HasSuffix(mo.GetName(), spec.InstanceSuffix) &&
-			mo.GetLabels()[spec.LabelComponent] == spec.ComponentInst {
+			mo.GetLabels()[contract.LabelComponent] == contract.ComponentInstance {
 			key = strings.TrimSuffix(mo.GetName(), spec.InstanceSuffix)
 		}
 	}
@@ -201,7 +203,7 @@ func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) er
 	if c.opts.Instance != "" {
 		c.queue.Add(c.opts.Instance)
 	} else {
-		cms, _ := c.cms.List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
+		cms, _ := c.cms.List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 		for _, cm := range cms {
 			c.enqueueObj(cm)
 		}
@@ -313,14 +315,14 @@ var (
 // descriptor reads and checks the descriptor <name>-instance. A refused one is reported (Event, Failed
 // status) and returned with errInvalid.
 func (c *InstanceController) descriptor(name string) (*corev1.ConfigMap, spec.Instance, error) {
-	desc, err := c.cms.ConfigMaps(c.opts.Namespace).Get(name + spec.InstanceSuffix)
+	desc, err := c.cms.ConfigMaps(c.opts.Namespace).Get(contract.Descriptor(name))
 	if apierrors.IsNotFound(err) {
 		return nil, spec.Instance{}, errGone
 	}
 	if err != nil {
-		return nil, spec.Instance{}, fmt.Errorf("get descriptor %s%s: %w", name, spec.InstanceSuffix, err)
+		return nil, spec.Instance{}, fmt.Errorf("get descriptor %s: %w", contract.Descriptor(name), err)
 	}
-	in, err := spec.ParseInstance([]byte(desc.Data[spec.InstanceKey]))
+	in, err := spec.ParseInstance([]byte(desc.Data[contract.KeyInstance]))
 	if err == nil {
 		err = in.CheckCanonical(desc.Name, desc.Namespace, c.opts.ClusterDomain)
 	}
@@ -385,7 +387,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 	if sts, err := c.stss.StatefulSets(ns).Get(nw.Node.StatefulSet); err == nil {
 		s := &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
 			UpdateRevision: sts.Status.UpdateRevision}
-		s.ReleaseRevision, s.HasReleaseRevision = sts.Annotations[spec.AnnotationReleaseRevision]
+		s.ReleaseRevision, s.HasReleaseRevision = sts.Annotations[contract.AnnotationReleaseRevision]
 		nw.StatefulSet = s
 	}
 	pod, err := c.pods.Pods(ns).Get(nw.Node.Pod)
@@ -399,7 +401,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 	nw.PodExists = true
 	nw.PodUID, nw.PodVersion = string(pod.UID), pod.ResourceVersion
 	nw.PodReady = kube.PodReady(pod)
-	nw.RoleLabel = pod.Labels[spec.LabelRole]
+	nw.RoleLabel = pod.Labels[contract.LabelRole]
 	nw.Revision = pod.Labels[revisionLabel]
 	restarts := int32(0)
 	for _, s := range pod.Status.ContainerStatuses {
@@ -419,14 +421,14 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 // sentinelInfo reads <F>-sentinels: nil and "" when none is published, nil and the reason when it is
 // published but unusable (it does not parse, or names another monitor).
 func (c *InstanceController) sentinelInfo(in spec.Instance) (*spec.SentinelInfo, string) {
-	cm, err := c.cms.ConfigMaps(in.Namespace).Get(in.Name + "-sentinels")
+	cm, err := c.cms.ConfigMaps(in.Namespace).Get(contract.SentinelInfo(in.Name))
 	if apierrors.IsNotFound(err) {
 		return nil, ""
 	}
 	if err != nil {
 		return nil, err.Error()
 	}
-	si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
+	si, err := spec.ParseSentinelInfo([]byte(cm.Data[contract.KeySentinels]))
 	switch {
 	case err != nil:
 		return nil, err.Error()
@@ -512,7 +514,7 @@ func (c *InstanceController) operatorPassword(ctx context.Context, in spec.Insta
 // because no replica can be promoted waits for the observation to change instead).
 const handoffBackoff = time.Minute
 
-const revisionLabel = "controller-revision-hash"
+const revisionLabel = contract.LabelRevision
 
 // rollNoPromotable is the roll's wait reason that gets a HandoffImpossible Event.
 const rollNoPromotable = roll.NoPromotableReplica
@@ -707,7 +709,7 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 // statusRefresh bounds how stale observedAt and offsets in the status may get when nothing else changes.
 const statusRefresh = 30 * time.Second
 
-const annTimeToReady = "valkey.io/time-to-ready"
+const annTimeToReady = contract.AnnotationTimeToReady
 
 // writeStatus writes <F>-status (owned by the descriptor, so it goes away on uninstall) from
 // plan.InstanceStatus, when it changed materially or statusRefresh passed. It also records time-to-ready
@@ -768,23 +770,23 @@ func (c *InstanceController) writeInvalid(ctx context.Context, desc *corev1.Conf
 // readStatus returns the previous status document (from the cache) and its time-to-ready annotation.
 func (c *InstanceController) readStatus(in spec.Instance) (status.Instance, string) {
 	var st status.Instance
-	cm, err := c.cms.ConfigMaps(in.Namespace).Get(in.Name + "-status")
+	cm, err := c.cms.ConfigMaps(in.Namespace).Get(contract.Status(in.Name))
 	if err != nil {
 		return st, ""
 	}
-	_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &st)
+	_ = json.Unmarshal([]byte(cm.Data[contract.KeyStatus]), &st)
 	return st, cm.Annotations[annTimeToReady]
 }
 
 func (c *InstanceController) putStatus(ctx context.Context, desc *corev1.ConfigMap, name string, st status.Instance, ann map[string]string) error {
 	b, _ := json.MarshalIndent(st, "", "  ")
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-status", Namespace: desc.Namespace,
-			Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentStatus,
-				spec.LabelInstance: name, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"},
+		ObjectMeta: metav1.ObjectMeta{Name: contract.Status(name), Namespace: desc.Namespace,
+			Labels: map[string]string{contract.LabelPartOf: contract.PartOf, contract.LabelComponent: contract.ComponentStatus,
+				contract.LabelInstance: name, contract.LabelManagedBy: contract.ManagedBy},
 			Annotations:     ann,
 			OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(desc)}},
-		Data: map[string]string{spec.StatusKey: string(b)},
+		Data: map[string]string{contract.KeyStatus: string(b)},
 	}
 	_, err := kube.ApplyConfigMap(ctx, c.cs, cm)
 	return err

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,8 +35,8 @@ func (e *env) publishSentinelProxies() []*testenv.Proxy {
 	b, _ := json.Marshal(si)
 	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "vk-sentinels", Namespace: ns,
-			Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: "vk", spec.LabelSentinel: "q"})},
-		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
+			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: "vk", contract.LabelSentinel: "q"})},
+		Data: map[string]string{contract.KeySentinels: string(b)}}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	return ps
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -94,8 +95,9 @@ func TestSentinelMetricsFollowTheQuorum(t *testing.T) {
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
 	m := metrics.New()
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
-		Selector: sel, Resync: 200 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, m, e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 200 * time.Millisecond}, m, e.rec, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx, nil); close(done) }()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	vk "github.com/valkey-io/valkey-go"
@@ -22,7 +24,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -201,7 +203,7 @@ func TestPlannedDataRollLosesNoAckedWrite(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	e.publishSentinels()
 	pods := []string{"vk-0-0", "vk-1-0", "vk-2-0"}
-	markStale(t, e, []string{"vk-0", "vk-1", "vk-2"}, pods, map[string]string{spec.LabelInstance: "vk"})
+	markStale(t, e, []string{"vk-0", "vk-1", "vk-2"}, pods, map[string]string{contract.LabelInstance: "vk"})
 	procs := map[string]*valkeytest.Proc{}
 	for i, p := range pods {
 		procs[p] = e.top.Nodes[i]
@@ -233,12 +235,12 @@ func TestPlannedRollWaitsForAHalfAppliedUpgrade(t *testing.T) {
 	e.publishSentinels()
 	pods := []string{"vk-0-0", "vk-1-0", "vk-2-0"}
 	stss := []string{"vk-0", "vk-1", "vk-2"}
-	markStale(t, e, stss, pods, map[string]string{spec.LabelInstance: "vk"})
+	markStale(t, e, stss, pods, map[string]string{contract.LabelInstance: "vk"})
 	ctx := context.Background()
 	setSTS := func(name, releaseRev, updateRev string) {
 		s, err := e.cs.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
-		s.Annotations = map[string]string{spec.AnnotationReleaseRevision: releaseRev}
+		s.Annotations = map[string]string{contract.AnnotationReleaseRevision: releaseRev}
 		s.Status.UpdateRevision = updateRev
 		_, err = e.cs.AppsV1().StatefulSets(ns).Update(ctx, s, metav1.UpdateOptions{})
 		require.NoError(t, err)
@@ -306,7 +308,7 @@ func (e *env) failovers(t *testing.T) int {
 func TestPlannedRollDeferredWithoutQuorum(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1})
 	e.publishSentinels()
-	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{spec.LabelInstance: "vk"})
+	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
 	e.top.Sentinels[1].Kill()
 	e.top.Sentinels[2].Kill()
 	survivor := e.top.Sentinels[0].Client(valkey.Options{})
@@ -353,7 +355,7 @@ func TestCaseS22SentinelRollKeepsQuorum(t *testing.T) {
 		s.Start()
 	}
 	sentinelPods := []string{"q-0", "q-1", "q-2"}
-	markStale(t, e, []string{"q"}, sentinelPods, map[string]string{spec.LabelSentinel: "q"})
+	markStale(t, e, []string{"q"}, sentinelPods, map[string]string{contract.LabelSentinel: "q"})
 	procs := map[string]*valkeytest.Proc{}
 	for i, p := range sentinelPods {
 		procs[p] = e.top.Sentinels[i]
@@ -398,8 +400,9 @@ func TestCaseS22SentinelRollKeepsQuorum(t *testing.T) {
 	})
 
 	sel, _ := labels.Parse("tier=cache")
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
-		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 300 * time.Millisecond}, metrics.New(), e.rec, quietLog())
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = c.Run(cctx, nil); close(done) }()
@@ -436,7 +439,7 @@ func TestCaseS03ScaleInResetsOneSentinelAtATime(t *testing.T) {
 	b, _ := json.Marshal(in)
 	desc, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
 	require.NoError(t, err)
-	desc.Data[spec.InstanceKey] = string(b)
+	desc.Data[contract.KeyInstance] = string(b)
 	_, err = e.cs.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, e.cs.CoreV1().Pods(ns).Delete(ctx, "vk-2-0", metav1.DeleteOptions{}))

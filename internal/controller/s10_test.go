@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -150,8 +151,9 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 	passReg.MustRegister(m.ReconcileSeconds)
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
-	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
-		Selector: sel, Resync: sentinelResync, SentinelHosts: e.sentinelAddrs()}, m, e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: sentinelResync}, m, e.rec, quietLog())
 	ic := NewInstanceController(e.cs, InstanceOptions{Namespace: ns, Instance: "vk", Resync: instanceResync}, m, e.rec, quietLog())
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

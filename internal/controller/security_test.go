@@ -7,19 +7,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -153,7 +158,7 @@ func (e *env) tamper(fn func(in *spec.Instance)) {
 	b, _ := json.Marshal(in)
 	desc, err := e.cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "vk-instance", metav1.GetOptions{})
 	require.NoError(e.t, err)
-	desc.Data[spec.InstanceKey] = string(b)
+	desc.Data[contract.KeyInstance] = string(b)
 	_, err = e.cs.CoreV1().ConfigMaps(ns).Update(context.Background(), desc, metav1.UpdateOptions{})
 	require.NoError(e.t, err)
 }
@@ -168,8 +173,9 @@ func TestSecurityTamperedDescriptorGetsNoCredentials(t *testing.T) {
 	e.tamper(func(in *spec.Instance) { in.Nodes[1].Port = trap.port })
 	e.startInstanceController(InstanceOptions{ClusterDomain: "cluster.local"})
 	sel, _ := labels.Parse("tier=cache")
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3, ClusterDomain: "cluster.local",
-		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", ClusterDomain: "cluster.local", LoopbackSentinels: true,
+		Selector: sel, Resync: 300 * time.Millisecond}, metrics.New(), e.rec, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx, nil); close(done) }()
@@ -199,4 +205,30 @@ func TestSecurityTamperedDescriptorGetsNoCredentials(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, found, "a descriptor with foreign hosts must not be registered")
 	}
+}
+
+// TestSecurityRewrittenQuorumDocumentGetsNoCredentials: the quorum document S-quorum decides where the
+// sentinel controller dials with the quorum's _admin password (and sends each instance's _sentinel password
+// in SENTINEL SET). Rewritten to name another host, it is refused before any connection: the host a
+// principal with ConfigMap write access named receives nothing. The control run (the host check skipped, as
+// for loopback tests) shows the same host would have received the password.
+func TestSecurityRewrittenQuorumDocumentGetsNoCredentials(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, SkipMonitor: true})
+	sel, _ := labels.Parse("tier=cache")
+	run := func(trap *honeypot, loopback bool) {
+		cs := fake.NewClientset()
+		testenv.PublishQuorum(t, cs, ns, "q", []string{net.JoinHostPort("localhost", strconv.Itoa(trap.port))}, false)
+		c := NewSentinelController(cs, SentinelOptions{Namespace: ns, Release: "q", ClusterDomain: "cluster.local", LoopbackSentinels: loopback,
+			Selector: sel, Resync: 200 * time.Millisecond, DialTimeout: 300 * time.Millisecond, AuthPassword: "the-admin-password"},
+			metrics.New(), e.rec, quietLog())
+		stop := testenv.Run(t, func(ctx context.Context) error { return c.Run(ctx, nil) })
+		time.Sleep(2 * time.Second) // ~10 passes
+		stop()
+	}
+	trap := newHoneypot(t)
+	run(trap, false)
+	assert.Empty(t, trap.received(), "a rewritten quorum document gets no connection, let alone a password")
+	control := newHoneypot(t)
+	run(control, true)
+	assert.Contains(t, control.received(), "the-admin-password", "control: without the host check the password would have reached it")
 }

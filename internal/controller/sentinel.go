@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
@@ -36,33 +35,31 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// SentinelOptions configure the sentinel-side controller of one quorum release.
+// SentinelOptions configure the sentinel-side controller of one quorum release. Where the quorum's Sentinels
+// are (their hosts, port and TLS) comes from the quorum document the chart publishes (ConfigMap S-quorum,
+// spec.Quorum), how many there are from the StatefulSet S.
 type SentinelOptions struct {
 	Namespace string
-	// Release is the quorum's fullname S: StatefulSet S, pods S-<i>, headless Service Service.
-	Release     string
-	StatefulSet string
-	Service     string
-	Port        int
-	// Replicas is the number of Sentinel pods (the quorum default is Replicas/2+1).
-	Replicas int
-	// ClusterDomain builds the Sentinel FQDNs, and every node host of a selected descriptor must use it
-	// (spec.Instance.CheckCanonical; empty skips that check, for tests on loopback).
+	// Release is the quorum's fullname S: StatefulSet S, pods S-<i>, quorum document S-quorum.
+	Release string
+	// ClusterDomain is the domain of the Sentinels' FQDNs and of every node host of a selected descriptor
+	// (spec.Quorum.CheckCanonical, spec.Instance.CheckCanonical; empty skips those host checks, for tests on
+	// loopback).
 	ClusterDomain string
 	// Selector selects instance descriptors by label; an empty selector matches nothing.
 	Selector labels.Selector
-	TLS      bool
 	Resync   time.Duration
 	// DialTimeout / CommandTimeout bound each connection and command (defaults 1 s / 3 s).
 	DialTimeout    time.Duration
 	CommandTimeout time.Duration
 	// TLSCAFile verifies TLS-only Sentinels and nodes (default valkey.DefaultCAFile).
 	TLSCAFile string
-	// SentinelHosts overrides the Sentinel addresses (host:port, index = pod ordinal); tests on loopback use it.
-	SentinelHosts []string
 	// AuthPassword, when set, is the password of the quorum's acl.SentinelAdmin user, sent to this quorum's
 	// Sentinels (charts/valkey-sentinel auth.enabled; the CLI reads or generates Secret S-auth-admin).
 	AuthPassword string
+	// LoopbackSentinels skips the host check of the quorum document (and only that one): tests whose
+	// Sentinels run on loopback and that check descriptors against ClusterDomain. The CLI never sets it.
+	LoopbackSentinels bool
 }
 
 // SentinelController owns the monitor lifecycle of one Sentinel quorum.
@@ -91,16 +88,13 @@ type SentinelController struct {
 // NewSentinelController wires label-filtered informers over the Sentinel pods and this project's ConfigMaps.
 func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metrics.Metrics, rec record.EventRecorder, log *slog.Logger) *SentinelController {
 	if o.Resync <= 0 {
-		o.Resync = 3 * time.Second
+		o.Resync = contract.DefaultSentinelResync
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = time.Second
 	}
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = 3 * time.Second
-	}
-	if o.Port == 0 {
-		o.Port = 26379
 	}
 	if o.TLSCAFile == "" {
 		o.TLSCAFile = valkey.DefaultCAFile
@@ -112,7 +106,7 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 		applied: map[string]map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sentinel"})}
-	podFactory := kube.NewInformerFactory(cs, o.Namespace, spec.LabelSentinel+"="+o.Release, 0)
+	podFactory := kube.NewInformerFactory(cs, o.Namespace, contract.LabelSentinel+"="+o.Release, 0)
 	cmFactory := kube.NewInformerFactory(cs, o.Namespace, "", 0)
 	podInf, cmInf := podFactory.Core().V1().Pods(), cmFactory.Core().V1().ConfigMaps()
 	stsInf := podFactory.Apps().V1().StatefulSets()
@@ -169,22 +163,6 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 	}
 }
 
-// sentinelHost returns the FQDN of Sentinel pod i.
-func (c *SentinelController) sentinelHost(i int) string {
-	return fmt.Sprintf("%s-%d.%s.%s.svc.%s", c.opts.StatefulSet, i, c.opts.Service, c.opts.Namespace, c.opts.ClusterDomain)
-}
-
-func (c *SentinelController) sentinelAddrs() []string {
-	if len(c.opts.SentinelHosts) > 0 {
-		return c.opts.SentinelHosts
-	}
-	out := make([]string, c.opts.Replicas)
-	for i := range out {
-		out[i] = net.JoinHostPort(c.sentinelHost(i), strconv.Itoa(c.opts.Port))
-	}
-	return out
-}
-
 // Reconcile runs one pass over every selected instance and every Sentinel (docs/design.md, "The sentinel
 // controller's pass"): gather the QuorumWorld, plan (pure, the policy included), apply, write status.
 func (c *SentinelController) Reconcile(ctx context.Context) error {
@@ -218,12 +196,24 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 // gatherQuorum builds the QuorumWorld of one pass, and the descriptor ConfigMaps by name (owners of what the
 // applier publishes, targets of Events).
 func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld, map[string]*corev1.ConfigMap, error) {
-	w := plan.QuorumWorld{Release: c.opts.Release, Namespace: c.opts.Namespace, Now: time.Now(), Port: c.opts.Port, TLS: c.opts.TLS,
-		Pods: map[string]plan.PodRef{}}
-	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(c.opts.StatefulSet)
+	w := plan.QuorumWorld{Release: c.opts.Release, Namespace: c.opts.Namespace, Now: time.Now(), Pods: map[string]plan.PodRef{}}
+	q, err := c.quorumDocument()
+	if err != nil {
+		return w, nil, err
+	}
+	w.Port, w.TLS = q.Port, q.TLS
+	n := len(q.Hosts)
+	sts, err := c.stss.StatefulSets(c.opts.Namespace).Get(q.StatefulSet)
 	if err == nil {
 		w.StatefulSet = &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
 			UpdateRevision: sts.Status.UpdateRevision}
+		if r := sts.Spec.Replicas; r != nil {
+			if int(*r) > n {
+				w.Warnings = append(w.Warnings, fmt.Sprintf("StatefulSet %s has %d replicas, %s lists %d Sentinels: an upgrade is being applied",
+					sts.Name, *r, contract.Quorum(c.opts.Release), n))
+			}
+			n = min(n, int(*r))
+		}
 	}
 	descs, err := c.selectInstances(&w)
 	if err != nil {
@@ -235,29 +225,23 @@ func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld
 			names = append(names, qi.Instance.MonitorName)
 		}
 	}
-	addrs := c.sentinelAddrs()
-	w.Sentinels, w.CKQuorum = make([]registration.SentinelState, len(addrs)), make([]map[string]valkey.Quorum, len(addrs))
+	addrs := q.Addrs(n)
+	w.Hosts = q.Hosts[:n]
+	w.Sentinels, w.CKQuorum = make([]registration.SentinelState, n), make([]map[string]valkey.Quorum, n)
 	var wg sync.WaitGroup
 	for i, addr := range addrs {
-		pod := fmt.Sprintf("%s-%d", c.opts.StatefulSet, i)
+		pod := contract.SentinelPod(q.StatefulSet, i)
 		st := &w.Sentinels[i]
 		*st = registration.SentinelState{Pod: pod, Addr: addr, Monitors: map[string]valkey.Monitor{}}
-		if len(c.opts.SentinelHosts) > 0 {
-			w.Hosts = append(w.Hosts, c.opts.SentinelHosts[i])
-		} else {
-			w.Hosts = append(w.Hosts, c.sentinelHost(i))
-		}
 		if p, err := c.pods.Pods(c.opts.Namespace).Get(pod); err == nil {
 			st.Ready = kube.PodReady(p)
 			w.Pods[pod] = plan.PodRef{UID: string(p.UID), Version: p.ResourceVersion, Stale: stale(p, sts)}
-		} else {
-			st.Ready = len(c.opts.SentinelHosts) > 0 // tests on loopback may run Sentinels without pods
 		}
 		c.mu.Lock()
 		st.AppliedAuth = c.applied[pod]
 		c.mu.Unlock()
 		wg.Go(func() {
-			cl, err := c.pool.get(ctx, addr, c.sentinelOpts())
+			cl, err := c.pool.get(ctx, addr, c.sentinelOpts(w.TLS))
 			if err != nil {
 				return
 			}
@@ -285,7 +269,7 @@ func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld
 		}
 	}
 	published, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{
-		spec.LabelComponent: spec.ComponentSInfo, spec.LabelSentinel: c.opts.Release}))
+		contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelSentinel: c.opts.Release}))
 	if err != nil {
 		return w, nil, fmt.Errorf("list sentinel info: %w", err)
 	}
@@ -297,11 +281,32 @@ func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld
 	return w, descs, nil
 }
 
+// quorumDocument reads and checks the quorum document S-quorum from the cache (spec.Quorum).
+func (c *SentinelController) quorumDocument() (spec.Quorum, error) {
+	name := contract.Quorum(c.opts.Release)
+	cm, err := c.cms.ConfigMaps(c.opts.Namespace).Get(name)
+	if err != nil {
+		return spec.Quorum{}, fmt.Errorf("quorum document %s: %w", name, err)
+	}
+	q, err := spec.ParseQuorum([]byte(cm.Data[contract.KeyQuorum]))
+	if err == nil {
+		domain := c.opts.ClusterDomain
+		if c.opts.LoopbackSentinels {
+			domain = ""
+		}
+		err = q.CheckCanonical(cm.Name, cm.Namespace, domain)
+	}
+	if err != nil {
+		return q, fmt.Errorf("quorum document %s: %w", name, err)
+	}
+	return q, nil
+}
+
 // selectInstances fills w.Instances with the descriptors this quorum selects, each with why it is refused
 // (claimed by another quorum, TLS mismatch, invalid descriptor or one of a newer major version), if it is. A
 // descriptor in failover mode None is left out: its monitor may go.
 func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*corev1.ConfigMap, error) {
-	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
+	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 	if err != nil {
 		w.DescriptorsErr = err.Error()
 		return nil, fmt.Errorf("list descriptors: %w", err)
@@ -313,7 +318,7 @@ func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*c
 			continue
 		}
 		descs[cm.Name] = cm
-		in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
+		in, err := spec.ParseInstance([]byte(cm.Data[contract.KeyInstance]))
 		if err == nil {
 			// the descriptor decides where the _sentinel password goes: only the chart's names and FQDNs
 			err = in.CheckCanonical(cm.Name, cm.Namespace, c.opts.ClusterDomain)
@@ -326,11 +331,11 @@ func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*c
 			continue
 		}
 		qi := plan.QuorumInstance{Descriptor: cm.Name, Instance: in}
-		if in.TLS.Enabled != c.opts.TLS {
-			qi.Refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, c.opts.TLS)
+		if in.TLS.Enabled != w.TLS {
+			qi.Refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, w.TLS)
 		}
 		if info, err := c.cms.ConfigMaps(c.opts.Namespace).Get(qi.SentinelInfoName()); err == nil {
-			if si, err := spec.ParseSentinelInfo([]byte(info.Data[spec.SentinelsKey])); err == nil && si.SentinelRelease != c.opts.Release {
+			if si, err := spec.ParseSentinelInfo([]byte(info.Data[contract.KeySentinels])); err == nil && si.SentinelRelease != c.opts.Release {
 				qi.Refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.SentinelRelease)
 			}
 		}
@@ -445,7 +450,7 @@ func (c *SentinelController) applyQuorum(ctx context.Context, w plan.QuorumWorld
 
 // applyAction runs one MONITOR (+SET), SET or REMOVE on one Sentinel and records the credentials applied.
 func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld, a registration.Action, descs map[string]*corev1.ConfigMap) error {
-	cl, err := c.pool.get(ctx, a.Addr, c.sentinelOpts())
+	cl, err := c.pool.get(ctx, a.Addr, c.sentinelOpts(w.TLS))
 	if err != nil {
 		return err
 	}
@@ -503,15 +508,15 @@ func (c *SentinelController) eventFor(ctx context.Context, w plan.QuorumWorld, d
 				return
 			}
 		}
-		cms, _ := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{spec.LabelComponent: spec.ComponentInst}))
+		cms, _ := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 		for _, cm := range cms {
-			if in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey])); err == nil && in.MonitorName == monitor {
+			if in, err := spec.ParseInstance([]byte(cm.Data[contract.KeyInstance])); err == nil && in.MonitorName == monitor {
 				c.recorder.Event(cm, eventType, reason, msg)
 				return
 			}
 		}
 	}
-	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
+	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, contract.Status(c.opts.Release), metav1.GetOptions{}); err == nil {
 		c.recorder.Event(cm, eventType, reason, msg)
 	}
 }
@@ -520,11 +525,11 @@ func (c *SentinelController) eventFor(ctx context.Context, w plan.QuorumWorld, d
 func (c *SentinelController) publish(ctx context.Context, desc *corev1.ConfigMap, instance string, si spec.SentinelInfo) error {
 	b, _ := json.MarshalIndent(si, "", "  ")
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: instance + "-sentinels", Namespace: desc.Namespace,
-			Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentSInfo,
-				spec.LabelInstance: instance, spec.LabelSentinel: c.opts.Release, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"},
+		ObjectMeta: metav1.ObjectMeta{Name: contract.SentinelInfo(instance), Namespace: desc.Namespace,
+			Labels: map[string]string{contract.LabelPartOf: contract.PartOf, contract.LabelComponent: contract.ComponentSentinelInfo,
+				contract.LabelInstance: instance, contract.LabelSentinel: c.opts.Release, contract.LabelManagedBy: contract.ManagedBy},
 			OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(desc)}},
-		Data: map[string]string{spec.SentinelsKey: string(b)},
+		Data: map[string]string{contract.KeySentinels: string(b)},
 	}
 	_, err := kube.ApplyConfigMap(ctx, c.cs, cm)
 	return err
@@ -538,7 +543,11 @@ func (c *SentinelController) deleteSentinel(ctx context.Context, w plan.QuorumWo
 	if err := kube.DeletePod(ctx, c.cs, c.opts.Namespace, s.Pod, types.UID(seen.UID), seen.Version); err != nil {
 		return fmt.Errorf("sentinel roll: %w", err)
 	}
-	c.pool.drop(c.addrOf(s.Pod))
+	for _, st := range w.Sentinels {
+		if st.Pod == s.Pod {
+			c.pool.drop(st.Addr)
+		}
+	}
 	c.eventFor(ctx, w, descs, "", corev1.EventTypeNormal, "RollingSentinel", fmt.Sprintf("replaced %s with quorum healthy on every monitor", s.Pod))
 	return nil
 }
@@ -547,13 +556,14 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 	st.ObservedAt = st.ObservedAt.Truncate(30 * time.Second) // rewrite at most every 30 s when nothing changes
 	b, _ := json.MarshalIndent(st, "", "  ")
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: c.opts.Release + "-status", Namespace: c.opts.Namespace,
-			Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentStatus,
-				spec.LabelSentinel: c.opts.Release, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"}},
-		Data: map[string]string{spec.StatusKey: string(b)},
+		ObjectMeta: metav1.ObjectMeta{Name: contract.Status(c.opts.Release), Namespace: c.opts.Namespace,
+			Labels: map[string]string{contract.LabelPartOf: contract.PartOf, contract.LabelComponent: contract.ComponentStatus,
+				contract.LabelSentinel: c.opts.Release, contract.LabelManagedBy: contract.ManagedBy}},
+		Data: map[string]string{contract.KeyStatus: string(b)},
 	}
 	// owned by the Sentinel StatefulSet, so helm uninstall leaves nothing behind
-	sts, err := c.cs.AppsV1().StatefulSets(c.opts.Namespace).Get(ctx, c.opts.StatefulSet, metav1.GetOptions{})
+	stsName := contract.SentinelStatefulSet(c.opts.Release)
+	sts, err := c.cs.AppsV1().StatefulSets(c.opts.Namespace).Get(ctx, stsName, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID}}
@@ -565,22 +575,13 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 			return nil
 		}
 	default:
-		return fmt.Errorf("get StatefulSet %s: %w", c.opts.StatefulSet, err)
+		return fmt.Errorf("get StatefulSet %s: %w", stsName, err)
 	}
 	_, err = kube.ApplyConfigMap(ctx, c.cs, cm)
 	if apierrors.IsForbidden(err) {
 		return nil
 	}
 	return err
-}
-
-func (c *SentinelController) addrOf(pod string) string {
-	for i, a := range c.sentinelAddrs() {
-		if fmt.Sprintf("%s-%d", c.opts.StatefulSet, i) == pod {
-			return a
-		}
-	}
-	return ""
 }
 
 // stale reports whether a pod's revision differs from its StatefulSet's update revision (OnDelete rolls).
@@ -592,8 +593,8 @@ func stale(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
 }
 
 // sentinelOpts are the options towards this quorum's Sentinels (as acl.SentinelAdmin with AuthPassword).
-func (c *SentinelController) sentinelOpts() valkey.Options {
-	o := valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(c.opts.TLS, c.opts.TLSCAFile)
+func (c *SentinelController) sentinelOpts(tls bool) valkey.Options {
+	o := valkey.Options{DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.WithTLS(tls, c.opts.TLSCAFile)
 	if c.opts.AuthPassword != "" {
 		o.Username, o.Password = acl.SentinelAdmin, c.opts.AuthPassword
 	}

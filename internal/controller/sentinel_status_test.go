@@ -22,7 +22,7 @@ import (
 func TestSentinelStatusNeverCreatedWithoutItsOwner(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewSimpleClientset()
-	c := NewSentinelController(cs, SentinelOptions{Namespace: "ns", Release: "q", StatefulSet: "q"}, metrics.New(), &record.FakeRecorder{}, quietLog())
+	c := NewSentinelController(cs, SentinelOptions{Namespace: "ns", Release: "q"}, metrics.New(), &record.FakeRecorder{}, quietLog())
 	require.NoError(t, c.putStatus(ctx, status.Quorum{}))
 	_, err := cs.CoreV1().ConfigMaps("ns").Get(ctx, "q-status", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no StatefulSet: no status ConfigMap (%v)", err)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
@@ -43,7 +45,7 @@ func (q *quorumCredentials) credential(ctx context.Context, cs kubernetes.Interf
 	defer q.mu.Unlock()
 	e, ok := q.entries[key]
 	if !ok || time.Since(e.readAt) > time.Minute || (e.err != "" && time.Since(e.readAt) > 10*time.Second) {
-		pw, err := kube.ReadSecretKey(ctx, cs, in.Namespace, name, "password")
+		pw, err := kube.ReadSecretKey(ctx, cs, in.Namespace, name, contract.KeyPassword)
 		next := quorumCredential{password: pw, readAt: time.Now()}
 		if err != nil {
 			next.err = err.Error()

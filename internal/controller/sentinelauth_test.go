@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -31,14 +34,15 @@ func TestSentinelAuthControllers(t *testing.T) {
 	ctx := context.Background()
 	e.in.SentinelRelease = "q"
 	b, _ := json.Marshal(e.in)
-	e.desc.Data[spec.InstanceKey] = string(b)
+	e.desc.Data[contract.KeyInstance] = string(b)
 	_, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, e.desc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
-	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
-		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs(),
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 300 * time.Millisecond,
 		AuthPassword: e.top.SentinelPasswords[acl.SentinelAdmin]}, metrics.New(), e.rec, quietLog())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -77,11 +81,11 @@ func TestSentinelAuthControllers(t *testing.T) {
 	<-done // the sentinel controller would rewrite it
 	cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-sentinels", metav1.GetOptions{})
 	require.NoError(t, err)
-	si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
+	si, err := spec.ParseSentinelInfo([]byte(cm.Data[contract.KeySentinels]))
 	require.NoError(t, err)
 	si.SentinelRelease = "other"
 	nb, _ := json.Marshal(si)
-	cm.Data[spec.SentinelsKey] = string(nb)
+	cm.Data[contract.KeySentinels] = string(nb)
 	_, err = e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "another quorum's sentinels.json: no credential", healthy(string(status.False)))

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -33,7 +36,7 @@ func (e *env) addSingleNodeInstance(name string, downAfterMs, failoverTimeoutMs 
 	p := valkeytest.StartServer(t, e.top.Cfg.Engine, valkeytest.ServerConfig{Lines: []string{"aclfile " + aclPath}})
 	in := e.in
 	in.Name, in.Release, in.MonitorName = name, name, name
-	in.PodSelector = map[string]string{spec.LabelInstance: name}
+	in.PodSelector = map[string]string{contract.LabelInstance: name}
 	in.SentinelConfig = map[string]string{"down-after-milliseconds": strconv.Itoa(downAfterMs), "failover-timeout": strconv.Itoa(failoverTimeoutMs)}
 	in.SentinelAuth.SecretName = name + "-sentinel-auth"
 	in.ACLSecret = name + "-acl" // the chart's canonical name (spec.Instance.CheckCanonical)
@@ -42,14 +45,14 @@ func (e *env) addSingleNodeInstance(name string, downAfterMs, failoverTimeoutMs 
 	b, _ := json.Marshal(in)
 	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-instance", Namespace: ns,
-			Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentInst, "tier": "cache"})},
-		Data: map[string]string{spec.InstanceKey: string(b)}}, metav1.CreateOptions{})
+			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentInstance, "tier": "cache"})},
+		Data: map[string]string{contract.KeyInstance: string(b)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = e.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-sentinel-auth", Namespace: ns},
 		Data: map[string][]byte{"password": []byte(e.top.Passwords[acl.Sentinel])}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-0-0", Namespace: ns, Labels: partOf(map[string]string{spec.LabelInstance: name})},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-0-0", Namespace: ns, Labels: partOf(map[string]string{contract.LabelInstance: name})},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -74,8 +77,9 @@ func TestSentinelRollPassesAPermanentlyDownInstance(t *testing.T) {
 
 	sentinelPods := []string{"q-0", "q-1", "q-2"}
 	sel, _ := labels.Parse("tier=cache")
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q", StatefulSet: "q", Replicas: 3,
-		Selector: sel, Resync: 300 * time.Millisecond, SentinelHosts: e.sentinelAddrs()}, metrics.New(), e.rec, quietLog())
+	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
+	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 300 * time.Millisecond}, metrics.New(), e.rec, quietLog())
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = c.Run(cctx, nil); close(done) }()
@@ -107,7 +111,7 @@ func TestSentinelRollPassesAPermanentlyDownInstance(t *testing.T) {
 		return nil
 	})
 
-	markStale(t, e, []string{"q"}, sentinelPods, map[string]string{spec.LabelSentinel: "q"})
+	markStale(t, e, []string{"q"}, sentinelPods, map[string]string{contract.LabelSentinel: "q"})
 	procs := map[string]*valkeytest.Proc{}
 	for i, p := range sentinelPods {
 		procs[p] = e.top.Sentinels[i]
@@ -124,7 +128,7 @@ func TestSentinelRollPassesAPermanentlyDownInstance(t *testing.T) {
 			var st struct {
 				Roll string `json:"roll"`
 			}
-			_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &st)
+			_ = json.Unmarshal([]byte(cm.Data[contract.KeyStatus]), &st)
 			if st.Roll != "" {
 				lastRoll = st.Roll
 			}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +19,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -90,7 +91,7 @@ func TestStaleCacheRollNeverDeletesAReplacedPod(t *testing.T) {
 	kubefault.Strict(cs)
 	e := newEnvOn(t, valkeytest.TopologyConfig{}, cs)
 	e.publishSentinels()
-	markStale(t, e, []string{"vk-1"}, []string{"vk-1-0"}, map[string]string{spec.LabelInstance: "vk"})
+	markStale(t, e, []string{"vk-1"}, []string{"vk-1-0"}, map[string]string{contract.LabelInstance: "vk"})
 	r := replaceBefore(t, cs, "delete", "vk-1-0", func(p *corev1.Pod) { p.Labels[revisionLabel] = "r2" })
 	e.startInstanceController(InstanceOptions{Resync: 200 * time.Millisecond})
 	r.wait(t, 20*time.Second)

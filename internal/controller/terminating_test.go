@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -67,7 +68,7 @@ func TestPrimaryPodTerminatingIsHandingOff(t *testing.T) {
 		if err := e.labelsMatchExcept(newPort, "vk-0-0"); err != nil {
 			return err
 		}
-		if l := e.roleLabels()["vk-0-0"]; l != spec.RoleReplica {
+		if l := e.roleLabels()["vk-0-0"]; l != contract.RoleReplica {
 			return fmt.Errorf("the old primary (still terminating, now a replica) labelled %q", l)
 		}
 		return nil

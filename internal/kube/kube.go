@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,8 +24,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
 // Config returns the in-cluster config, or the one named by kubeconfig / $KUBECONFIG.
@@ -61,7 +61,7 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 // app.kubernetes.io/part-of=valkey-ha (plus extra, a label selector ANDed to it), so the cache holds only this
 // project's objects.
 func NewInformerFactory(cs kubernetes.Interface, namespace, extra string, resync time.Duration) informers.SharedInformerFactory {
-	sel := spec.LabelPartOf + "=" + spec.PartOfValue
+	sel := contract.LabelPartOf + "=" + contract.PartOf
 	if extra != "" {
 		sel += "," + extra
 	}
@@ -78,14 +78,14 @@ func PatchPodRole(ctx context.Context, cs kubernetes.Interface, namespace, pod, 
 	if role != "" {
 		val = role
 	}
-	md := map[string]any{"labels": map[string]any{spec.LabelRole: val}}
+	md := map[string]any{"labels": map[string]any{contract.LabelRole: val}}
 	if resourceVersion != "" {
 		md["resourceVersion"] = resourceVersion
 	}
 	body, _ := json.Marshal(map[string]any{"metadata": md})
 	_, err := cs.CoreV1().Pods(namespace).Patch(ctx, pod, types.MergePatchType, body, metav1.PatchOptions{})
 	if err != nil {
-		return fmt.Errorf("patch pod %s/%s label %s=%q: %w", namespace, pod, spec.LabelRole, role, err)
+		return fmt.Errorf("patch pod %s/%s label %s=%q: %w", namespace, pod, contract.LabelRole, role, err)
 	}
 	return nil
 }

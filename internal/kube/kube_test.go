@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -12,15 +14,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
 func TestPatchPodRoleSetsAndRemoves(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"keep": "1"}}})
 	ctx := context.Background()
-	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", "", spec.RolePrimary))
+	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", "", contract.RolePrimary))
 	p, _ := cs.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
-	assert.Equal(t, map[string]string{"keep": "1", spec.LabelRole: "primary"}, p.Labels)
+	assert.Equal(t, map[string]string{"keep": "1", contract.LabelRole: "primary"}, p.Labels)
 	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", "", ""))
 	p, _ = cs.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
 	assert.Equal(t, map[string]string{"keep": "1"}, p.Labels, "an empty role removes the label")
@@ -76,16 +77,16 @@ func TestPodWritesCarryTheObservedVersion(t *testing.T) {
 	now, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	err = PatchPodRole(ctx, cs, "ns", "p", seen.ResourceVersion, spec.RolePrimary)
+	err = PatchPodRole(ctx, cs, "ns", "p", seen.ResourceVersion, contract.RolePrimary)
 	assert.True(t, apierrors.IsConflict(err), "patch of a replaced pod: %v", err)
 	err = DeletePod(ctx, cs, "ns", "p", seen.UID, seen.ResourceVersion)
 	assert.True(t, apierrors.IsConflict(err), "delete of a replaced pod: %v", err)
 
-	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", now.ResourceVersion, spec.RolePrimary))
+	require.NoError(t, PatchPodRole(ctx, cs, "ns", "p", now.ResourceVersion, contract.RolePrimary))
 	err = DeletePod(ctx, cs, "ns", "p", now.UID, now.ResourceVersion)
 	assert.True(t, apierrors.IsConflict(err), "the label patch made a new version: %v", err)
 	cur, err := pods.Get(ctx, "p", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, spec.RolePrimary, cur.Labels[spec.LabelRole])
+	assert.Equal(t, contract.RolePrimary, cur.Labels[contract.LabelRole])
 	require.NoError(t, DeletePod(ctx, cs, "ns", "p", cur.UID, cur.ResourceVersion))
 }

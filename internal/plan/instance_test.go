@@ -4,10 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 
 	"github.com/valkey-ha/valkey-ha/internal/roll"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -133,7 +134,7 @@ func TestInstance(t *testing.T) {
 // step.
 func TestInstanceLabels(t *testing.T) {
 	w, m := steadyWorld(), settledMemory()
-	w.Nodes[0].RoleLabel, w.Nodes[1].RoleLabel, w.Nodes[2].RoleLabel = "", spec.RolePrimary, spec.RoleReplica
+	w.Nodes[0].RoleLabel, w.Nodes[1].RoleLabel, w.Nodes[2].RoleLabel = "", contract.RolePrimary, contract.RoleReplica
 	w.Nodes[2].StatefulSet.UpdateRevision = "r2"
 	d := Instance(w, m)
 	var got []string

@@ -35,6 +35,8 @@ type QuorumWorld struct {
 	Instances []QuorumInstance
 	// Published names the <F>-sentinels ConfigMaps this quorum has published.
 	Published []string
+	// Warnings are what the gather found odd but could work with (reported in the status).
+	Warnings []string
 	// Wanted are the monitors of the selected instances that resolved this pass; Keep maps the monitors of
 	// selected instances that did not resolve to the reason; Unowned, when not empty, says why the monitor
 	// of some selected descriptor is unknown (it could not be read). The gather derives them from Instances.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
@@ -36,7 +38,8 @@ func (i QuorumInstance) Resolved() bool { return i.Refused == "" && i.Unresolved
 // SentinelInfoName is the name of the Sentinel info ConfigMap of the instance (<F>-sentinels,
 // docs/contract.md), derived from the descriptor's name so it does not need the descriptor to parse.
 func (i QuorumInstance) SentinelInfoName() string {
-	return strings.TrimSuffix(i.Descriptor, spec.InstanceSuffix) + "-sentinels"
+	f, _ := contract.InstanceOf(i.Descriptor)
+	return contract.SentinelInfo(f)
 }
 
 // Refusal is a step the policy refused, with the reason.
@@ -79,7 +82,7 @@ type QuorumDecision struct {
 // changes no registration, at most one Sentinel pod to replace (roll.PlanSentinel, vetted by CheckQuorum).
 // heldSince is when the roll started waiting (memory).
 func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
-	d := QuorumDecision{RollHeldSince: heldSince}
+	d := QuorumDecision{RollHeldSince: heldSince, Warnings: append([]string(nil), w.Warnings...)}
 	var wanted []registration.Wanted
 	for _, qi := range w.Instances {
 		if len(qi.Instance.Unknown) > 0 {
@@ -269,7 +272,8 @@ func QuorumGauges(w QuorumWorld, d QuorumDecision, monitors []status.MonitorStat
 	}
 	for i, qi := range w.Instances {
 		if !qi.Resolved() {
-			mo.Refused = append(mo.Refused, w.Namespace+"/"+strings.TrimSuffix(qi.Descriptor, spec.InstanceSuffix))
+			f, _ := contract.InstanceOf(qi.Descriptor)
+			mo.Refused = append(mo.Refused, w.Namespace+"/"+f)
 			continue
 		}
 		mo.Monitors = append(mo.Monitors, metrics.MonitorObservation{Name: monitors[i].Name, Registered: monitors[i].Registered, QuorumOK: monitors[i].QuorumOK})

@@ -3,10 +3,11 @@ package spec
 import (
 	"fmt"
 	"maps"
-	"strings"
+
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// InstanceSuffix ends the name of every descriptor ConfigMap: <F>-instance.
+// InstanceSuffix ends the name of every descriptor ConfigMap: <F>-instance (contract.Descriptor).
 const InstanceSuffix = "-instance"
 
 // CheckCanonical refuses a descriptor that names anything but what charts/valkey renders for the instance
@@ -27,8 +28,8 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 		return fmt.Errorf("instance.json: %s: %s (a descriptor may only name its own instance's objects; who can write ConfigMaps in %s must not redirect credentials)",
 			field, fmt.Sprintf(format, args...), cmNamespace)
 	}
-	f := strings.TrimSuffix(cmName, InstanceSuffix)
-	if f == cmName || f == "" {
+	f, ok := contract.InstanceOf(cmName)
+	if !ok {
 		return bad("name", "ConfigMap %q does not end in %s", cmName, InstanceSuffix)
 	}
 	if in.Name != f {
@@ -39,16 +40,16 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 	}
 	for i, n := range in.Nodes {
 		field := fmt.Sprintf("nodes[%d]", i)
-		if want := fmt.Sprintf("%s-%d-0", f, i); n.Pod != want {
+		if want := contract.NodePod(f, i); n.Pod != want {
 			return bad(field+".pod", "is %q, must be %q", n.Pod, want)
 		}
-		if want := fmt.Sprintf("%s-%d", f, i); n.StatefulSet != want {
+		if want := contract.NodeStatefulSet(f, i); n.StatefulSet != want {
 			return bad(field+".statefulSet", "is %q, must be %q", n.StatefulSet, want)
 		}
 		if clusterDomain == "" {
 			continue
 		}
-		if want := fmt.Sprintf("%s-%d-0.%s-%d.%s.svc.%s", f, i, f, i, cmNamespace, clusterDomain); NormalizeHost(n.Host) != want {
+		if want := contract.NodeHost(f, i, cmNamespace, clusterDomain); NormalizeHost(n.Host) != want {
 			return bad(field+".host", "is %q, must be %q", n.Host, want)
 		}
 		if n.Port != 0 && n.Port != in.Port {
@@ -58,25 +59,23 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 	if want := map[string]string{LabelInstance: f}; !maps.Equal(in.PodSelector, want) {
 		return bad("podSelector", "is %v, must be %v", in.PodSelector, want)
 	}
-	if want := (SecretRef{User: "_sentinel", SecretName: f + "-sentinel-auth", SecretKey: "password"}); in.SentinelAuth != want {
+	if want := (SecretRef{User: "_sentinel", SecretName: contract.SentinelAuthSecret(f), SecretKey: contract.KeyPassword}); in.SentinelAuth != want {
 		return bad("sentinelAuth", "is %+v, must be %+v", in.SentinelAuth, want)
 	}
-	if want := f + "-acl"; in.ACLSecret != want {
+	if want := contract.ACLSecret(f); in.ACLSecret != want {
 		return bad("aclSecret", "is %q, must be %q", in.ACLSecret, want)
 	}
 	return nil
 }
 
-// SentinelPort is the port every Sentinel of charts/valkey-sentinel listens on (docs/contract.md).
-const SentinelPort = 26379
+// SentinelPort is the port every Sentinel of charts/valkey-sentinel listens on (contract.SentinelPort).
+const SentinelPort = contract.SentinelPort
 
 // SentinelSecretName returns the Secret of quorum release's Sentinel user user (acl.SentinelAdmin, Instance or
 // Client, "_admin" -> "<release>-auth-admin"). charts/valkey-sentinel's controller generates these Secrets at
 // run time (keys username and password) unless they exist; charts/valkey mounts and grants
 // <release>-auth-instance by this name (docs/contract.md).
-func SentinelSecretName(release, user string) string {
-	return release + "-auth-" + strings.TrimPrefix(user, "_")
-}
+func SentinelSecretName(release, user string) string { return contract.QuorumSecret(release, user) }
 
 // CheckCanonical refuses a sentinels.json to which in's components must not send the quorum's _instance
 // password: one published by another quorum than the descriptor's sentinelRelease (or any, when the
@@ -103,7 +102,7 @@ func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
 	}
 	s := si.SentinelRelease
 	for i, h := range si.Hosts {
-		if want := fmt.Sprintf("%s-%d.%s-headless.%s.svc.%s", s, i, s, in.Namespace, clusterDomain); NormalizeHost(h) != want {
+		if want := contract.SentinelHost(s, i, in.Namespace, clusterDomain); NormalizeHost(h) != want {
 			return bad(fmt.Sprintf("hosts[%d]", i), "is %q, must be %q", h, want)
 		}
 	}

@@ -13,35 +13,34 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// AnnotationReleaseRevision is set by charts/valkey on every data StatefulSet (metadata, not the pod
-// template) to the Helm release revision that applied it; differing values mean an upgrade is half applied
-// and the controller rolls nothing until they agree.
-const AnnotationReleaseRevision = "valkey.io/release-revision"
-
-// Well-known names, labels and keys (docs/contract.md).
+// The names, labels and keys below are internal/contract's, kept here under their old names for the
+// packages that still spell them spec.X (internal/contract is the one place they are defined).
 const (
-	LabelPartOf      = "app.kubernetes.io/part-of"
-	PartOfValue      = "valkey-ha"
-	LabelComponent   = "app.kubernetes.io/component"
-	LabelInstance    = "valkey.io/instance"
-	LabelNodeIndex   = "valkey.io/node-index"
-	LabelRole        = "valkey.io/role"
-	LabelSentinel    = "valkey.io/sentinel"
-	RolePrimary      = "primary"
-	RoleReplica      = "replica"
-	ComponentInst    = "instance"
-	ComponentData    = "data"
-	ComponentSInfo   = "sentinel-info"
-	ComponentStatus  = "status"
-	ComponentSentinl = "sentinel"
-	InstanceKey      = "instance.json"
-	SentinelsKey     = "sentinels.json"
-	StatusKey        = "status.json"
+	AnnotationReleaseRevision = contract.AnnotationReleaseRevision
+	LabelPartOf               = contract.LabelPartOf
+	PartOfValue               = contract.PartOf
+	LabelComponent            = contract.LabelComponent
+	LabelInstance             = contract.LabelInstance
+	LabelNodeIndex            = contract.LabelNodeIndex
+	LabelRole                 = contract.LabelRole
+	LabelSentinel             = contract.LabelSentinel
+	RolePrimary               = contract.RolePrimary
+	RoleReplica               = contract.RoleReplica
+	ComponentInst             = contract.ComponentInstance
+	ComponentData             = contract.ComponentData
+	ComponentSInfo            = contract.ComponentSentinelInfo
+	ComponentStatus           = contract.ComponentStatus
+	ComponentSentinl          = contract.ComponentSentinel
+	InstanceKey               = contract.KeyInstance
+	SentinelsKey              = contract.KeySentinels
+	StatusKey                 = contract.KeyStatus
 
-	FailoverSentinel = "Sentinel"
-	FailoverNone     = "None"
+	FailoverSentinel = contract.FailoverSentinel
+	FailoverNone     = contract.FailoverNone
 )
 
 // Node is one data node of an instance.

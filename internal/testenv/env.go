@@ -13,19 +13,21 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
-// RevisionLabel is the pod label that carries a pod's StatefulSet revision (controller-revision-hash).
-const RevisionLabel = "controller-revision-hash"
+// RevisionLabel is the pod label that carries a pod's StatefulSet revision (contract.LabelRevision).
+const RevisionLabel = contract.LabelRevision
 
 // SentinelRelease is the release name Env gives the Sentinel quorum in <F>-sentinels.
 const SentinelRelease = "q"
@@ -61,7 +63,7 @@ type Env struct {
 
 // PartOf returns the part-of label plus extra.
 func PartOf(extra map[string]string) map[string]string {
-	l := map[string]string{spec.LabelPartOf: spec.PartOfValue}
+	l := map[string]string{contract.LabelPartOf: contract.PartOf}
 	for k, v := range extra {
 		l[k] = v
 	}
@@ -78,13 +80,13 @@ func ReadyPod(ns, name string, labels map[string]string) *corev1.Pod {
 // monitor) with the given Sentinel timings in milliseconds, as charts/valkey renders its descriptor.
 func InstanceSpec(ns, name, monitor string, engine valkeytest.Engine, ports []int, downAfterMs, failoverTimeoutMs int) spec.Instance {
 	in := spec.Instance{Name: name, Namespace: ns, Release: name, Engine: engine.Name, MonitorName: monitor,
-		FailoverMode: spec.FailoverSentinel, Port: 6379, PodSelector: map[string]string{spec.LabelInstance: name},
+		FailoverMode: contract.FailoverSentinel, Port: contract.DataPort, PodSelector: map[string]string{contract.LabelInstance: name},
 		SentinelConfig: map[string]string{"down-after-milliseconds": strconv.Itoa(downAfterMs),
 			"failover-timeout": strconv.Itoa(failoverTimeoutMs)},
-		SentinelAuth: spec.SecretRef{User: acl.Sentinel, SecretName: name + "-sentinel-auth", SecretKey: "password"},
-		SystemSecret: name + "-system", ACLSecret: name + "-acl"}
+		SentinelAuth: spec.SecretRef{User: acl.Sentinel, SecretName: contract.SentinelAuthSecret(name), SecretKey: contract.KeyPassword},
+		SystemSecret: contract.SystemSecret(name), ACLSecret: contract.ACLSecret(name)}
 	for i, p := range ports {
-		in.Nodes = append(in.Nodes, spec.Node{Index: i, Pod: fmt.Sprintf("%s-%d-0", name, i), StatefulSet: fmt.Sprintf("%s-%d", name, i),
+		in.Nodes = append(in.Nodes, spec.Node{Index: i, Pod: contract.NodePod(name, i), StatefulSet: contract.NodeStatefulSet(name, i),
 			Host: valkeytest.Host, Port: p})
 	}
 	return in
@@ -98,15 +100,15 @@ func AddInstance(cs *fake.Clientset, in spec.Instance, uid types.UID, passwords 
 		return nil, err
 	}
 	for _, n := range in.Nodes {
-		if _, err := cs.CoreV1().Pods(in.Namespace).Create(ctx, ReadyPod(in.Namespace, n.Pod, PartOf(map[string]string{spec.LabelInstance: in.Name})), metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(in.Namespace).Create(ctx, ReadyPod(in.Namespace, n.Pod, PartOf(map[string]string{contract.LabelInstance: in.Name})), metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
 	}
 	b, _ := json.Marshal(in)
 	desc, err := cs.CoreV1().ConfigMaps(in.Namespace).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: in.Name + "-instance", Namespace: in.Namespace, UID: uid,
-			Labels: PartOf(map[string]string{spec.LabelComponent: spec.ComponentInst, "tier": "cache"})},
-		Data: map[string]string{spec.InstanceKey: string(b)}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: contract.Descriptor(in.Name), Namespace: in.Namespace, UID: uid,
+			Labels: PartOf(map[string]string{contract.LabelComponent: contract.ComponentInstance, "tier": "cache"})},
+		Data: map[string]string{contract.KeyInstance: string(b)}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -167,12 +169,12 @@ func SentinelAddrs(top *valkeytest.Topology) []string {
 // PublishSentinels creates <name>-sentinels as the sentinel controller of release SentinelRelease would.
 func (e *Env) PublishSentinels() {
 	e.T.Helper()
-	si := spec.SentinelInfo{MonitorName: e.In.MonitorName, SentinelRelease: SentinelRelease, Port: 26379, Hosts: SentinelAddrs(e.Top)}
+	si := spec.SentinelInfo{MonitorName: e.In.MonitorName, SentinelRelease: SentinelRelease, Port: contract.SentinelPort, Hosts: SentinelAddrs(e.Top)}
 	b, _ := json.Marshal(si)
 	_, err := e.CS.CoreV1().ConfigMaps(e.NS).Create(context.Background(), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: e.In.Name + "-sentinels", Namespace: e.NS,
-			Labels: PartOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: e.In.Name, spec.LabelSentinel: SentinelRelease})},
-		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: contract.SentinelInfo(e.In.Name), Namespace: e.NS,
+			Labels: PartOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: e.In.Name, contract.LabelSentinel: SentinelRelease})},
+		Data: map[string]string{contract.KeySentinels: string(b)}}, metav1.CreateOptions{})
 	if err != nil {
 		e.T.Fatalf("publish sentinels: %v", err)
 	}
@@ -238,7 +240,7 @@ func (e *Env) Pod(name string) (*corev1.Pod, error) {
 func (e *Env) RoleLabels() map[string]string {
 	out := map[string]string{}
 	for _, p := range e.pods() {
-		out[p.Name] = p.Labels[spec.LabelRole]
+		out[p.Name] = p.Labels[contract.LabelRole]
 	}
 	return out
 }
@@ -253,9 +255,9 @@ func (e *Env) LabelsMatchExcept(primaryPort int, skip string) error {
 		if n.Pod == skip {
 			continue
 		}
-		want := spec.RoleReplica
+		want := contract.RoleReplica
 		if n.Port == primaryPort {
-			want = spec.RolePrimary
+			want = contract.RolePrimary
 		}
 		if got[n.Pod] != want {
 			return fmt.Errorf("%s labelled %q, want %q (all: %v)", n.Pod, got[n.Pod], want, got)
@@ -297,7 +299,7 @@ func (e *Env) MarkNodesStale() {
 	for _, n := range e.In.Nodes {
 		sts, pods = append(sts, n.StatefulSet), append(pods, n.Pod)
 	}
-	e.MarkStale(sts, pods, map[string]string{spec.LabelInstance: e.In.Name})
+	e.MarkStale(sts, pods, map[string]string{contract.LabelInstance: e.In.Name})
 }
 
 // AddStatefulSets creates every node's StatefulSet as charts/valkey does, at release revision "1" with
@@ -309,8 +311,8 @@ func (e *Env) AddStatefulSets(rev string) {
 	}
 	for _, n := range e.In.Nodes {
 		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: n.StatefulSet, Namespace: e.NS,
-			Labels:      PartOf(map[string]string{spec.LabelInstance: e.In.Name}),
-			Annotations: map[string]string{spec.AnnotationReleaseRevision: "1"}},
+			Labels:      PartOf(map[string]string{contract.LabelInstance: e.In.Name}),
+			Annotations: map[string]string{contract.AnnotationReleaseRevision: "1"}},
 			Status: appsv1.StatefulSetStatus{UpdateRevision: rev, CurrentRevision: rev}}
 		if _, err := e.CS.AppsV1().StatefulSets(e.NS).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 			e.T.Fatalf("statefulset %s: %v", n.StatefulSet, err)
@@ -332,7 +334,7 @@ func (e *Env) Upgrade(releaseRev, rev string) {
 		if s.Annotations == nil {
 			s.Annotations = map[string]string{}
 		}
-		s.Annotations[spec.AnnotationReleaseRevision] = releaseRev
+		s.Annotations[contract.AnnotationReleaseRevision] = releaseRev
 		s.Status.UpdateRevision = rev
 		if _, err := e.CS.AppsV1().StatefulSets(e.NS).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			e.T.Fatalf("statefulset %s: %v", n.StatefulSet, err)
@@ -382,7 +384,7 @@ func (e *Env) AllAtRevision(pods []string, rev string) error {
 
 // StatusDoc returns the instance status document <name>-status, or nil.
 func (e *Env) StatusDoc() map[string]any {
-	obj, err := e.CS.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), e.NS, e.In.Name+"-status")
+	obj, err := e.CS.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), e.NS, contract.Status(e.In.Name))
 	if err != nil {
 		return nil
 	}
@@ -391,7 +393,7 @@ func (e *Env) StatusDoc() map[string]any {
 		return nil
 	}
 	var doc map[string]any
-	_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &doc)
+	_ = json.Unmarshal([]byte(cm.Data[contract.KeyStatus]), &doc)
 	return doc
 }
 
@@ -416,4 +418,36 @@ func (e *Env) NodeProcs() map[string]*valkeytest.Proc {
 		out[n.Pod] = e.Top.Nodes[i]
 	}
 	return out
+}
+
+// PublishQuorum describes quorum release's Sentinels to a sentinel controller as charts/valkey-sentinel
+// does: the quorum document <release>-quorum (spec.Quorum) listing hosts (host:port on loopback), and one
+// Running+Ready pod <release>-<i> per host labelled as the chart labels Sentinel pods. It fails the test when
+// an object cannot be created.
+func PublishQuorum(t testing.TB, cs *fake.Clientset, ns, release string, hosts []string, tls bool) {
+	t.Helper()
+	ctx := context.Background()
+	q := spec.Quorum{Version: spec.QuorumVersion, Release: release, Namespace: ns, StatefulSet: contract.SentinelStatefulSet(release),
+		Service: contract.SentinelHeadless(release), Port: contract.SentinelPort, TLS: tls, Hosts: hosts}
+	b, _ := json.Marshal(q)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: contract.Quorum(release), Namespace: ns,
+			Labels: PartOf(map[string]string{contract.LabelComponent: contract.ComponentQuorum})},
+		Data: map[string]string{contract.KeyQuorum: string(b)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("quorum document: %v", err)
+	}
+	for i := range hosts {
+		pod := ReadyPod(ns, contract.SentinelPod(release, i), PartOf(map[string]string{contract.LabelSentinel: release,
+			contract.LabelComponent: contract.ComponentSentinel}))
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("sentinel pod: %v", err)
+		}
+	}
+}
+
+// PublishQuorum is PublishQuorum for e's Sentinels as quorum SentinelRelease.
+func (e *Env) PublishQuorum(tls bool) {
+	e.T.Helper()
+	PublishQuorum(e.T, e.CS, e.NS, SentinelRelease, SentinelAddrs(e.Top), tls)
 }

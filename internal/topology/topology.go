@@ -13,6 +13,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -180,19 +182,19 @@ func Build(o Observation) Plan {
 		want := ""
 		switch {
 		case n.Terminating && n.Reachable && n.Repl.Role == valkey.RoleReplica:
-			want = spec.RoleReplica
+			want = contract.RoleReplica
 		case n.Terminating:
 			// a terminating primary stops taking writes within its grace period: the label leaves it at once
 		case p.Primary != nil && p.PrimaryConfirmed && n.Node.Index == p.Primary.Index:
-			want = spec.RolePrimary
+			want = contract.RolePrimary
 		case n.Reachable && n.Repl.Role == valkey.RoleReplica:
-			want = spec.RoleReplica
+			want = contract.RoleReplica
 		}
 		if !n.PodExists || n.RoleLabel == want {
 			continue
 		}
 		a := Action{Kind: Label, Node: n.Node, Role: want, Reason: labelReason(n, want)}
-		if want == spec.RolePrimary {
+		if want == contract.RolePrimary {
 			additions = append(additions, a)
 		} else {
 			removals = append(removals, a)
@@ -207,9 +209,9 @@ func labelReason(n NodeState, want string) string {
 	switch {
 	case n.Terminating && want == "":
 		return "the pod is terminating (preStop handoff)"
-	case want == spec.RolePrimary:
+	case want == contract.RolePrimary:
 		return "the agreed primary reports role master"
-	case want == spec.RoleReplica:
+	case want == contract.RoleReplica:
 		return "reports role replica"
 	case !n.Reachable:
 		return "unreachable: " + n.Err

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+
 	"github.com/stretchr/testify/assert"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -185,7 +187,7 @@ func TestBuildPrimaryHandingOff(t *testing.T) {
 			}
 			assert.Contains(t, p.Held, tt.held)
 			for _, a := range p.Actions {
-				if a.Kind == Label && a.Role == spec.RolePrimary {
+				if a.Kind == Label && a.Role == contract.RolePrimary {
 					for _, n := range tt.obs.Nodes {
 						assert.False(t, n.Terminating && n.Node.Index == a.Node.Index, "a terminating pod is never labelled primary")
 					}

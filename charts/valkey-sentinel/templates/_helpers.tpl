@@ -104,6 +104,11 @@ Call with (dict "ctx" $ "image" <image values> "tag" t).
 {{- printf "%s-headless" (include "vs.fullname" .) -}}
 {{- end -}}
 
+{{/* FQDN of Sentinel pod .index: S-<i>.S-headless.<ns>.svc.<domain> (internal/contract.SentinelHost). */}}
+{{- define "vs.sentinelFQDN" -}}
+{{- printf "%s-%d.%s.%s.svc.%s" (include "vs.fullname" .ctx) (int .index) (include "vs.headless" .ctx) .ctx.Release.Namespace .ctx.Values.clusterDomain -}}
+{{- end -}}
+
 {{/*
 ServiceAccount of this quorum's controller: S-controller unless controller.serviceAccountName names one.
 Instances grant it `get` on their F-sentinel-auth Secret, so it must be this quorum's own (issue 19).
