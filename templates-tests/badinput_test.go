@@ -90,3 +90,12 @@ func TestHelmTestPodRunsWithThePodsPriorityClass(t *testing.T) {
 		assert.Empty(t, objs.get(t, "Pod", tc.pod).(*corev1.Pod).Spec.PriorityClassName, tc.chart)
 	}
 }
+
+// Without the sentinel controller nothing sends SENTINEL MONITOR: the release installs, and its NOTES say that
+// the Sentinels then fail over nothing.
+func TestSentinelNotesWarnWithoutController(t *testing.T) {
+	notes := mustRender(t, "valkey-sentinel", "controller: {enabled: false}", renderOpts{withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.Contains(t, notes, "WARNING: controller.enabled is false: nothing registers monitors")
+	notes = mustRender(t, "valkey-sentinel", "", renderOpts{withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.NotContains(t, notes, "controller.enabled is false")
+}

@@ -506,6 +506,9 @@ written here rather than a failure further down. Each message names the field, t
 {{- if and (eq .Values.engine "valkey") (contains "redis" $repo) (not (contains "valkey" $repo)) -}}
 {{- fail (printf "image.repository: %q is a Redis image, but engine is valkey, so the pod would run valkey-server, which it does not ship; set engine: redis, or use a valkey image" .Values.image.repository) -}}
 {{- end -}}
+{{- if lt (int .Values.probes.startupFailureThreshold) 12 -}}
+{{- fail (printf "probes.startupFailureThreshold: %d gives the bootstrap %d s to start the server, but it waits for the primary or for Sentinel's failover first (up to 10 min), so the kubelet would restart pods mid-boot (1 restarted 2 of 3 replicas of a fresh install); set at least 12 (1 min), default 120" (int .Values.probes.startupFailureThreshold) (mul 5 (int .Values.probes.startupFailureThreshold))) -}}
+{{- end -}}
 {{- range $field, $port := dict "port" .Values.port "metrics.port" .Values.metrics.port -}}
 {{- if and (lt (int $port) 1024) (or (eq $field "port") $.Values.metrics.enabled) -}}
 {{- fail (printf "%s: %d is below 1024, and the %s runs as a non-root user without capabilities, so it could not listen (bind: Permission denied) and would restart forever; use a port from 1024 up, such as %s" $field (int $port) (ternary "server" "exporter" (eq $field "port")) (ternary "6379" "9121" (eq $field "port"))) -}}
