@@ -830,7 +830,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- if eq $k "failover-timeout" -}}
 {{- if lt (int64 $ms) 1000 -}}
-{{- fail (printf "%s: %s ms is too short: Sentinel aborts a failover whose promotion it has not seen within it (it polls INFO once a second), so failovers take many tries or never finish (10 ms: never, 500 ms: 7.5 s instead of 2.3 s); set at least 1000 (default 15000)" $field $ms) -}}
+{{- fail (printf "%s: %s ms is too short: Sentinel aborts a failover whose promotion it has not seen within it (it polls INFO once a second), so failovers take many tries or never finish (10 ms: 28 of 28 tries aborted, 500 ms: 7.5 s instead of 2.3 s); set at least 1000 (default 15000)" $field $ms) -}}
 {{- end -}}
 {{- end -}}
 {{- if and (has $k (list "down-after-milliseconds" "failover-timeout")) (gt (int64 $ms) 86400000) -}}
@@ -847,6 +847,14 @@ be accepted by every valkey Sentinel version that chart runs.
 
 {{- define "valkey.validateUsers" -}}
 {{- $seen := dict -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $owned := list (printf "%s-system" $F) (printf "%s-sentinel-auth" $F) (printf "%s-acl" $F) (printf "%s-acl-spec" $F) -}}
+{{- with .Values.auth.existingSecret -}}
+{{- if or (has . $owned) (hasPrefix (printf "%s-user-" $F) .) -}}
+{{- fail (printf "auth.existingSecret: %q is a Secret this release generates itself; leave auth.existingSecret empty to keep the generated F-system, or name a Secret of your own" .) -}}
+{{- end -}}
+{{- end -}}
+{{- $owned = append $owned (include "valkey.systemSecretName" .) -}}
 {{- range $i, $u := .Values.users -}}
 {{- if or (eq $u.name "default") (hasPrefix "_" $u.name) -}}
 {{- fail (printf "users[%d].name: %q is reserved: `default` is always off and names starting with _ belong to the system users (_operator, _replication, _sentinel, _probe, _exporter); choose another name" $i $u.name) -}}
@@ -871,6 +879,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- with $u.passwordSecret -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.name" $i) "value" .name "format" "dnsName" "example" "app-password") -}}
+{{- if or (has .name $owned) (hasPrefix (printf "%s-user-" $F) .name) -}}
+{{- fail (printf "users[%d].passwordSecret.name: %q holds passwords of this release (system users, Sentinel, generated user passwords) or its ACL, so user %s would share a password it must not know; name a Secret of your own, or drop passwordSecret to let the chart generate one" $i .name $u.name) -}}
+{{- end -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.key" $i) "value" .key "format" "secretKey" "example" "password") -}}
 {{- end -}}
 {{- range $j, $c := $u.channels | default list -}}
