@@ -228,7 +228,7 @@ func run(ctx context.Context, cfg Config) Outcome {
 	if why := checkQuorum(ctx, hc.Sentinels, in.MonitorName, sentOpts); why != "" {
 		return skipped("NoQuorum", "%s", why)
 	}
-	waitedForView := false
+	waitedForView, waitedForOther := false, false
 	for {
 		res, err := handoff.Run(ctx, hc)
 		r := handoff.ReasonOf(err)
@@ -255,7 +255,10 @@ func run(ctx context.Context, cfg Config) Outcome {
 		case r == handoff.ReasonFailoverInFlight && res.NewPrimary != "":
 			return Outcome{Action: HandedOff, Reason: string(r), Result: res, Detail: err.Error()}
 		case r == handoff.ReasonFailoverInFlight:
-			cfg.Log.Info("prestop: another handoff or a failover runs; waiting, then looking again", "detail", err.Error())
+			if !waitedForOther {
+				cfg.Log.Info("prestop: another handoff or a failover runs; waiting, then looking again", "detail", err.Error())
+				waitedForOther = true
+			}
 			if !sleep(ctx, cfg.Poll) {
 				return skipped(string(r), "deadline reached while another handoff or failover ran: %v", err)
 			}
