@@ -4,7 +4,7 @@ GO    ?= go
 export GOTOOLCHAIN := local
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 
-.PHONY: deps build test unit engines e2e chaos chaos-ci chaos-cluster demo images lint bench clean
+.PHONY: deps build test unit engines e2e e2e-deletions chaos chaos-ci chaos-cluster demo images lint bench clean
 
 # The engine matrix: everything runs against valkey 9.1 (the default); internal/valkey and the chart render
 # tests cover every engine themselves; these boot, roll, orphan-repair and failover-label tests run again
@@ -37,6 +37,11 @@ test: unit e2e chaos-ci ## everything CI runs: unit, real-process and render tes
 
 e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 	hack/e2e.sh
+
+# issue 14: the primary's pod deleted 10 times (forced and graceful, controllers on then at zero), every
+# failover within down-after + failover-timeout (about 6 minutes); the e2e suite runs 3 of them
+e2e-deletions: deps ## the repeated primary-pod deletion test on the local cluster, 10 deletions (E2E_PRIMARY_DELETIONS)
+	E2E_PRIMARY_DELETIONS=$${E2E_PRIMARY_DELETIONS:-10} hack/e2e.sh -run '^TestPrimaryPodDeletedRepeatedly$$' -v
 
 chaos: deps ## the loopback chaos test (issue 12): 50 rounds of random faults under both controllers, real processes; prints its numbers and writes them into RELIABILITY.md (about 30 min; CHAOS_ROUNDS, CHAOS_SEED)
 	CHAOS_UPDATE=1 CHAOS_ROUNDS=$${CHAOS_ROUNDS:-50} $(GO) test -count=1 -timeout 120m -run '^TestChaos$$' -v ./chaos/

@@ -1,6 +1,7 @@
 // Package bench is the benchmark suite behind `make bench` (issue 8): failover outage against the bare-Sentinel
 // floor, planned-roll outage against a naive roll, role-label convergence with and without the +switch-master
-// subscription, scale of one Sentinel quorum, and time to ready on the local cluster. Everything lives in
+// subscription, scale of one Sentinel quorum, time to ready on the local cluster, the planned handoff's paths
+// and the primary pod's graceful deletion with and without the preStop hook (figure 7). Everything lives in
 // _test.go files behind the build tag "bench" and drives real valkey-server / valkey-sentinel processes on
 // loopback (internal/valkeytest) and the real controllers (internal/controller):
 //
@@ -10,5 +11,7 @@
 // published numbers come from a run without them): BENCH_FIGURES=1,3 runs a subset and leaves BENCHMARKS.md
 // alone (with BENCH_UPDATE=1 it replaces only those figures' parts and says so under the header), BENCH_ROUNDS (BENCH_ROUNDS_5000) overrides the rounds of figure 1 (at down-after 5000 ms),
 // BENCH_ROLLS the rolls of figure 2, BENCH_REPL_DELAY_MS its replication-link delay (default 200, 0 = none), BENCH_FAILOVERS the failovers of figure 3, BENCH_K the instance counts of
-// figure 4 (e.g. "1,10"); BENCH_DEBUG=1 logs progress, BENCH_LOG=1 the controllers' logs.
+// figure 4 (e.g. "1,10"), BENCH_PRESTOP_ROUNDS (default 3), BENCH_PRESTOP_LAG_MS (default 100) and
+// BENCH_PRESTOP_ENGINES (default valkey-9.1,valkey-8.0) the rounds, replication delay and engines of figure 7;
+// BENCH_DEBUG=1 logs progress, BENCH_LOG=1 the controllers' logs.
 package bench

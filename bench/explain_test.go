@@ -46,6 +46,16 @@ var figureMethod = map[int]string{
 		"then CLIENT KILL TYPE pubsub on that Sentinel once it names the new primary. *plain*: SENTINEL FAILOVER alone. Lag: every " +
 		"replication link runs through a delaying proxy (valkeytest fault links, uid-matched iptables redirects), so replicas trail the " +
 		"primary. Outage per round: the longest time any writer went without an acknowledged write.",
+	7: "Method: for every round a fresh topology of 1 primary + 2 replicas + 3 Sentinels on the engine of the row (down-after " +
+		"5000 ms, failover-timeout 15000 ms, the charts' system users), every replication link delayed through valkeytest's fault " +
+		"links, the three writers, then the primary's \"pod\" stops one way; the ways alternate round by round. *(a) ours*: " +
+		"`prestop.Run` (what `valkey-sentinel-ctl prestop`, the data container's preStop hook, runs) with the files a data pod has " +
+		"(node-local _prestop user, _probe password, sentinels.json), then SIGTERM of the primary. *(b) no hook*: SIGTERM alone " +
+		"(valkey-server waits up to shutdown-timeout for lagging replicas before it exits); Sentinel fails over after " +
+		"down-after-milliseconds. *(c) the peers' hook*: CLIENT PAUSE WRITE, SENTINEL FAILOVER asked of the last Sentinel, wait until " +
+		"it names the new primary (polled every 20 ms), SIGTERM; no check that the promoted replica holds the writes acknowledged " +
+		"before the pause. The stopped server is not restarted. Outage per round: the longest time any writer went without an " +
+		"acknowledged write, from the start of the stop to 2 s after every Sentinel names the new primary.",
 	5: "Method: a fresh namespace (Pod Security restricted, as hack/demo.sh), `helm install bench charts/valkey` (replicas 2) and " +
 		"`helm install sentinel charts/valkey-sentinel` (replicas 3, selecting the instance) with the charts' defaults and the images " +
 		"already on the node; the clock runs from the first `helm install` until every pod of the namespace is Ready and the " +
@@ -90,6 +100,8 @@ var missExplained = []struct {
 		"once; a real pod replacement takes seconds, and longer than down-after-milliseconds triggers an unplanned failover. The ratio " +
 		"is therefore pessimistic for us, and our own outage (see above) cannot shrink below Sentinel's 1 s INFO period to meet it. " +
 		"The naive roll loses the whole dataset."},
+	{7, "valkey-9.1: (a) write outage", "The hook's outage is the catch-up plus Sentinel's promotion floor: after CLIENT PAUSE WRITE the replicas need the link's one-way delay to receive the writes acknowledged just before the pause (the hook waits for their offsets: that is why it loses none), then the asked Sentinel sees the promotion about 1.1 s after SENTINEL FAILOVER (its INFO period during a failover; figure 2 explains that floor). At 100 ms each way that is 1.24-1.35 s; at 300 ms it is 1.48-1.64 s. The peers' hook (c) is 0.3-0.4 s faster at 300 ms because it does not wait: it lost 35-39 acknowledged writes there. A real cluster's replication delay is milliseconds, so the 100 ms rows are already pessimistic."},
+	{7, "valkey-8.0: (a) write outage", "The hook's outage is the catch-up plus Sentinel's promotion floor: after CLIENT PAUSE WRITE the replicas need the link's one-way delay to receive the writes acknowledged just before the pause (the hook waits for their offsets: that is why it loses none), then the asked Sentinel sees the promotion about 1.1 s after SENTINEL FAILOVER (its INFO period during a failover; figure 2 explains that floor). At 100 ms each way that is 1.24-1.35 s; at 300 ms it is 1.48-1.64 s. The peers' hook (c) is 0.3-0.4 s faster at 300 ms because it does not wait: it lost 35-39 acknowledged writes there. A real cluster's replication delay is milliseconds, so the 100 ms rows are already pessimistic."},
 	{3, "label convergence", "The subscription enqueues the instance on +switch-master; a p95 above 1 s means passes queued behind " +
 		"slow ones (see the samples)."},
 	{4, "controller RSS", "The sentinel controller dials data nodes only to find where to register (one-off connections) " +

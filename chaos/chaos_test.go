@@ -712,12 +712,20 @@ func (w *world) bootFiles() func(pod string, p *valkeytest.Proc) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	guards := map[string]context.CancelFunc{} // the first-sync guard of each pod's last boot
 	return func(pod string, p *valkeytest.Proc) {
+		w.mu.Lock()
+		if stop := guards[pod]; stop != nil {
+			stop()
+		}
+		w.mu.Unlock()
 		cfg := bootstrap.Config{Instance: w.env.In, NodeIndex: index[p], SentinelsFile: sentinels, SecretsDir: secrets,
 			DataDir: p.Dir, ConfigTemplate: templates[p], ConfigOut: p.ConfPath, Retry: 500 * time.Millisecond, WaitLimit: time.Minute}
 		start := time.Now()
+		var d bootstrap.Decision
 		for ctx.Err() == nil {
-			d, err := bootstrap.Run(ctx, cfg, w.log.With("boot", pod))
+			var err error
+			d, err = bootstrap.Run(ctx, cfg, w.log.With("boot", pod))
 			w.mu.Lock()
 			w.boots = append(w.boots, fmt.Sprintf("%s %s: %s %s:%d after %s (%s)", start.Format("15:04:05.000"), pod, d.Kind,
 				d.PrimaryHost, d.PrimaryPort, time.Since(start).Round(time.Millisecond), d.Reason))
@@ -731,6 +739,15 @@ func (w *world) bootFiles() func(pod string, p *valkeytest.Proc) {
 		}
 		if p.UID != 0 {
 			_ = os.Chown(p.ConfPath, p.UID, p.UID) // the boot step wrote it as root; the server runs as its own uid
+		}
+		if d.Guard {
+			// as in a data pod: the replica started without data runs with replica-priority 0 until its
+			// first sync completed
+			gctx, stop := context.WithCancel(ctx)
+			w.mu.Lock()
+			guards[pod] = stop
+			w.mu.Unlock()
+			testenv.RunFirstSyncGuard(gctx, t, top, p, w.log.With("guard", pod))
 		}
 	}
 }

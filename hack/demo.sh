@@ -25,6 +25,7 @@
 #   hack/demo.sh [--fresh]   --fresh (or DEMO_FRESH=1): delete the namespace first (both releases with it);
 #                            otherwise an existing demo is upgraded in place (data pods use OnDelete, so
 #                            a broken earlier attempt is best redone with --fresh)
+#   hack/demo.sh --read      only read demo:greeting the Sentinel-aware way (after a failover, say)
 # Knobs: DEMO_NAMESPACE (valkey-demo), DEMO_TIMEOUT (readiness deadline, s, default 600),
 # DEMO_PSS (Pod Security level enforced on the namespace; "" = none; default restricted),
 # DEMO_VALKEY_ARGS / DEMO_SENTINEL_ARGS (extra helm args, e.g. "--set controller.image.tag=dev"),
@@ -42,9 +43,12 @@ LABEL_KEY=valkey-ha/quorum LABEL_VAL=main
 read -r -a VALKEY_ARGS <<<"${DEMO_VALKEY_ARGS:-}"
 read -r -a SENTINEL_ARGS <<<"${DEMO_SENTINEL_ARGS:-}"
 FRESH=${DEMO_FRESH:-0}
+READ=0
+DEMO_USER=demo
 for a in "$@"; do
   case $a in
     --fresh) FRESH=1 ;;
+    --read) READ=1 ;;
     -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "unknown argument $a" >&2; exit 2 ;;
   esac
@@ -97,6 +101,82 @@ diagnose() {
 }
 die_diag() { diagnose; fail "$*"; }
 
+# client_setup: the names the client steps use, read from the installed releases (descriptor, Services, Secrets)
+client_setup() {
+  desc=$(kubectl -n "$NS" get configmap -l "$(sel $DATA_REL instance)" -o jsonpath='{.items[0].data.instance\.json}' 2>/dev/null || true)
+  F=$(sed -n 's/.*"name"[ ]*:[ ]*"\([^"]*\)".*/\1/p' <<<"$desc" | head -1)
+  MON=$(sed -n 's/.*"monitorName"[ ]*:[ ]*"\([^"]*\)".*/\1/p' <<<"$desc" | head -1)
+  PORT=$(sed -n 's/.*"port"[ ]*:[ ]*\([0-9]*\).*/\1/p' <<<"$desc" | head -1)
+  : "${F:=demo-valkey}" "${MON:=$F}" "${PORT:=6379}"
+  SENT_SVC=$(kubectl -n "$NS" get svc -l "app.kubernetes.io/instance=$SENT_REL" -o go-template='{{range .items}}{{if ne .spec.clusterIP "None"}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' 2>/dev/null | head -1)
+  : "${SENT_SVC:=$SENT_REL}"
+  USER_SECRET=$F-user-$DEMO_USER
+  # Sentinel auth (charts/valkey-sentinel): Sentinel-aware clients log in as _client with Secret <S>-auth-client
+  SENT_SECRET=$SENT_REL-auth-client
+  HAVE_SENT_AUTH=0
+  kubectl -n "$NS" get secret "$SENT_SECRET" >/dev/null 2>&1 && HAVE_SENT_AUTH=1
+  CTL_POD_IMAGE=$(kubectl -n "$NS" get deploy "$F-controller" -o jsonpath='{.spec.template.spec.containers[0].image}' 2>/dev/null)
+  : "${CTL_POD_IMAGE:=$CTL_IMAGE}"
+
+  DIRECT=(--addr "$F-primary:$PORT" --user "$DEMO_USER")
+  SENTINEL_AWARE=(--sentinel "$SENT_SVC:26379" --master "$MON" --user "$DEMO_USER")
+  ((HAVE_SENT_AUTH)) && SENTINEL_AWARE+=(--sentinel-user _client)
+  return 0
+}
+
+# demo_client NAME EXPECTED ARGS...: run `valkey-sentinel-ctl client ARGS` in a pod of the namespace (restricted;
+# the user's password from its Secret as an environment variable, never an argument) and check it printed
+# EXPECTED
+demo_client() {
+  local name=$1 want=$2 out phase="" sent_env="" args="" a; shift 2
+  for a in "$@"; do args+="\"$a\", "; done
+  if ((HAVE_SENT_AUTH)); then
+    sent_env="        - {name: SENTINEL_PASSWORD, valueFrom: {secretKeyRef: {name: $SENT_SECRET, key: password}}}"
+  fi
+  kubectl -n "$NS" delete pod "$name" --ignore-not-found --wait=true >/dev/null 2>&1 || true
+  kubectl -n "$NS" apply -f - >/dev/null <<EOF || die_diag "could not create client pod $name"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  labels: {app.kubernetes.io/name: demo-client}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: client
+      image: $CTL_POD_IMAGE
+      imagePullPolicy: IfNotPresent
+      command: [/valkey-sentinel-ctl, client]
+      args: [${args%, }]
+      env:
+        - {name: VALKEY_PASSWORD, valueFrom: {secretKeyRef: {name: $USER_SECRET, key: password}}}
+$sent_env
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+      resources: {limits: {cpu: 50m, memory: 32Mi}, requests: {cpu: 50m, memory: 32Mi}}
+EOF
+  for _ in $(seq 1 90); do
+    phase=$(kubectl -n "$NS" get pod "$name" -o jsonpath='{.status.phase}' 2>/dev/null)
+    [[ $phase == Succeeded || $phase == Failed ]] && break
+    sleep 1
+  done
+  out=$(kubectl -n "$NS" logs "$name" 2>&1 | tr -d '\r')
+  kubectl -n "$NS" delete pod "$name" --wait=false >/dev/null 2>&1 || true
+  say "  valkey-sentinel-ctl client $* -> $out"
+  [[ $phase == Succeeded && ( $want == "*" || $out == "$want" ) ]] || die_diag "client $*: pod $phase, printed '$out', expected '$want'"
+}
+
+# --read: only the Sentinel-aware read of demo:greeting (e.g. after a failover: the client finds the new primary)
+if ((READ)); then
+  use_cluster
+  client_setup
+  say "primary now: $(kubectl -n "$NS" get pods -l "$DATA_SEL,valkey.io/role=primary" -o jsonpath='{.items[*].metadata.name}' 2>/dev/null)"
+  demo_client demo-read "*" "${SENTINEL_AWARE[@]}" -- GET demo:greeting
+  exit 0
+fi
+
 # 1-3 ------------------------------------------------------------------------------------------------
 step "cluster"
 use_cluster
@@ -122,7 +202,6 @@ if [[ -n $PSS ]]; then
     "pod-security.kubernetes.io/warn=$PSS" >/dev/null
 fi
 
-DEMO_USER=demo
 cat >"$TMP/valkey.yaml" <<EOF
 replicas: $REPLICAS
 instanceLabels:
@@ -184,71 +263,11 @@ kubectl -n "$NS" exec "$ctl_pod" -- /valkey-sentinel-ctl status --namespace "$NS
   || die_diag "valkey-sentinel-ctl status failed (in $ctl_pod)"
 
 # 8 --------------------------------------------------------------------------------------------------
-desc=$(kubectl -n "$NS" get configmap -l "$(sel $DATA_REL instance)" -o jsonpath='{.items[0].data.instance\.json}' 2>/dev/null || true)
-F=$(sed -n 's/.*"name"[ ]*:[ ]*"\([^"]*\)".*/\1/p' <<<"$desc" | head -1)
-MON=$(sed -n 's/.*"monitorName"[ ]*:[ ]*"\([^"]*\)".*/\1/p' <<<"$desc" | head -1)
-PORT=$(sed -n 's/.*"port"[ ]*:[ ]*\([0-9]*\).*/\1/p' <<<"$desc" | head -1)
-: "${F:=demo-valkey}" "${MON:=$F}" "${PORT:=6379}"
-SENT_SVC=$(kubectl -n "$NS" get svc -l "app.kubernetes.io/instance=$SENT_REL" -o go-template='{{range .items}}{{if ne .spec.clusterIP "None"}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' 2>/dev/null | head -1)
-: "${SENT_SVC:=$SENT_REL}"
-USER_SECRET=$F-user-$DEMO_USER
-# Sentinel auth (charts/valkey-sentinel): Sentinel-aware clients log in as _client with Secret <S>-auth-client
-SENT_SECRET=$SENT_REL-auth-client
-HAVE_SENT_AUTH=0
-kubectl -n "$NS" get secret "$SENT_SECRET" >/dev/null 2>&1 && HAVE_SENT_AUTH=1
-CTL_POD_IMAGE=$(kubectl -n "$NS" get deploy "$F-controller" -o jsonpath='{.spec.template.spec.containers[0].image}' 2>/dev/null)
-: "${CTL_POD_IMAGE:=$CTL_IMAGE}"
-
+client_setup
 step "write and read a key as user $DEMO_USER"
 wait_until "Secret $USER_SECRET (written by the credentials Job)" "$(left)" kubectl -n "$NS" get secret "$USER_SECRET" \
   || die_diag "Secret $USER_SECRET never appeared: see kubectl -n $NS logs job/<the $F-credentials-... job>"
 
-# demo_client NAME EXPECTED ARGS...: run `valkey-sentinel-ctl client ARGS` in a pod of the namespace (restricted;
-# the user's password from its Secret as an environment variable, never an argument) and check it printed
-# EXPECTED
-demo_client() {
-  local name=$1 want=$2 out phase="" sent_env="" args="" a; shift 2
-  for a in "$@"; do args+="\"$a\", "; done
-  if ((HAVE_SENT_AUTH)); then
-    sent_env="        - {name: SENTINEL_PASSWORD, valueFrom: {secretKeyRef: {name: $SENT_SECRET, key: password}}}"
-  fi
-  kubectl -n "$NS" delete pod "$name" --ignore-not-found --wait=true >/dev/null 2>&1 || true
-  kubectl -n "$NS" apply -f - >/dev/null <<EOF || die_diag "could not create client pod $name"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $name
-  labels: {app.kubernetes.io/name: demo-client}
-spec:
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  enableServiceLinks: false
-  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
-  containers:
-    - name: client
-      image: $CTL_POD_IMAGE
-      imagePullPolicy: IfNotPresent
-      command: [/valkey-sentinel-ctl, client]
-      args: [${args%, }]
-      env:
-        - {name: VALKEY_PASSWORD, valueFrom: {secretKeyRef: {name: $USER_SECRET, key: password}}}
-$sent_env
-      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-      resources: {limits: {cpu: 50m, memory: 32Mi}, requests: {cpu: 50m, memory: 32Mi}}
-EOF
-  for _ in $(seq 1 90); do
-    phase=$(kubectl -n "$NS" get pod "$name" -o jsonpath='{.status.phase}' 2>/dev/null)
-    [[ $phase == Succeeded || $phase == Failed ]] && break
-    sleep 1
-  done
-  out=$(kubectl -n "$NS" logs "$name" 2>&1 | tr -d '\r')
-  kubectl -n "$NS" delete pod "$name" --wait=false >/dev/null 2>&1 || true
-  say "  valkey-sentinel-ctl client $* -> $out"
-  [[ $phase == Succeeded && $out == "$want" ]] || die_diag "client $*: pod $phase, printed '$out', expected '$want'"
-}
-DIRECT=(--addr "$F-primary:$PORT" --user "$DEMO_USER")
-SENTINEL_AWARE=(--sentinel "$SENT_SVC:26379" --master "$MON" --user "$DEMO_USER")
-((HAVE_SENT_AUTH)) && SENTINEL_AWARE+=(--sentinel-user _client)
 GREETING="hello from the primary Service"
 demo_client demo-client-1 OK "${DIRECT[@]}" -- SET demo:greeting "$GREETING"
 demo_client demo-client-2 "$GREETING" "${SENTINEL_AWARE[@]}" -- GET demo:greeting
@@ -279,7 +298,7 @@ Connect:
   notes:             helm -n $NS get notes $DATA_REL
 
 Watch a failover; in a second terminal first:
-  kubectl -n $NS exec $ctl_pod -- /valkey-sentinel-ctl status --namespace $NS --watch
+  kubectl -n $NS exec deploy/$F-controller -- /valkey-sentinel-ctl status --namespace $NS --watch
 then trigger one, either way:
   kubectl -n $NS delete pod $primary
       (its preStop hook hands the primary role to a caught-up replica before the pod stops)
@@ -287,7 +306,7 @@ then trigger one, either way:
 EOF
 ((HAVE_SENT_AUTH)) && echo "      (password of _instance: kubectl -n $NS get secret $SENT_REL-auth-instance -o jsonpath='{.data.password}' | base64 -d)"
 cat <<EOF
-and read the key again the Sentinel-aware way: the client finds the new primary
-  (rerun the demo_client step: hack/demo.sh upgrades in place; or any Sentinel-aware client with master "$MON")
+and read the key again the Sentinel-aware way (the client asks the Sentinels, so it finds the new primary):
+  hack/demo.sh --read
 Remove: helm -n $NS uninstall $DATA_REL $SENT_REL
 EOF

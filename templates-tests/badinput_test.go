@@ -48,9 +48,10 @@ controller:
 }
 
 // The floor the valkey chart puts on sentinel.config.failover-timeout (1000 ms), against real Sentinels: at
-// the floor a failover after the primary is killed completes; far below it (10 ms) Sentinel aborts every
-// attempt ("-failover-abort-...") and the primary never moves. Measured on loopback while choosing the floor:
-// 10 ms never, 100 ms 24 s, 500 ms 7.5 s, 1000-2000 ms 2.3-2.5 s.
+// the floor a failover after the primary is killed completes; far below it (10 ms) Sentinel aborts its
+// attempts ("-failover-abort-..."): the promotion is not seen within 10 ms. Measured on an idle loopback while
+// choosing the floor: 10 ms aborted 28 of 28 tries in 40 s, 100 ms took 24 s, 500 ms 7.5 s, 1000-2000 ms
+// 2.3-2.5 s; under load a 10 ms failover sometimes ends after several aborts, so only the aborts are asserted.
 func TestSentinelFailoverTimeoutFloor(t *testing.T) {
 	run := func(t *testing.T, failoverTimeoutMs int, wait time.Duration) (moved bool, aborts int) {
 		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 1000, FailoverTimeoutMs: failoverTimeoutMs})
@@ -74,7 +75,7 @@ func TestSentinelFailoverTimeoutFloor(t *testing.T) {
 	})
 	t.Run("far below", func(t *testing.T) {
 		moved, aborts := run(t, 10, 12*time.Second)
-		assert.False(t, moved, "failover-timeout 10: Sentinel never completes a failover")
+		t.Logf("failover-timeout 10: %d aborted attempts, primary moved: %v", aborts, moved)
 		assert.Positive(t, aborts, "failover-timeout 10: Sentinel aborts its attempts")
 	})
 }
@@ -89,4 +90,13 @@ func TestHelmTestPodRunsWithThePodsPriorityClass(t *testing.T) {
 		objs = decode(t, mustRender(t, tc.chart, ""))
 		assert.Empty(t, objs.get(t, "Pod", tc.pod).(*corev1.Pod).Spec.PriorityClassName, tc.chart)
 	}
+}
+
+// Without the sentinel controller nothing sends SENTINEL MONITOR: the release installs, and its NOTES say that
+// the Sentinels then fail over nothing.
+func TestSentinelNotesWarnWithoutController(t *testing.T) {
+	notes := mustRender(t, "valkey-sentinel", "controller: {enabled: false}", renderOpts{withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.Contains(t, notes, "WARNING: controller.enabled is false: nothing registers monitors")
+	notes = mustRender(t, "valkey-sentinel", "", renderOpts{withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.NotContains(t, notes, "controller.enabled is false")
 }

@@ -189,3 +189,58 @@ func TestNotesSayWhatADrainDoes(t *testing.T) {
 	assert.Contains(t, notes("failover: {mode: None}\n"), "FAILOVER TO")
 	assert.Contains(t, notes("preStop: {enabled: false}\n"), "preStop.enabled is false: a stopped primary costs a Sentinel failover")
 }
+
+// TestDNSConfigShortResolverTimeout (RELIABILITY.md, Found 3): data and Sentinel pods resolve with a 1 s
+// timeout and 2 attempts by default; null keeps the cluster's settings.
+func TestDNSConfigShortResolverTimeout(t *testing.T) {
+	want := &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "timeout", Value: ptr("1")}, {Name: "attempts", Value: ptr("2")}}}
+	for _, s := range decode(t, mustRender(t, "valkey", "")).statefulSets() {
+		assert.Equal(t, want, s.Spec.Template.Spec.DNSConfig, s.Name)
+	}
+	assert.Equal(t, want, sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", ""))).Spec.Template.Spec.DNSConfig)
+	for _, s := range decode(t, mustRender(t, "valkey", "dnsConfig: null\n")).statefulSets() {
+		assert.Nil(t, s.Spec.Template.Spec.DNSConfig)
+	}
+	assert.Nil(t, sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", "dnsConfig: null\n"))).Spec.Template.Spec.DNSConfig)
+	custom := decode(t, mustRender(t, "valkey", "dnsConfig: {options: [{name: ndots, value: \"2\"}]}\n")).statefulSets()[0]
+	assert.Equal(t, []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr("2")}}, custom.Spec.Template.Spec.DNSConfig.Options, "a list replaces the default")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestReadinessWaitsForTheFirstSync runs the rendered readiness probe against real servers: a replica
+// that never completed a sync since it started (its primary unreachable) is not ready, the same replica
+// once synced is, and so is the primary. The PodDisruptionBudget counts only ready pods, so a drain waits
+// until a restarted replica holds the data before it evicts the next data pod.
+func TestReadinessWaitsForTheFirstSync(t *testing.T) {
+	valkeytest.Require(t, valkeytest.Default)
+	cliPath, err := exec.LookPath("valkey-cli")
+	if err != nil {
+		t.Skip("valkey-cli not on PATH")
+	}
+	objs := decode(t, mustRender(t, "valkey", ""))
+	probe := container(t, &objs.statefulSets()[0].Spec.Template.Spec, "valkey").ReadinessProbe.Exec.Command
+	require.Equal(t, []string{"sh", "-c"}, probe[:2])
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: -1})
+	ready := func(p *valkeytest.Proc) error {
+		sc := strings.ReplaceAll(probe[2], "valkey-cli", cliPath+" -h "+valkeytest.Host)
+		sc = strings.ReplaceAll(sc, "-p 6379", "-p "+strconv.Itoa(p.Port))
+		c := exec.Command("sh", "-c", sc)
+		c.Env = append(os.Environ(), "REDISCLI_AUTH="+top.Passwords["_probe"])
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	assert.NoError(t, ready(top.Nodes[0]), "the primary is ready")
+	assert.NoError(t, ready(top.Nodes[1]), "a synced replica is ready")
+	top.Nodes[0].Kill()
+	time.Sleep(500 * time.Millisecond)
+	assert.NoError(t, ready(top.Nodes[1]), "a replica whose link dropped after a sync still serves (stale) reads")
+	top.Nodes[1].Stop()
+	top.Nodes[1].Start() // comes back empty, its primary gone: it never synced
+	assert.Error(t, ready(top.Nodes[1]), "a replica that never completed a sync since it started is not ready")
+	top.Nodes[0].Start()
+	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "ready once its first sync completed", func() error { return ready(top.Nodes[1]) })
+}

@@ -43,6 +43,20 @@ var PreStopUser = SystemUser{Name: PreStop, Perms: []Permission{
 	{"+failover", "unmonitored instances: FAILOVER TO a replica"},
 }}
 
+// FirstSync is the node-local user of a replica's first-sync guard (FirstSyncUser).
+const FirstSync = "_firstsync"
+
+// FirstSyncUser is the user of the first-sync guard of a data pod (internal/firstsync): a replica
+// that starts empty runs with replica-priority 0 until its first sync completed, and the guard then restores
+// the priority. The bootstrap gives it a random password that only the guard process holds (never written
+// to a file; the runtime ACL file has its hash), on its own node only; once the guard exited nobody knows it.
+var FirstSyncUser = SystemUser{Name: FirstSync, Perms: []Permission{
+	{"+hello", "valkey-go opens connections with HELLO 3 AUTH"},
+	{"+ping", "liveness of its connection"},
+	{"+info", "INFO replication: the first sync's end (master_link_status up)"},
+	{"+config|set", "CONFIG SET replica-priority: restores the priority the bootstrap set to 0"},
+}}
+
 // Permission is one rule of a system user with the reason it is needed.
 type Permission struct {
 	Rule string
@@ -146,7 +160,7 @@ func SystemUserByName(name string) (SystemUser, bool) {
 
 // IsReserved reports whether a user name belongs to the system (default and the system users).
 func IsReserved(name string) bool {
-	if name == Default || name == PreStop {
+	if name == Default || name == PreStop || name == FirstSync {
 		return true
 	}
 	_, ok := SystemUserByName(name)

@@ -144,11 +144,11 @@ func BuildNodeSync(desired []DesiredUser, node NodeACL, now time.Time) (SyncPlan
 // BuildSync computes the plan at time now. Hashes whose ValidUntil has passed are dropped, which is how a
 // rotation's previous password is revoked (seed 003, "Password rotation is declarative"). current is the
 // node's ACL USERS reply; nil means "not listed" and yields no deletions. System users, the node-local
-// PreStop user and "default" are never deleted.
+// PreStop and FirstSync users and "default" are never deleted.
 func BuildSync(desired []DesiredUser, current []string, now time.Time) (SyncPlan, error) {
 	var p SyncPlan
 	h := sha256.New()
-	want := map[string]bool{Default: true, PreStop: true}
+	want := map[string]bool{Default: true, PreStop: true, FirstSync: true}
 	for _, u := range SystemUsers {
 		want[u.Name] = true
 	}

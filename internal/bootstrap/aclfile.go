@@ -30,9 +30,10 @@ func RenderRuntimeACL(usersJSON []byte, now time.Time) (string, error) {
 }
 
 // rewriteACLFile looks for the template's aclfile directive; when users.json sits next to that file, it
-// writes RenderRuntimeACL's output to users.acl beside configOut and returns text with the aclfile
-// directive pointing there. Without an aclfile or a users.json, text is returned unchanged.
-func rewriteACLFile(text, configOut string, now time.Time) (string, error) {
+// writes RenderRuntimeACL's output, the node-local acl.PreStop user and the extra lines to users.acl beside
+// configOut and returns text with the aclfile directive pointing there. Without an aclfile or a users.json,
+// text is returned unchanged.
+func rewriteACLFile(text, configOut string, now time.Time, extra ...string) (string, error) {
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
 		f := strings.Fields(l)
@@ -56,6 +57,9 @@ func rewriteACLFile(text, configOut string, now time.Time) (string, error) {
 			return "", err
 		}
 		content += line + "\n"
+		for _, l := range extra {
+			content += l + "\n"
+		}
 		out := filepath.Join(filepath.Dir(configOut), "users.acl")
 		if err := writeAtomic(out, content); err != nil {
 			return "", err

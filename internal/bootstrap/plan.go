@@ -106,6 +106,9 @@ type Decision struct {
 	PrimaryPort int
 	// Reason is a human sentence for the log.
 	Reason string
+	// Guard is set on StartReplica when this node starts without data: it runs with replica-priority 0 until
+	// its first sync completed (firstsync.Run), so Sentinel never promotes it empty.
+	Guard bool
 }
 
 // PlanBoot decides the role of a starting node:
@@ -132,7 +135,17 @@ type Decision struct {
 //     primary and the others wait. With persistence, the node with the newest persisted dataset leads (see
 //     planColdStart); every peer must have answered, as a server or through its boot step, because a peer that
 //     did not may hold the newest data (issue 12, F5).
+//
+// A replica that starts without data is guarded (Decision.Guard; see internal/firstsync).
 func PlanBoot(o Observation) Decision {
+	d := planBoot(o)
+	if d.Kind == StartReplica && !o.Local.HasData {
+		d.Guard = true
+	}
+	return d
+}
+
+func planBoot(o Observation) Decision {
 	in := spec.Instance{Port: o.Port}
 	peerHasData := false
 	for _, p := range o.Peers {
@@ -299,6 +312,9 @@ func planNamedEmpty(o Observation, host string, port, votes int, peerHasData boo
 		return Decision{Kind: RequestFailover, Reason: named + "; a failover was requested: waiting for Sentinel " +
 			"to promote a replica (never starting as primary after asking)"}
 	}
+	if why, ok := onlyGuardedReplicas(o, host, port); ok {
+		return Decision{Kind: StartPrimary, Reason: named + "; " + why}
+	}
 	listed, known := sentinelReplicas(o.Sentinels, host, port)
 	var why string
 	switch {
@@ -428,4 +444,49 @@ func sentinelPrimary(answers []SentinelAnswer) (host string, port int, votes int
 	}
 	t := vote.Count(claims)
 	return t.Host, t.Port, t.Votes, t.Leader()
+}
+
+// onlyGuardedReplicas reports whether every other node answers as a replica that started empty and never
+// completed a sync (replica-priority 0 from the first-sync guard, master_link_down_since_seconds -1, no
+// keys), and every replica the Sentinels naming host:port list is one of them. Then nothing holds data and
+// Sentinel can promote none of them: the named node starts as primary (they sync from it), instead of
+// asking for a failover that NOGOODSLAVE refuses for as long as it waits (every node of the instance
+// restarted at once without persistence).
+func onlyGuardedReplicas(o Observation, host string, port int) (string, bool) {
+	in := spec.Instance{Port: o.Port}
+	var nodes []spec.Node
+	for _, p := range o.Peers {
+		if p.Node.Index == o.Self.Index {
+			continue
+		}
+		if !p.Reachable || p.Repl.Role != valkey.RoleReplica || !p.Repl.NeverSynced() || p.Repl.ReplicaPriority != 0 || p.Keys != 0 {
+			return "", false
+		}
+		nodes = append(nodes, p.Node)
+	}
+	if len(nodes) == 0 {
+		return "", false
+	}
+	for _, a := range o.Sentinels {
+		if !namesAddr(a, host, port) {
+			continue
+		}
+		if a.ReplicasErr != nil {
+			return "", false
+		}
+		for _, r := range a.Replicas {
+			known := false
+			for _, n := range nodes {
+				if in.SameAddr(n, spec.NormalizeHost(r.Host), r.Port) {
+					known = true
+				}
+			}
+			if !known {
+				return "", false // a replica that is not a node of this instance may hold data (F6)
+			}
+		}
+	}
+	return fmt.Sprintf("every other node (%d) answers as a replica that started empty and never completed a sync "+
+		"(first-sync guard, replica-priority 0) and Sentinel lists no other: nothing to protect, and Sentinel can "+
+		"promote none of them", len(nodes)), true
 }

@@ -201,3 +201,83 @@ func TestRenderConfigHasReplicationCredentialsOnEveryRole(t *testing.T) {
 		}
 	}
 }
+
+// guarded is a peer that answers as a replica of of which started empty and never completed a sync, with
+// the first-sync guard's replica-priority 0.
+func guarded(i int, of string) Peer {
+	p := replicaPeer(i, 0, of)
+	p.Repl.LinkDownSinceSeconds, p.Repl.ReplicaPriority = -1, 0
+	return p
+}
+
+// listingNodes makes every answer list the replicas at nodes' hosts (port 6379).
+func listingNodes(answers []SentinelAnswer, nodes ...int) []SentinelAnswer {
+	for i := range answers {
+		answers[i].Replicas = nil
+		for _, n := range nodes {
+			answers[i].Replicas = append(answers[i].Replicas, valkey.SentinelReplica{Host: node(n).Host, Port: 6379})
+		}
+	}
+	return answers
+}
+
+// TestPlanBootFirstSyncGuard (RELIABILITY.md, Found 1): a replica that starts without data is guarded
+// (replica-priority 0 until its first sync); one with persisted data is not. When every node restarted empty
+// at once, the node the Sentinels name starts as primary instead of asking for a failover that Sentinel
+// must refuse (every replica guarded): nothing holds data. A replica with keys, one that synced before, an
+// unguarded one, one that does not answer, or a replica Sentinel lists that is not a node keeps the old
+// rules (S08, F4, F6).
+func TestPlanBootFirstSyncGuard(t *testing.T) {
+	d := PlanBoot(Observation{Self: node(1), Port: 6379, Sentinels: names("vk-0-0.vk-0", 3)})
+	assert.Equal(t, StartReplica, d.Kind)
+	assert.True(t, d.Guard, "an empty replica is guarded")
+	d = PlanBoot(Observation{Self: node(1), Port: 6379, Sentinels: names("vk-0-0.vk-0", 3), Persistence: true, Local: at(100)})
+	assert.Equal(t, StartReplica, d.Kind)
+	assert.False(t, d.Guard, "a replica with data from its disk is not")
+	d = PlanBoot(Observation{Self: node(0), Port: 6379, Peers: []Peer{{Node: node(1)}, {Node: node(2)}}})
+	assert.Equal(t, StartPrimary, d.Kind)
+	assert.False(t, d.Guard)
+
+	synced := replicaPeer(2, 0, "vk-0-0.vk-0")
+	synced.Repl.LinkDownSinceSeconds, synced.Repl.ReplicaPriority = 12, 0
+	unguarded := replicaPeer(2, 0, "vk-0-0.vk-0")
+	unguarded.Repl.LinkDownSinceSeconds, unguarded.Repl.ReplicaPriority = -1, 100
+	withKeys := guarded(2, "vk-0-0.vk-0")
+	withKeys.Keys = 10
+	for _, tc := range []struct {
+		name  string
+		peers []Peer
+		sent  []SentinelAnswer
+		want  Kind
+	}{
+		{"every other node guarded and empty: start as primary", []Peer{guarded(1, "vk-0-0.vk-0"), guarded(2, "vk-0-0.vk-0")},
+			listingNodes(seenUp(names("vk-0-0.vk-0", 3)), 1, 2), StartPrimary},
+		{"one replica synced before (its link dropped): S08 rules", []Peer{guarded(1, "vk-0-0.vk-0"), synced},
+			listingNodes(seenUp(names("vk-0-0.vk-0", 3)), 1, 2), Wait},
+		{"one replica not guarded: Sentinel may promote it", []Peer{guarded(1, "vk-0-0.vk-0"), unguarded},
+			listingNodes(seenUp(names("vk-0-0.vk-0", 3)), 1, 2), Wait},
+		{"one replica holds keys", []Peer{guarded(1, "vk-0-0.vk-0"), withKeys},
+			listingNodes(seenUp(names("vk-0-0.vk-0", 3)), 1, 2), Wait},
+		{"one node does not answer (unknown, F4)", []Peer{guarded(1, "vk-0-0.vk-0"), {Node: node(2)}},
+			listingNodes(seenUp(names("vk-0-0.vk-0", 3)), 1, 2), Wait},
+		{"Sentinel lists a replica that is not a node (F6)", []Peer{guarded(1, "vk-0-0.vk-0"), guarded(2, "vk-0-0.vk-0")},
+			listingNodes(seenUp(names("vk-0-0.vk-0", 3)), 1, 2, 0), Wait},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.sent[0].Replicas != nil && len(tc.sent[0].Replicas) == 3 {
+				for i := range tc.sent {
+					tc.sent[i].Replicas[2].Host = "dr-replica.example"
+				}
+			}
+			d := PlanBoot(Observation{Self: node(0), Port: 6379, Sentinels: tc.sent, Peers: tc.peers})
+			assert.Equal(t, tc.want, d.Kind, d.Reason)
+		})
+	}
+}
+
+func TestGuardedReplicaConfig(t *testing.T) {
+	text := RenderConfig("port 6379\n", spec.Instance{Port: 6379}, spec.Node{Host: "me"}, "pw", Decision{Kind: StartReplica, PrimaryHost: "p", PrimaryPort: 6379, Guard: true})
+	assert.Contains(t, text, "\nreplica-priority 0\n", "a guarded replica starts unpromotable")
+	text = RenderConfig("port 6379\n", spec.Instance{Port: 6379}, spec.Node{Host: "me"}, "pw", Decision{Kind: StartReplica, PrimaryHost: "p", PrimaryPort: 6379})
+	assert.NotContains(t, text, "replica-priority")
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/firstsync"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -51,6 +52,10 @@ type Config struct {
 	SentinelAuthDir string
 	// ClusterDomain, when set, is the domain of the canonical Sentinel hosts (see SentinelAuthDir).
 	ClusterDomain string
+	// GuardPassword, when set, is the password of the node-local acl.FirstSync user, which WriteConfig adds
+	// to the runtime ACL file of a guarded replica (Decision.Guard) for its first-sync guard. The caller
+	// generates it and hands it to the guard only; it is never written to a file.
+	GuardPassword string
 }
 
 // sentinelOptions are the options towards the quorum's Sentinels: the _instance user when its password is
@@ -394,6 +399,10 @@ func RenderConfig(template string, in spec.Instance, self spec.Node, replication
 	if d.Kind == StartReplica {
 		fmt.Fprintf(&b, "replicaof %s %s\n", d.PrimaryHost, strconv.Itoa(d.PrimaryPort))
 	}
+	if d.Guard {
+		b.WriteString("# started without data: never promoted before its first sync completed (the first-sync guard restores it)\n")
+		b.WriteString("replica-priority 0\n")
+	}
 	return b.String()
 }
 
@@ -416,7 +425,11 @@ func WriteConfig(cfg Config, d Decision) error {
 		return fmt.Errorf("replication password %s missing in %s", acl.Replication, cfg.SecretsDir)
 	}
 	text := RenderConfig(string(tpl), cfg.Instance, cfg.Instance.Nodes[cfg.NodeIndex], pw, d)
-	if text, err = rewriteACLFile(text, cfg.ConfigOut, time.Now()); err != nil {
+	var extra []string
+	if d.Guard && cfg.GuardPassword != "" {
+		extra = append(extra, acl.RenderLine(acl.FirstSync, firstsync.Rules(cfg.GuardPassword)))
+	}
+	if text, err = rewriteACLFile(text, cfg.ConfigOut, time.Now(), extra...); err != nil {
 		return err
 	}
 	return writeAtomic(cfg.ConfigOut, text)

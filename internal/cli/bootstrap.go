@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -8,13 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/firstsync"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
 // BootstrapOptions are the flags of `bootstrap` (docs/contract.md, "Data pod").
@@ -85,21 +93,31 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				}
 			}
 			log := slog.Default().With("instance", in.Name, "node", o.NodeIndex)
+			guardPW, err := randomHex(24)
+			if err != nil {
+				return err
+			}
 			d, err := bootstrap.Run(cmd.Context(), bootstrap.Config{
 				Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile, SecretsDir: o.SecretsDir,
 				DataDir: o.DataDir, ConfigTemplate: o.ConfigTemplate, ConfigOut: o.ConfigOut,
 				WaitLimit: o.WaitLimit, Retry: o.Retry, SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
+				GuardPassword: guardPW,
 			}, log)
 			if err != nil {
 				return err
 			}
-			log.Info("starting server", "role", d.Kind, "primary", d.PrimaryHost, "config", o.ConfigOut)
+			log.Info("starting server", "role", d.Kind, "primary", d.PrimaryHost, "config", o.ConfigOut, "firstSyncGuard", d.Guard)
 			if o.Exec == "" {
 				return nil
 			}
 			bin, err := exec.LookPath(o.Exec)
 			if err != nil {
 				return fmt.Errorf("--exec %s: %w", o.Exec, err)
+			}
+			if d.Guard {
+				if err := o.startGuard(guardPW); err != nil {
+					return err
+				}
 			}
 			return syscall.Exec(bin, []string{o.Exec, o.ConfigOut}, os.Environ())
 		},
@@ -117,6 +135,88 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods (empty: no check)")
+	return cmd
+}
+
+// startGuard starts `first-sync-guard` next to the server this process is about to become: a replica that
+// starts without data runs with replica-priority 0 until the guard saw its first sync complete
+// (internal/firstsync). The guard's password reaches it through a pipe on its stdin only; its log goes to the
+// container's stdout and stderr. It outlives this process's exec (its parent becomes the server).
+func (o *BootstrapOptions) startGuard(password string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("first-sync guard: locate own binary: %w", err)
+	}
+	tpl, err := os.ReadFile(o.ConfigTemplate)
+	if err != nil {
+		return fmt.Errorf("first-sync guard: read config template: %w", err)
+	}
+	c := exec.Command(self, "first-sync-guard", "--node-index", strconv.Itoa(o.NodeIndex), "--instance-file", o.InstanceFile,
+		"--priority", strconv.FormatInt(firstsync.Priority(string(tpl)), 10))
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	in, err := c.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("first-sync guard: %w", err)
+	}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("first-sync guard: start: %w", err)
+	}
+	_, werr := io.WriteString(in, password+"\n")
+	if err := errors.Join(werr, in.Close()); err != nil {
+		return fmt.Errorf("first-sync guard: hand over the password: %w", err)
+	}
+	return nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// newFirstSyncGuardCmd is the guard the bootstrap starts next to a replica that starts without data
+// (internal/firstsync); not for people.
+func newFirstSyncGuardCmd() *cobra.Command {
+	var (
+		nodeIndex    int
+		instanceFile string
+		priority     int64
+		caFile       string
+	)
+	cmd := &cobra.Command{
+		Use:    "first-sync-guard",
+		Short:  "Restore a replica's replica-priority once its first sync completed (started by bootstrap)",
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pw, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+			if err != nil && pw == "" {
+				return fmt.Errorf("first-sync guard: read the password from stdin: %w", err)
+			}
+			b, err := os.ReadFile(instanceFile)
+			if err != nil {
+				return fmt.Errorf("first-sync guard: read descriptor: %w", err)
+			}
+			in, err := spec.ParseInstance(b)
+			if err != nil {
+				return err
+			}
+			if nodeIndex < 0 || nodeIndex >= len(in.Nodes) {
+				return fmt.Errorf("first-sync guard: node index %d: the descriptor has %d nodes", nodeIndex, len(in.Nodes))
+			}
+			addr := in.Addr(in.Nodes[nodeIndex])
+			opts := valkey.Options{Username: acl.FirstSync, Password: strings.TrimSpace(pw), DialTimeout: time.Second,
+				CommandTimeout: time.Second}.WithTLS(in.TLS.Enabled, caFile)
+			return firstsync.Run(cmd.Context(), firstsync.Config{Addr: addr, Options: opts, Priority: priority,
+				Log: slog.Default().With("instance", in.Name, "node", nodeIndex)})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&nodeIndex, "node-index", -1, "index of this node in the descriptor's nodes")
+	f.StringVar(&instanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
+	f.Int64Var(&priority, "priority", firstsync.DefaultPriority, "replica-priority to restore")
+	f.StringVar(&caFile, "tls-ca-file", valkey.DefaultCAFile, "CA of the server's certificate (TLS instances)")
 	return cmd
 }
 

@@ -163,9 +163,9 @@ PREFIX.formats: the value formats of Kubernetes names and quantities, with the w
   "interval" (list "^[0-9]+(ms|s|m|h)$" "a duration (a number with ms, s, m or h)" 0)
   "secretKey" (list "^[-._a-zA-Z0-9]+$" "a Secret key: letters, digits, '-', '_' and '.'" 253)
   "imageTag" (list "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(@sha256:[a-f0-9]{64})?$" "an image tag: letters, digits, '_', '.' and '-' (optionally @sha256:<digest>)" 0)
-  "imageRegistry" (list "^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]+)?(/[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*)*/?$" "an image registry: a host with an optional port and path, without a scheme" 253)
+  "imageRegistry" (list "^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*)*/?$" "an image registry: a host with an optional port (1 to 65535) and path, without a scheme" 253)
   "imageDigest" (list "^sha256:[a-f0-9]{64}$" "an image digest: sha256: and 64 lowercase hex digits" 0)
-  "imageRepository" (list "^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]+)?/)?[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*)*$" "an image repository: a lowercase path, optionally after a registry host (registry.example.com:5000/)" 0)
+  "imageRepository" (list "^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?/)?[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*)*$" "an image repository: a lowercase path, optionally after a registry host (registry.example.com:5000/)" 0)
   "cidr" (list "^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])/([0-9]|[12][0-9]|3[0-2])$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$" "a CIDR such as 10.0.0.0/8 or fd00::/8" 0)
 ) -}}
 {{- end -}}

@@ -401,3 +401,22 @@ func TestRunRefusesWhileAnotherHandoffHoldsTheLock(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, top.Nodes[0].Addr(), res.NewPrimary)
 }
+
+// TestRunCallerCancelAfterTheRequestStillHandsOff: the caller's context ends right as SENTINEL FAILOVER is
+// sent (a preStop hook's deadline, a controller losing its lease). Lifting the pause then, while the
+// failover may still promote a replica, would let the old primary take writes that the promotion throws
+// away (F2): the handoff goes on within its pause budget, demotes the old primary and only then unpauses.
+func TestRunCallerCancelAfterTheRequestStillHandsOff(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	setHook(t, cancel)
+	res, err := Run(ctx, configFor(top))
+	t.Logf("%+v: %v", res, err)
+	require.NoError(t, err, "the handoff completes although its caller gave up")
+	assert.Equal(t, top.Nodes[1].Addr(), res.NewPrimary)
+	r, err := top.Replication(top.Nodes[0])
+	require.NoError(t, err)
+	assert.Equal(t, valkey.RoleReplica, r.Role, "the old primary was demoted before the pause was lifted")
+	assert.Equal(t, top.Nodes[1].Port, top.WaitPrimaryMoved(top.Nodes[0].Port, 20*time.Second))
+}

@@ -50,6 +50,12 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		return Result{}, fail(ReasonCommandFailed, err, "pause writes on %s", cfg.Primary)
 	}
 	pausedAt := time.Now()
+	// Until the old primary is demoted or the pause is lifted with nothing promoted, the caller's cancel
+	// (a preStop hook's deadline, a controller losing its lease) must not cut the handoff short: lifting the
+	// pause while a failover may still promote someone hands writes to a primary that is about to be
+	// demoted (F2). This part is bounded by the pause budget itself.
+	pctx, pcancel := context.WithDeadline(context.WithoutCancel(ctx), pausedAt.Add(budget+serverPauseMargin+pollTimeout))
+	defer pcancel()
 	res := Result{Sentinel: saddr}
 	paused := true
 	unpause := func() {
@@ -65,7 +71,7 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		}
 	}
 	defer unpause()
-	pr, err := h.pc.InfoReplication(ctx)
+	pr, err := h.pc.InfoReplication(pctx)
 	switch {
 	case err != nil:
 		return res, fail(ReasonCommandFailed, err, "read the paused primary's offset")
@@ -77,9 +83,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	// 3. catch-up
 	var ferr error
 	accepted, foreign := true, false
-	if err := h.catchUp(ctx, cands, pr.ReplID, pr.MasterReplOffset, pausedAt.Add(catchUp)); err != nil {
+	if err := h.catchUp(pctx, cands, pr.ReplID, pr.MasterReplOffset, pausedAt.Add(catchUp)); err != nil {
 		// never unpause while a failover that started meanwhile may still promote someone
-		if st := h.observeSentinel(ctx, saddr, time.Now().Add(pollTimeout)); !st.inProgress && !st.moved {
+		if st := h.observeSentinel(pctx, saddr, time.Now().Add(pollTimeout)); !st.inProgress && !st.moved {
 			return res, err
 		}
 		foreign, ferr = true, err
@@ -93,7 +99,7 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		// 4. SENTINEL FAILOVER on this Sentinel only, its reply awaited no longer than the budget: a Sentinel
 		// that stalls with the request (a stopped process) must not hold the handoff past the server-side
 		// pause, which would hand writes to a primary that the request may still demote
-		fctx, cancel := context.WithDeadline(ctx, pausedAt.Add(budget))
+		fctx, cancel := context.WithDeadline(pctx, pausedAt.Add(budget))
 		ferr = sc.SentinelFailover(fctx, cfg.MonitorName)
 		cancel()
 	}
@@ -119,17 +125,17 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	// 5. watch within the budget
 	deadline := pausedAt.Add(budget)
 	for {
-		st := h.observeSentinel(ctx, saddr, deadline)
+		st := h.observeSentinel(pctx, saddr, deadline)
 		accepted = accepted || st.inProgress
 		if st.moved {
 			if !isCandidate(cands, st.primary) {
 				log.Warn("handoff: Sentinel promoted a replica that was not a candidate when the catch-up was checked", "newPrimary", st.primary)
 			}
-			if err := h.demote(ctx, st.primary, pausedAt.Add(budget+serverPauseMargin)); err != nil {
+			if err := h.demote(pctx, st.primary, pausedAt.Add(budget+serverPauseMargin)); err != nil {
 				paused = false // the connection is gone: the pause ends by itself
 				return res, err
 			}
-			h.closePubSub(ctx, saddr)
+			h.closePubSub(pctx, saddr)
 			unpause()
 			res.NewPrimary = st.primary
 			log.Info("handoff: done", "newPrimary", st.primary, "paused", res.Paused.Round(time.Millisecond))
@@ -145,14 +151,14 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		if !time.Now().Before(deadline) {
 			break
 		}
-		if !sleep(ctx, cfg.Poll) {
-			return res, fail(ReasonCommandFailed, ctx.Err(), "waiting for the promotion")
+		if !sleep(pctx, cfg.Poll) {
+			return res, fail(ReasonCommandFailed, pctx.Err(), "waiting for the promotion")
 		}
 	}
 
 	// 6. budget spent: demote first, then unpause, then wait for the failover's end
-	target := h.selected(ctx, saddr, cands)
-	if err := h.demote(ctx, target, pausedAt.Add(budget+serverPauseMargin)); err != nil {
+	target := h.selected(pctx, saddr, cands)
+	if err := h.demote(pctx, target, pausedAt.Add(budget+serverPauseMargin)); err != nil {
 		paused = false
 		return res, err
 	}

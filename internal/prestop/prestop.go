@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -227,9 +228,24 @@ func run(ctx context.Context, cfg Config) Outcome {
 	if why := checkQuorum(ctx, hc.Sentinels, in.MonitorName, sentOpts); why != "" {
 		return skipped("NoQuorum", "%s", why)
 	}
+	waitedForView, waitedForOther := false, false
 	for {
 		res, err := handoff.Run(ctx, hc)
 		r := handoff.ReasonOf(err)
+		if r == handoff.ReasonNoGoodReplica {
+			// a replica that just completed its first sync (or whose priority was just restored) is
+			// promotable before the Sentinels see it: they read a replica's INFO every 10 s
+			if who := promotableReplica(ctx, repl, probeOpts); who != "" && roomToWait(ctx, in) {
+				if !waitedForView {
+					cfg.Log.Info("prestop: the Sentinels see no replica they may promote, but one reports replica-priority > 0 "+
+						"with its link up (Sentinel reads a replica's INFO every 10 s); waiting for their view", "replica", who, "detail", err.Error())
+					waitedForView = true
+				}
+				if sleep(ctx, 5*cfg.Poll) {
+					continue
+				}
+			}
+		}
 		switch {
 		case err == nil:
 			return Outcome{Action: HandedOff, Result: res, Detail: "handed off to " + res.NewPrimary}
@@ -239,7 +255,10 @@ func run(ctx context.Context, cfg Config) Outcome {
 		case r == handoff.ReasonFailoverInFlight && res.NewPrimary != "":
 			return Outcome{Action: HandedOff, Reason: string(r), Result: res, Detail: err.Error()}
 		case r == handoff.ReasonFailoverInFlight:
-			cfg.Log.Info("prestop: another handoff or a failover runs; waiting, then looking again", "detail", err.Error())
+			if !waitedForOther {
+				cfg.Log.Info("prestop: another handoff or a failover runs; waiting, then looking again", "detail", err.Error())
+				waitedForOther = true
+			}
 			if !sleep(ctx, cfg.Poll) {
 				return skipped(string(r), "deadline reached while another handoff or failover ran: %v", err)
 			}
@@ -277,6 +296,38 @@ func bestReplica(r valkey.Replication) (string, bool) {
 		return "", false
 	}
 	return fmt.Sprintf("%s:%d", best.Host, best.Port), true
+}
+
+// promotableReplica returns a replica of the primary's INFO that itself reports its link up and a
+// replica-priority above 0 (read as _probe), or "".
+func promotableReplica(ctx context.Context, primary valkey.Replication, o valkey.Options) string {
+	for _, c := range primary.Replicas {
+		if c.State != "online" {
+			continue
+		}
+		addr := fmt.Sprintf("%s:%d", c.Host, c.Port)
+		r, err := ownReplication(ctx, addr, o)
+		if err == nil && r.Role == valkey.RoleReplica && r.LinkUp && r.ReplicaPriority > 0 {
+			return addr
+		}
+	}
+	return ""
+}
+
+// roomToWait reports whether the hook's deadline still leaves room for the part of a handoff that must
+// not be cut, after one more wait: reaching a Sentinel, the pause budget (half of the instance's
+// down-after-milliseconds) and the demotion. The wait for the failover's end after that may be cut by the
+// deadline (the old primary is a replica by then; handoff.Run never lifts its pause early).
+func roomToWait(ctx context.Context, in spec.Instance) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return false
+	}
+	downAfter := 30 * time.Second // Sentinel's default
+	if ms, err := strconv.Atoi(in.SentinelConfig["down-after-milliseconds"]); err == nil && ms > 0 {
+		downAfter = time.Duration(ms) * time.Millisecond
+	}
+	return time.Until(dl) > ReachSentinels+downAfter/2+FinishMargin+time.Second
 }
 
 // checkQuorum asks the Sentinels in order for SENTINEL CKQUORUM; the first that answers decides. It returns

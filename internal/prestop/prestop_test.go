@@ -1,12 +1,9 @@
-package prestop
+package prestop_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,38 +11,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/prestop"
+	"github.com/valkey-ha/valkey-ha/internal/prestop/prestoptest"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
-// hookFor prepares the files of node i's hook the way the data pod has them: the node-local _prestop user
-// (created on node i only, as the bootstrap does through the runtime ACL file), the _probe password and
-// sentinels.json naming sentinels (default: the topology's).
-func hookFor(t *testing.T, top *valkeytest.Topology, i int, sentinels ...string) Config {
+// hookFor is prestoptest.Hook with the hook's log in the test's log.
+func hookFor(t *testing.T, top *valkeytest.Topology, i int, sentinels ...string) prestop.Config {
 	t.Helper()
-	dir := t.TempDir()
-	pw := valkeytest.RandomPassword(t)
-	require.NoError(t, top.Nodes[i].Client(top.Options(acl.Operator)).ACLSetUser(context.Background(), acl.PreStop, bootstrap.PreStopRules(pw)...))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, bootstrap.PreStopPasswordFile), []byte(pw), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, acl.Probe), []byte(top.Passwords[acl.Probe]), 0o600))
-	if len(sentinels) == 0 {
-		sentinels = testenv.SentinelAddrs(top)
-	}
-	b, err := json.Marshal(spec.SentinelInfo{MonitorName: top.Cfg.MonitorName, Port: 26379, Hosts: sentinels})
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "sentinels.json"), b, 0o600))
-	var ports []int
-	for _, n := range top.Nodes {
-		ports = append(ports, n.Port)
-	}
-	in := testenv.InstanceSpec("ns", "vk", top.Cfg.MonitorName, top.Cfg.Engine, ports, top.Cfg.DownAfterMs, top.Cfg.FailoverTimeoutMs)
-	return Config{Instance: in, NodeIndex: i, SentinelsFile: filepath.Join(dir, "sentinels.json"), SecretsDir: dir,
-		PasswordFile: filepath.Join(dir, bootstrap.PreStopPasswordFile), Timeout: 20 * time.Second,
-		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	return prestoptest.Hook(t, top, i, slog.New(slog.NewTextHandler(testWriter{t}, nil)), sentinels...)
 }
 
 type testWriter struct{ t *testing.T }
@@ -70,8 +47,8 @@ func TestPreStopPrimaryHandsOffUnderLatency(t *testing.T) {
 				}
 				return nil
 			})
-			out := Run(context.Background(), cfg)
-			require.Equal(t, HandedOff, out.Action, "%+v", out)
+			out := prestop.Run(context.Background(), cfg)
+			require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
 			require.NotEqual(t, top.Nodes[0].Addr(), out.Result.NewPrimary)
 			moved := top.WaitPrimaryMoved(top.Nodes[0].Port, 10*time.Second)
 			// writes go on against the new primary for a while, then stop
@@ -112,9 +89,9 @@ func TestPreStopPrimaryHandsOffUnderLatency(t *testing.T) {
 // off, says why, leaves writes unpaused, asks no Sentinel for a failover, and returns.
 func TestPreStopRefusesWithoutHealthyReplica(t *testing.T) {
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, ExtraServerLines: []string{"replica-priority 0"}})
-	out := Run(context.Background(), hookFor(t, top, 0))
+	out := prestop.Run(context.Background(), hookFor(t, top, 0))
 	t.Logf("%+v", out)
-	assert.Equal(t, Skipped, out.Action)
+	assert.Equal(t, prestop.Skipped, out.Action)
 	assert.Equal(t, string(handoff.ReasonNoGoodReplica), out.Reason)
 	assert.Contains(t, out.Detail, "priority 0")
 	for _, s := range top.Sentinels {
@@ -133,9 +110,9 @@ func TestPreStopRefusesWithoutHealthyReplica(t *testing.T) {
 // runs.
 func TestPreStopOnReplicaReturns(t *testing.T) {
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000})
-	out := Run(context.Background(), hookFor(t, top, 1))
+	out := prestop.Run(context.Background(), hookFor(t, top, 1))
 	t.Logf("%+v", out)
-	assert.Equal(t, NothingToDo, out.Action)
+	assert.Equal(t, prestop.NothingToDo, out.Action)
 	assert.Less(t, out.Took, 2*time.Second)
 }
 
@@ -146,9 +123,44 @@ func TestPreStopSentinelsGone(t *testing.T) {
 	gone := []string{fmt.Sprintf("%s:%d", valkeytest.Host, valkeytest.FreePort(t)), fmt.Sprintf("%s:%d", valkeytest.Host, valkeytest.FreePort(t)),
 		"sentinel-gone.invalid:26379"}
 	cfg := hookFor(t, top, 0, gone...)
-	out := Run(context.Background(), cfg)
+	out := prestop.Run(context.Background(), cfg)
 	t.Logf("%+v", out)
-	assert.Equal(t, Skipped, out.Action)
+	assert.Equal(t, prestop.Skipped, out.Action)
 	assert.Equal(t, "NoQuorum", out.Reason)
 	assert.Less(t, out.Took, cfg.Timeout/2)
+}
+
+// TestPreStopWaitsForTheSentinelsToSeeAPromotableReplica: the only replica just got its replica-priority
+// back (its first-sync guard ran) but the Sentinels still hold the 0 they read up to 10 s ago: the hook waits
+// for their view instead of giving up, then hands off.
+func TestPreStopWaitsForTheSentinelsToSeeAPromotableReplica(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	ctx := context.Background()
+	setPriority := func(p string) {
+		t.Helper()
+		// the operator may not CONFIG SET; the guard's user may
+		_, err := top.Nodes[1].CLI(acl.Operator, top.Passwords[acl.Operator], "ACL", "SETUSER", "prio", "on", ">pw", "+config|set", "+hello")
+		require.NoError(t, err)
+		out, err := top.Nodes[1].CLI("prio", "pw", "CONFIG", "SET", "replica-priority", p)
+		require.NoError(t, err)
+		require.Equal(t, "OK", out)
+	}
+	setPriority("0")
+	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "the Sentinels see replica-priority 0", func() error {
+		for _, s := range top.Sentinels {
+			reps, err := s.Client(top.SentinelOptions()).SentinelReplicas(ctx, top.Cfg.MonitorName)
+			if err != nil || len(reps) != 1 || reps[0].Priority != 0 {
+				return fmt.Errorf("%s: %+v %v", s.Addr(), reps, err)
+			}
+		}
+		return nil
+	})
+	setPriority("100")
+	r, err := top.Replication(top.Nodes[1])
+	require.NoError(t, err)
+	require.EqualValues(t, 100, r.ReplicaPriority)
+	out := prestop.Run(ctx, hookFor(t, top, 0))
+	t.Logf("%+v", out)
+	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
+	assert.Equal(t, top.Nodes[1].Addr(), out.Result.NewPrimary)
 }

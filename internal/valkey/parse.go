@@ -106,6 +106,9 @@ func ParseReplication(fields map[string]string) (Replication, error) {
 		if r.LastIOSecondsAgo, err = intField(fields, "master_last_io_seconds_ago", -1); err != nil {
 			return r, err
 		}
+		if r.LinkDownSinceSeconds, err = intField(fields, "master_link_down_since_seconds", 0); err != nil {
+			return r, err
+		}
 		r.SyncInProgress = fields["master_sync_in_progress"] == "1"
 		if r.ReplicaReplOffset, err = intField(fields, "slave_repl_offset", 0); err != nil {
 			return r, err

@@ -24,7 +24,11 @@ const (
 		"slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n" +
 		"master_failover_state:no-failover\r\nmaster_replid:abc\r\nmaster_repl_offset:990\r\n"
 	infoReplicaNeverConnected = "role:slave\r\nmaster_host:vk-0\r\nmaster_port:6379\r\nmaster_link_status:down\r\n" +
-		"master_last_io_seconds_ago:-1\r\nmaster_sync_in_progress:0\r\nslave_repl_offset:1\r\nconnected_slaves:0\r\n"
+		"master_last_io_seconds_ago:-1\r\nmaster_sync_in_progress:0\r\nslave_repl_offset:1\r\n" +
+		"master_link_down_since_seconds:-1\r\nslave_priority:0\r\nconnected_slaves:0\r\n"
+	infoReplicaLinkLost = "role:slave\r\nmaster_host:vk-0\r\nmaster_port:6379\r\nmaster_link_status:down\r\n" +
+		"master_last_io_seconds_ago:-1\r\nmaster_sync_in_progress:0\r\nslave_repl_offset:5000\r\n" +
+		"master_link_down_since_seconds:12\r\nslave_priority:100\r\nconnected_slaves:0\r\n"
 	infoSentinel = "# Sentinel\r\nsentinel_masters:2\r\nsentinel_tilt:0\r\nsentinel_tilt_since_seconds:-1\r\n" +
 		"master0:name=a,status=ok,address=a-0-0.a-0.ns.svc.cluster.local:6379,slaves=2,sentinels=3\r\n" +
 		"master1:name=b,status=odown,address=b-0-0.b-0.ns.svc.cluster.local:6379,slaves=1,sentinels=3\r\n"
@@ -48,9 +52,12 @@ func TestParseReplication(t *testing.T) {
 			Role: RoleReplica, ReplID: "abc", MasterReplOffset: 990, FailoverState: "no-failover",
 			PrimaryHost: "vk-0-0.vk-0.ns.svc.cluster.local", PrimaryPort: 6379, LinkUp: true,
 			LastIOSecondsAgo: 1, ReplicaReplOffset: 990, ReplicaPriority: 100, ReplicaReadOnly: true}},
-		{name: "replica never connected", info: infoReplicaNeverConnected, want: Replication{
-			Role: RoleReplica, PrimaryHost: "vk-0", PrimaryPort: 6379, LastIOSecondsAgo: -1,
-			ReplicaReplOffset: 1, ReplicaPriority: 100, ReplicaReadOnly: true}},
+		{name: "replica never connected (valkey 8.0, 9.1, redis 7.0: master_link_down_since_seconds -1)", info: infoReplicaNeverConnected, want: Replication{
+			Role: RoleReplica, PrimaryHost: "vk-0", PrimaryPort: 6379, LastIOSecondsAgo: -1, LinkDownSinceSeconds: -1,
+			ReplicaReplOffset: 1, ReplicaPriority: 0, ReplicaReadOnly: true}},
+		{name: "replica whose link dropped 12 s ago", info: infoReplicaLinkLost, want: Replication{
+			Role: RoleReplica, PrimaryHost: "vk-0", PrimaryPort: 6379, LastIOSecondsAgo: -1, LinkDownSinceSeconds: 12,
+			ReplicaReplOffset: 5000, ReplicaPriority: 100, ReplicaReadOnly: true}},
 		{name: "no role", info: "connected_slaves:0\r\n", wantErr: true},
 		{name: "unknown role", info: "role:leader\r\n", wantErr: true},
 		{name: "missing slave line", info: "role:master\r\nconnected_slaves:1\r\n", wantErr: true},
@@ -70,6 +77,16 @@ func TestParseReplication(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
+	}
+}
+
+func TestNeverSynced(t *testing.T) {
+	for info, want := range map[string]bool{infoReplicaNeverConnected: true, infoReplicaLinkLost: false, infoReplicaRedis7: false, infoPrimaryValkey8: false} {
+		f, err := ParseInfo(info)
+		require.NoError(t, err)
+		r, err := ParseReplication(f)
+		require.NoError(t, err)
+		assert.Equal(t, want, r.NeverSynced(), info)
 	}
 }
 

@@ -33,6 +33,9 @@ type Replication struct {
 	LinkUp bool
 	// LastIOSecondsAgo is master_last_io_seconds_ago in seconds; -1 when never connected.
 	LastIOSecondsAgo int64
+	// LinkDownSinceSeconds is master_link_down_since_seconds while the link is down: -1 when this server
+	// process never had its link up (it never completed a sync since it started), 0 while the link is up.
+	LinkDownSinceSeconds int64
 	// SyncInProgress is master_sync_in_progress:1 (a full sync is running).
 	SyncInProgress bool
 	// ReplicaReplOffset is slave_repl_offset (bytes processed from the primary).
@@ -40,6 +43,12 @@ type Replication struct {
 	// ReplicaPriority is slave_priority (0 = never promoted by Sentinel).
 	ReplicaPriority int64
 	ReplicaReadOnly bool
+}
+
+// NeverSynced reports whether a replica's server process never completed a sync since it started (link
+// down, master_link_down_since_seconds -1): whatever it holds did not come from its primary.
+func (r Replication) NeverSynced() bool {
+	return r.Role == RoleReplica && !r.LinkUp && r.LinkDownSinceSeconds < 0
 }
 
 // Offset is the replication offset that compares nodes for promotion: the replica's processed offset, or the

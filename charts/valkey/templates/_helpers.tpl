@@ -506,6 +506,9 @@ written here rather than a failure further down. Each message names the field, t
 {{- if and (eq .Values.engine "valkey") (contains "redis" $repo) (not (contains "valkey" $repo)) -}}
 {{- fail (printf "image.repository: %q is a Redis image, but engine is valkey, so the pod would run valkey-server, which it does not ship; set engine: redis, or use a valkey image" .Values.image.repository) -}}
 {{- end -}}
+{{- if lt (int .Values.probes.startupFailureThreshold) 12 -}}
+{{- fail (printf "probes.startupFailureThreshold: %d gives the bootstrap %d s to start the server, but it waits for the primary or for Sentinel's failover first (up to 10 min), so the kubelet would restart pods mid-boot (1 restarted 2 of 3 replicas of a fresh install); set at least 12 (1 min), default 120" (int .Values.probes.startupFailureThreshold) (mul 5 (int .Values.probes.startupFailureThreshold))) -}}
+{{- end -}}
 {{- range $field, $port := dict "port" .Values.port "metrics.port" .Values.metrics.port -}}
 {{- if and (lt (int $port) 1024) (or (eq $field "port") $.Values.metrics.enabled) -}}
 {{- fail (printf "%s: %d is below 1024, and the %s runs as a non-root user without capabilities, so it could not listen (bind: Permission denied) and would restart forever; use a port from 1024 up, such as %s" $field (int $port) (ternary "server" "exporter" (eq $field "port")) (ternary "6379" "9121" (eq $field "port"))) -}}
@@ -827,7 +830,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- if eq $k "failover-timeout" -}}
 {{- if lt (int64 $ms) 1000 -}}
-{{- fail (printf "%s: %s ms is too short: Sentinel aborts a failover whose promotion it has not seen within it (it polls INFO once a second), so failovers take many tries or never finish (10 ms: never, 500 ms: 7.5 s instead of 2.3 s); set at least 1000 (default 15000)" $field $ms) -}}
+{{- fail (printf "%s: %s ms is too short: Sentinel aborts a failover whose promotion it has not seen within it (it polls INFO once a second), so failovers take many tries or never finish (10 ms: 28 of 28 tries aborted, 500 ms: 7.5 s instead of 2.3 s); set at least 1000 (default 15000)" $field $ms) -}}
 {{- end -}}
 {{- end -}}
 {{- if and (has $k (list "down-after-milliseconds" "failover-timeout")) (gt (int64 $ms) 86400000) -}}
@@ -844,6 +847,14 @@ be accepted by every valkey Sentinel version that chart runs.
 
 {{- define "valkey.validateUsers" -}}
 {{- $seen := dict -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $owned := list (printf "%s-system" $F) (printf "%s-sentinel-auth" $F) (printf "%s-acl" $F) (printf "%s-acl-spec" $F) -}}
+{{- with .Values.auth.existingSecret -}}
+{{- if or (has . $owned) (hasPrefix (printf "%s-user-" $F) .) -}}
+{{- fail (printf "auth.existingSecret: %q is a Secret this release generates itself; leave auth.existingSecret empty to keep the generated F-system, or name a Secret of your own" .) -}}
+{{- end -}}
+{{- end -}}
+{{- $owned = append $owned (include "valkey.systemSecretName" .) -}}
 {{- range $i, $u := .Values.users -}}
 {{- if or (eq $u.name "default") (hasPrefix "_" $u.name) -}}
 {{- fail (printf "users[%d].name: %q is reserved: `default` is always off and names starting with _ belong to the system users (_operator, _replication, _sentinel, _probe, _exporter); choose another name" $i $u.name) -}}
@@ -868,6 +879,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- with $u.passwordSecret -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.name" $i) "value" .name "format" "dnsName" "example" "app-password") -}}
+{{- if or (has .name $owned) (hasPrefix (printf "%s-user-" $F) .name) -}}
+{{- fail (printf "users[%d].passwordSecret.name: %q holds passwords of this release (system users, Sentinel, generated user passwords) or its ACL, so user %s would share a password it must not know; name a Secret of your own, or drop passwordSecret to let the chart generate one" $i .name $u.name) -}}
+{{- end -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.key" $i) "value" .key "format" "secretKey" "example" "password") -}}
 {{- end -}}
 {{- range $j, $c := $u.channels | default list -}}

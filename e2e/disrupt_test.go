@@ -1,0 +1,357 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Disruptions Kubernetes announces (issue 14): the primary's pod is deleted or evicted and its preStop hook
+// hands the role off before the server stops.
+
+// appUsers is the customer user the Sentinel-aware writers log in as (access full: valkey-go's Sentinel
+// client checks the node it is sent to with ROLE, which readwrite may not run).
+const appUsers = `users: [{name: app, access: full, keys: ["*"]}]`
+
+// EvictPod asks the Eviction API to evict a pod (what kubectl drain does); it returns the API's error, e.g.
+// 429 TooManyRequests when a PodDisruptionBudget refuses it.
+func EvictPod(ctx context.Context, ns, name string) error {
+	return kube.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+}
+
+// PodLogFollower streams one container's log until the container ends (or Stop), so what a pod printed
+// while it terminated can be read after the pod is gone.
+type PodLogFollower struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	err    error
+}
+
+// FollowLogs starts following pod's container log from now on.
+func FollowLogs(t testing.TB, ns, pod, container string) *PodLogFollower {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &PodLogFollower{cancel: cancel, done: make(chan struct{})}
+	since := int64(1)
+	rc, err := kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true, SinceSeconds: &since}).Stream(ctx)
+	if err != nil {
+		cancel()
+		t.Fatalf("follow the log of %s/%s: %v", pod, container, err)
+	}
+	go func() {
+		defer close(f.done)
+		defer rc.Close()
+		var b [4096]byte
+		for {
+			n, err := rc.Read(b[:])
+			f.mu.Lock()
+			f.buf.Write(b[:n])
+			if err != nil && err != io.EOF && ctx.Err() == nil {
+				f.err = err
+			}
+			f.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(f.Stop)
+	return f
+}
+
+// Wait waits until the log ended (the container stopped) or timeout, then returns what was read.
+func (f *PodLogFollower) Wait(timeout time.Duration) string {
+	select {
+	case <-f.done:
+	case <-time.After(timeout):
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buf.String()
+}
+
+// Stop ends the stream.
+func (f *PodLogFollower) Stop() { f.cancel(); <-f.done }
+
+// configEpoch is the monitor's config-epoch on Sentinel j: it rises by one with every failover that
+// promoted a replica.
+func (d *Deployment) configEpoch(t testing.TB, j int, name string) int {
+	t.Helper()
+	m, found, err := d.SentinelMaster(context.Background(), j, name)
+	if err != nil || !found {
+		t.Fatalf("SENTINEL MASTER %s on %s: found %v, %v", name, d.SentinelPod(j), found, err)
+	}
+	n, err := strconv.Atoi(m["config-epoch"])
+	if err != nil {
+		t.Fatalf("config-epoch %q: %v", m["config-epoch"], err)
+	}
+	return n
+}
+
+// waitNewPrimary waits until the Sentinels name a primary other than old that reports master itself and
+// returns it and when that was first seen.
+func (in *Instance) waitNewPrimary(t testing.TB, old int, timeout time.Duration) (int, time.Time) {
+	t.Helper()
+	p := -1
+	Eventually(t, timeout, 100*time.Millisecond, "the Sentinels name a new primary", func(ctx context.Context) (bool, error) {
+		i, err := in.SentinelPrimary(ctx)
+		if err != nil {
+			return false, err
+		}
+		if i == old {
+			return false, fmt.Errorf("the Sentinels still name %s", in.Pod(old))
+		}
+		r, err := in.ReplRole(ctx, i)
+		if err != nil || r.Role != "master" {
+			return false, fmt.Errorf("%s named primary but reports %+v (%v)", in.Pod(i), r, err)
+		}
+		p = i
+		return true, nil
+	})
+	return p, time.Now()
+}
+
+// disruptionRound is one primary-pod deletion or eviction as a Sentinel-aware writer saw it.
+type disruptionRound struct {
+	name      string
+	failover  time.Duration // from the request until the Sentinels named a new primary that reports master
+	rejoined  time.Duration // until the replaced pod was Ready and the deployment converged
+	failovers int           // config-epoch increase
+	stats     WriteStats
+	lost      int
+	hookLog   string
+}
+
+func (r disruptionRound) String() string {
+	return fmt.Sprintf("%-36s new primary after %6s, converged after %6s, failovers %d, writer: longest gap between acks %6s, %d acknowledged, %d failed, lost %d",
+		r.name, r.failover.Round(10*time.Millisecond), r.rejoined.Round(100*time.Millisecond), r.failovers,
+		r.stats.LongestAckGap.Round(10*time.Millisecond), r.stats.Acked, r.stats.Failed, r.lost)
+}
+
+// disruptPrimary deletes (grace: nil = the pod's own grace period, 0 = forced) or evicts the primary's pod
+// under a Sentinel-aware writer, waits for the new primary and for the deployment to converge with the
+// replaced pod back as a replica, and measures what the writer saw. whileDisrupted, when set, runs right
+// after the request was accepted.
+func (d *Deployment) disruptPrimary(t *testing.T, name, appPW string, evict bool, grace *int64, ctl bool, whileDisrupted func(primary int)) disruptionRound {
+	t.Helper()
+	in := d.I()
+	ctx := context.Background()
+	d.WaitConverged(t, 3*time.Minute, ctl)
+	old, err := in.SentinelPrimary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := d.configEpoch(t, 0, in.F)
+	w := in.StartSentinelWriter(t, "app", appPW, fmt.Sprintf("d%d:", time.Now().UnixNano()), 10*time.Millisecond)
+	Eventually(t, 30*time.Second, 50*time.Millisecond, "the writer is acknowledged 100 times", func(context.Context) (bool, error) {
+		if n := w.Acked(); n < 100 {
+			return false, fmt.Errorf("%d acknowledged; %s", n, w.Stats())
+		}
+		return true, nil
+	})
+	logs := FollowLogs(t, d.NS, in.Pod(old), "valkey")
+	p, err := kube.CoreV1().Pods(d.NS).Get(ctx, in.Pod(old), metavGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if evict {
+		if err := EvictPod(ctx, d.NS, in.Pod(old)); err != nil {
+			t.Fatalf("evict %s: %v", in.Pod(old), err)
+		}
+		t.Logf("evicted %s", in.Pod(old))
+	} else {
+		DeletePod(t, d.NS, in.Pod(old), grace)
+	}
+	if whileDisrupted != nil {
+		whileDisrupted(old)
+	}
+	newPrimary, at := in.waitNewPrimary(t, old, downAfter+failoverTimeout+10*time.Second)
+	r := disruptionRound{name: name, failover: at.Sub(t0)}
+	Eventually(t, 3*time.Minute, time.Second, "the replaced pod is back as a replica and the deployment converged", func(ctx context.Context) (bool, error) {
+		if _, _, err := ReplacedPod(ctx, d.NS, in.Pod(old), string(p.UID)); err != nil {
+			return false, err
+		}
+		if _, err := in.Converged(ctx, ctl); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	r.rejoined = time.Since(t0)
+	acked := w.Acked()
+	Eventually(t, 30*time.Second, 50*time.Millisecond, "the writer is acknowledged 100 more times", func(context.Context) (bool, error) {
+		if n := w.Acked(); n < acked+100 {
+			return false, fmt.Errorf("%d more acknowledged; %s", n-acked, w.Stats())
+		}
+		return true, nil
+	})
+	w.Stop()
+	r.stats = w.Stats()
+	primary, err := in.SentinelPrimary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if primary != newPrimary {
+		t.Errorf("the primary moved again: %s, then %s", in.Pod(newPrimary), in.Pod(primary))
+	}
+	missing, err := w.MissingOn(ctx, net.JoinHostPort(in.FQDN(primary), strconv.Itoa(valkeyPort)), "app", appPW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lost = len(missing)
+	r.failovers = d.configEpoch(t, 0, in.F) - epoch
+	r.hookLog = logs.Wait(5 * time.Second)
+	t.Log(r)
+	t.Logf("hook log: %s", strings.Join(preStopLines(r.hookLog), " | "))
+	return r
+}
+
+// preStopLines returns the hook's log lines (the data container's stdout also carries the server's log).
+func preStopLines(log string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `"prestop: `) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestPrimaryPodDeleteAndEvictHandOff (issue 14): the primary's pod is deleted (kubectl delete pod) and
+// evicted (the Eviction API, what a drain uses), with the controllers running and with them at zero. Each
+// time the preStop hook hands the role off: one failover, 0 acknowledged writes lost for a Sentinel-aware
+// valkey-go writer, writes wait well under down-after-milliseconds (printed), and the hook's log is in the
+// container's log. While the evicted primary is still terminating, evicting a replica is refused by the
+// PodDisruptionBudget: a drain never takes the last healthy replica while the primary is disrupted.
+func TestPrimaryPodDeleteAndEvictHandOff(t *testing.T) {
+	maybeParallel(t)
+	d := Deploy(t, "handoff", DeployOpts{DataExtra: appUsers})
+	in := d.I()
+	appPW := waitSecretKey(t, d, in.F+"-user-app", "password")
+	var rows []string
+	for _, tc := range []struct {
+		name        string
+		evict, ctl  bool
+		scaleToZero bool
+	}{
+		{"delete, controllers running", false, true, false},
+		{"evict, controllers running", true, true, false},
+		{"delete, controllers at zero", false, false, true},
+		{"evict, controllers at zero", true, false, false},
+	} {
+		if tc.scaleToZero {
+			d.ScaleControllers(t, 0)
+		}
+		var pdbRefused error
+		checkPDB := func(primary int) {
+			replica := (primary + 1) % in.Nodes()
+			pdbRefused = EvictPod(context.Background(), d.NS, in.Pod(replica))
+			t.Logf("evicting replica %s while the primary terminates: %v", in.Pod(replica), pdbRefused)
+		}
+		var during func(int)
+		if tc.evict {
+			during = checkPDB
+		}
+		since := metav1.Now()
+		r := d.disruptPrimary(t, tc.name, appPW, tc.evict, nil, tc.ctl, during)
+		rows = append(rows, r.String())
+		hook := preStopLines(r.hookLog)
+		if r.lost != 0 {
+			t.Errorf("%s: %d acknowledged writes lost", tc.name, r.lost)
+		}
+		if r.failovers != 1 {
+			t.Errorf("%s: %d failovers (config-epoch), want 1", tc.name, r.failovers)
+		}
+		if r.stats.LongestAckGap >= downAfter {
+			t.Errorf("%s: writes waited %s, not under down-after-milliseconds (%s): no handoff before the stop", tc.name, r.stats.LongestAckGap, downAfter)
+		}
+		if !strings.Contains(strings.Join(hook, "\n"), `"prestop: done"`) {
+			t.Errorf("%s: the hook's log is not in the container log: %q", tc.name, hook)
+		}
+		if evs, err := FindEvents(context.Background(), d.NS, "FailedPreStopHook", ""); err != nil {
+			t.Error(err)
+		} else {
+			for _, e := range evs {
+				if e.LastTimestamp.After(since.Time) || e.EventTime.After(since.Time) {
+					t.Errorf("%s: the hook failed: %s", tc.name, e.Message)
+				}
+			}
+		}
+		if tc.evict && !apierrors.IsTooManyRequests(pdbRefused) {
+			t.Errorf("%s: evicting a replica while the primary terminated was not refused by the PodDisruptionBudget (429): %v", tc.name, pdbRefused)
+		}
+		if tc.ctl {
+			if evs, err := FindEvents(context.Background(), d.NS, "PrimaryHandingOff", ""); err != nil || len(evs) == 0 {
+				t.Errorf("%s: no PrimaryHandingOff event from the instance controller (%v)", tc.name, err)
+			}
+		}
+	}
+	t.Logf("primary pod deleted / evicted with the preStop hook (down-after %s):\n%s", downAfter, strings.Join(rows, "\n"))
+}
+
+// TestPrimaryPodDeletedRepeatedly (issue 14, "a lost primary pod must not cost 24 s"): the primary's pod is
+// deleted E2E_PRIMARY_DELETIONS times (default 3; `make e2e-deletions` runs 10), alternately gracefully (the
+// preStop hook hands off) and forced (grace period 0: no hook, Sentinel's own failover), the second half with
+// the controllers at zero. Every failover completes within down-after + failover-timeout, the replaced pod
+// rejoins as a replica, and a graceful deletion loses no acknowledged write.
+func TestPrimaryPodDeletedRepeatedly(t *testing.T) {
+	maybeParallel(t)
+	n := 3
+	if v, err := strconv.Atoi(envOr("E2E_PRIMARY_DELETIONS", "")); err == nil && v > 0 {
+		n = v
+	}
+	d := Deploy(t, "deletions", DeployOpts{DataExtra: appUsers})
+	in := d.I()
+	appPW := waitSecretKey(t, d, in.F+"-user-app", "password")
+	var rows []string
+	ctl := true
+	var worst time.Duration
+	for i := 0; i < n; i++ {
+		forced := i%2 == 1
+		if i == (n+1)/2 && ctl {
+			d.ScaleControllers(t, 0)
+			ctl = false
+		}
+		name := fmt.Sprintf("%d graceful", i+1)
+		var grace *int64
+		if forced {
+			zero := int64(0)
+			grace, name = &zero, fmt.Sprintf("%d forced", i+1)
+		}
+		if ctl {
+			name += ", controllers running"
+		} else {
+			name += ", controllers at zero"
+		}
+		r := d.disruptPrimary(t, name, appPW, false, grace, ctl, nil)
+		rows = append(rows, r.String())
+		worst = max(worst, r.failover)
+		if r.failover > downAfter+failoverTimeout {
+			t.Errorf("%s: the failover took %s, more than down-after + failover-timeout (%s)", name, r.failover, downAfter+failoverTimeout)
+		}
+		if r.failovers != 1 {
+			t.Errorf("%s: %d failovers (config-epoch), want 1", name, r.failovers)
+		}
+		if !forced && r.lost != 0 {
+			t.Errorf("%s: %d acknowledged writes lost", name, r.lost)
+		}
+	}
+	t.Logf("%d primary-pod deletions (down-after %s, failover-timeout %s), slowest failover %s:\n%s", n, downAfter, failoverTimeout,
+		worst.Round(10*time.Millisecond), strings.Join(rows, "\n"))
+}
