@@ -65,6 +65,7 @@ func loadChart(t testing.TB, name string) *chart.Chart {
 // renderOpts tune one render.
 type renderOpts struct {
 	release   string
+	namespace string // default testNamespace
 	upgrade   bool
 	existing  []runtime.Object // objects that `lookup` finds (validation-only lookups: nothing rendered changes)
 	withNotes bool
@@ -93,7 +94,11 @@ func renderChart(t testing.TB, name, valuesYAML string, o renderOpts) (map[strin
 			rel = sentinelRel
 		}
 	}
-	opts := chartutil.ReleaseOptions{Name: rel, Namespace: testNamespace, Revision: max(1, o.revision), IsInstall: !o.upgrade, IsUpgrade: o.upgrade}
+	ns := o.namespace
+	if ns == "" {
+		ns = testNamespace
+	}
+	opts := chartutil.ReleaseOptions{Name: rel, Namespace: ns, Revision: max(1, o.revision), IsInstall: !o.upgrade, IsUpgrade: o.upgrade}
 	top, err := chartutil.ToRenderValues(c, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, err

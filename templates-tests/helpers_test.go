@@ -85,8 +85,14 @@ func aclJSON(t testing.TB, objs objects) []aclUser {
 
 func descriptor(t testing.TB, objs objects) map[string]any {
 	t.Helper()
+	return descriptorOf(t, objs, valkeyF)
+}
+
+// descriptorOf is descriptor for the instance of fullname f.
+func descriptorOf(t testing.TB, objs objects, f string) map[string]any {
+	t.Helper()
 	var d map[string]any
-	if err := json.Unmarshal([]byte(objs.configMap(t, valkeyF+"-instance").Data["instance.json"]), &d); err != nil {
+	if err := json.Unmarshal([]byte(objs.configMap(t, f+"-instance").Data["instance.json"]), &d); err != nil {
 		t.Fatalf("instance.json: %v", err)
 	}
 	return d

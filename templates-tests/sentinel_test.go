@@ -52,7 +52,7 @@ func TestSentinelContract(t *testing.T) {
 	assert.Equal(t, sentinelRel+"-controller", d.Spec.Template.Spec.ServiceAccountName, "this quorum's own ServiceAccount")
 	ctl := d.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, []string{"/valkey-sentinel-ctl", "sentinel", "--namespace", testNamespace, "--release", sentinelRel,
-		"--cluster-domain", "cluster.local", "--selector", "example.com/sentinel=main", "--metrics-addr", ":9090", "--health-addr", ":8081"},
+		"--cluster-domain", "cluster.local", "--selector", "example.com/sentinel=main", "--service-account", sentinelRel + "-controller", "--metrics-addr", ":9090", "--health-addr", ":8081"},
 		append(ctl.Command, ctl.Args...), "where the Sentinels are comes from the quorum document, how many from the StatefulSet")
 
 	pod := objs.get(t, "Pod", sentinelRel+"-test").(*corev1.Pod)

@@ -544,7 +544,7 @@ func TestCommonLabelsOnEveryObject(t *testing.T) {
 			assert.Equal(t, "Helm", l["app.kubernetes.io/managed-by"], id)
 			assert.Equal(t, "valkey-ha", l["app.kubernetes.io/part-of"], id)
 			assert.Equal(t, chartName+"-0.1.0", l["helm.sh/chart"], id)
-			assert.Contains(t, []string{"data", "sentinel", "controller", "instance", "quorum", "test", "credentials"}, l["app.kubernetes.io/component"], id)
+			assert.Contains(t, []string{"data", "sentinel", "controller", "instance-controller", "instance", "quorum", "test", "credentials"}, l["app.kubernetes.io/component"], id)
 			assert.LessOrEqual(t, len(nameOf(o)), 63, id)
 		}
 	}
@@ -557,7 +557,7 @@ func TestDescriptorMatchesContract(t *testing.T) {
 	assert.Equal(t, "main", cm.Labels["example.com/sentinel"])
 	d := descriptor(t, objs)
 	assert.Equal(t, []string{"aclSecret", "engine", "failoverMode", "monitorName", "name", "namespace", "nodes", "persistence",
-		"podSelector", "port", "quorum", "release", "sentinelAuth", "sentinelConfig", "systemSecret", "tls", "version"}, keys(d))
+		"podSelector", "port", "quorum", "release", "sentinelAuth", "sentinelConfig", "sentinelGrant", "systemSecret", "tls", "version"}, keys(d))
 	// the controller's own parser reads the rendered descriptor at its version, knowing every field
 	in, err := spec.ParseInstance([]byte(cm.Data["instance.json"]))
 	require.NoError(t, err)
@@ -576,6 +576,7 @@ func TestDescriptorMatchesContract(t *testing.T) {
 		"podSelector":  map[string]any{"valkey.io/instance": valkeyF},
 		"sentinelAuth": map[string]any{"user": "_sentinel", "secretName": valkeyF + "-sentinel-auth", "secretKey": "password"},
 		"systemSecret": valkeyF + "-system", "aclSecret": valkeyF + "-acl",
+		"sentinelGrant": map[string]any{"namespace": testNamespace, "serviceAccount": "sentinel-controller"},
 	}
 	for k, v := range want {
 		assert.Equal(t, v, d[k], k)

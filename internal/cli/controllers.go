@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/controller"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
 // CommonOptions are the flags shared by the two controllers.
@@ -138,13 +140,47 @@ func runLeading(ctx context.Context, o CommonOptions, cs kubernetes.Interface, l
 	return err
 }
 
+// FleetFlags are the flags of both controllers that serve more namespaces than their own (docs/fleet.md).
+type FleetFlags struct {
+	// Namespaces is a comma-separated list of further namespaces.
+	Namespaces string
+	// NamespaceSelector is a label selector over namespaces (empty: none).
+	NamespaceSelector string
+}
+
+func (f *FleetFlags) bindFleet(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.Namespaces, "namespaces", "", "further namespaces to serve, comma-separated (each must grant this controller access)")
+	cmd.Flags().StringVar(&f.NamespaceSelector, "namespace-selector", "", "also serve every namespace whose labels match this selector (needs get/list/watch on namespaces)")
+}
+
+// options parses the flags into controller.FleetOptions with identity id.
+func (f FleetFlags) options(id spec.ServiceAccountRef) (controller.FleetOptions, error) {
+	o := controller.FleetOptions{Identity: id}
+	for _, ns := range strings.Split(f.Namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			o.Namespaces = append(o.Namespaces, ns)
+		}
+	}
+	if f.NamespaceSelector != "" {
+		sel, err := labels.Parse(f.NamespaceSelector)
+		if err != nil {
+			return o, fmt.Errorf("--namespace-selector %q: %w", f.NamespaceSelector, err)
+		}
+		o.NamespaceSelector = sel
+	}
+	return o, nil
+}
+
 // InstanceCmdOptions are the flags of `instance`.
 type InstanceCmdOptions struct {
 	CommonOptions
-	Instance      string
-	Resync        time.Duration
-	NoSubscribe   bool
-	ClusterDomain string
+	FleetFlags
+	Instance       string
+	Resync         time.Duration
+	NoSubscribe    bool
+	ClusterDomain  string
+	SharedIdentity string
+	Workers        int
 }
 
 func newInstanceCmd() *cobra.Command {
@@ -161,12 +197,30 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 			if err := o.validate(); err != nil {
 				return err
 			}
+			var id spec.ServiceAccountRef
+			if o.SharedIdentity != "" {
+				r, err := spec.ParseServiceAccountRef(o.SharedIdentity)
+				if err != nil {
+					return fmt.Errorf("--shared-identity: %w", err)
+				}
+				if r.Namespace != o.Namespace {
+					return fmt.Errorf("--shared-identity %s: the namespace must be this controller's own (--namespace %s)", o.SharedIdentity, o.Namespace)
+				}
+				if o.Instance != "" {
+					return errors.New("--shared-identity serves every instance that names it; leave --instance empty")
+				}
+				id = r
+			}
+			fleet, err := o.FleetFlags.options(id)
+			if err != nil {
+				return err
+			}
 			cs, err := kube.NewClient(o.Kubeconfig)
 			if err != nil {
 				return err
 			}
 			m, h := metrics.New(), &metrics.Health{}
-			rec, stop := kube.NewRecorder(cs, o.Namespace, "valkey-sentinel-ctl-instance")
+			rec, stop := kube.NewRecorder(cs, "valkey-sentinel-ctl-instance")
 			defer stop()
 			lease := o.LeaseName
 			if lease == "" {
@@ -176,7 +230,8 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 				}
 			}
 			c := controller.NewInstanceController(cs, controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance,
-				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version, ClusterDomain: o.ClusterDomain}, m, rec, slog.Default())
+				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version, ClusterDomain: o.ClusterDomain,
+				Fleet: fleet, Workers: o.Workers}, m, rec, slog.Default())
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
 		},
 	}
@@ -185,6 +240,9 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 	cmd.Flags().DurationVar(&o.Resync, "resync", contract.DefaultInstanceResync, "polling period per instance")
 	cmd.Flags().BoolVar(&o.NoSubscribe, "no-subscribe", false, "do not subscribe to +switch-master (polling only)")
 	cmd.Flags().StringVar(&o.ClusterDomain, "cluster-domain", contract.DefaultClusterDomain, "cluster DNS domain: a descriptor whose node hosts are not <pod>.<statefulset>.<namespace>.svc.<domain> is refused")
+	cmd.Flags().StringVar(&o.SharedIdentity, "shared-identity", "", "run as the shared instance controller <namespace>/<serviceAccount>: serve every instance whose descriptor names it (controller.mode shared)")
+	cmd.Flags().IntVar(&o.Workers, "workers", 0, "parallel passes at most (0: one worker lane per instance, so a stuck instance never delays another)")
+	o.bindFleet(cmd)
 	return cmd
 }
 
@@ -194,10 +252,13 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 // ignored).
 type SentinelCmdOptions struct {
 	CommonOptions
-	Release       string
-	ClusterDomain string
-	Selector      string
-	Resync        time.Duration
+	FleetFlags
+	// ServiceAccount is the controller's own ServiceAccount (in --namespace): instances grant it by name.
+	ServiceAccount string
+	Release        string
+	ClusterDomain  string
+	Selector       string
+	Resync         time.Duration
 	// Auth makes the controller authenticate as the quorum's _admin user, generating the quorum's credential
 	// Secrets first when they do not exist (ensureSentinelAuth).
 	Auth bool
@@ -228,19 +289,31 @@ data pods, refuses an instance another quorum already monitors, and never remove
 				}
 				sel = s
 			}
+			var id spec.ServiceAccountRef
+			if o.ServiceAccount != "" {
+				r, err := spec.ParseServiceAccountRef(o.Namespace + "/" + o.ServiceAccount)
+				if err != nil {
+					return fmt.Errorf("--service-account: %w", err)
+				}
+				id = r
+			}
+			fleet, err := o.FleetFlags.options(id)
+			if err != nil {
+				return err
+			}
 			cs, err := kube.NewClient(o.Kubeconfig)
 			if err != nil {
 				return err
 			}
 			m, h := metrics.New(), &metrics.Health{}
-			rec, stop := kube.NewRecorder(cs, o.Namespace, "valkey-sentinel-ctl-sentinel")
+			rec, stop := kube.NewRecorder(cs, "valkey-sentinel-ctl-sentinel")
 			defer stop()
 			lease := o.LeaseName
 			if lease == "" {
 				lease = contract.Controller(o.Release)
 			}
 			copts := controller.SentinelOptions{Namespace: o.Namespace, Release: o.Release, ClusterDomain: o.ClusterDomain,
-				Selector: sel, Resync: o.Resync}
+				Selector: sel, Resync: o.Resync, Fleet: fleet}
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error {
 				if o.Auth {
 					pw, err := ensureSentinelAuth(ctx, cs, o.Namespace, o.Release, slog.Default())
@@ -269,5 +342,7 @@ data pods, refuses an instance another quorum already monitors, and never remove
 	f.BoolVar(&ignoredTLS, "tls", false, "ignored: read from the quorum document")
 	_ = f.MarkDeprecated("tls", "TLS is read from the quorum document <release>-quorum")
 	f.BoolVar(&o.Auth, "auth", false, "authenticate to the Sentinels as _admin, generating Secrets <release>-auth-admin, -instance and -client first when they do not exist")
+	f.StringVar(&o.ServiceAccount, "service-account", "", "this controller's ServiceAccount in --namespace: instances grant it by name (sentinelGrant); empty: only descriptors of --namespace, without a grant check")
+	o.bindFleet(cmd)
 	return cmd
 }

@@ -432,12 +432,8 @@ func TestInstanceControllerInvalidDescriptor(t *testing.T) {
 	require.NoError(t, err)
 	c := NewInstanceController(cs, InstanceOptions{Namespace: ns, Instance: "vk"}, metrics.New(), rec, quietLog())
 	ctx := context.Background()
-	c.startFactories(ctx.Done())
-	for _, s := range c.synced {
-		for !s() {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	c.cache.Start(ctx)
+	require.True(t, c.cache.WaitForSync(ctx))
 	requeue, err := c.Reconcile(ctx, "vk")
 	require.NoError(t, err)
 	assert.False(t, requeue)
@@ -451,6 +447,7 @@ func startInformers(ctx context.Context, t *testing.T, c *SentinelController) er
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	c.start(ctx.Done())
+	c.cmCache.Start(ctx)
 	deadline := time.Now().Add(5 * time.Second)
 	for _, s := range c.synced {
 		for !s() {
@@ -459,6 +456,11 @@ func startInformers(ctx context.Context, t *testing.T, c *SentinelController) er
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	sctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if !c.cmCache.WaitForSync(sctx) {
+		return errors.New("informers did not sync")
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/nscache"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -64,6 +65,12 @@ type InstanceOptions struct {
 	// a descriptor naming other hosts is refused before any password is sent. Empty skips the host check
 	// (tests whose nodes run on loopback); the CLI always sets it.
 	ClusterDomain string
+	// Fleet: more namespaces, and the shared mode (fleet.go, docs/fleet.md).
+	Fleet FleetOptions
+	// Workers caps the parallel passes (0: one lane per instance; see lanes).
+	Workers int
+	// ObserveTimeout bounds one instance's gather (default 10 s).
+	ObserveTimeout time.Duration
 }
 
 // InstanceController is the data-side controller.
@@ -74,21 +81,22 @@ type InstanceController struct {
 	metrics  *metrics.Metrics
 	recorder record.EventRecorder
 
-	pods   corelisters.PodLister
-	cms    corelisters.ConfigMapLister
-	stss   appslisters.StatefulSetLister
-	synced []cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
-	pool   *pool
-	mu     sync.Mutex
-	state  map[string]*instanceMemory
-	runCtx context.Context
+	pods  corelisters.PodLister
+	cms   corelisters.ConfigMapLister
+	stss  appslisters.StatefulSetLister
+	cache *nscache.Cache
+	lanes *lanes
+	// switches holds the +switch-master subscriptions (one per Sentinel)
+	switches *switchHub
+	queue    workqueue.TypedRateLimitingInterface[string]
+	pool     *pool
+	mu       sync.Mutex
+	state    map[string]*instanceMemory
+	runCtx   context.Context
 	// reported dedupes the Warning events of conditions that last many passes
 	reported reportOnce
 	// sentinelAuth holds the quorum passwords sent to the Sentinels (sentinelOpts)
 	sentinelAuth quorumCredentials
-
-	startFactories func(stop <-chan struct{})
 }
 
 // instanceMemory is what the controller remembers between passes of one instance. Nothing here is needed
@@ -121,47 +129,42 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 	if o.TLSCAFile == "" {
 		o.TLSCAFile = valkey.DefaultCAFile
 	}
+	if o.ObserveTimeout <= 0 {
+		o.ObserveTimeout = 10 * time.Second
+	}
 	c := &InstanceController{opts: o, cs: cs, log: log, metrics: m, recorder: rec, pool: newPool(),
 		state: map[string]*instanceMemory{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(laneLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "instance"})}
-	extra := ""
+	extra := map[nscache.Kind]string{}
 	if o.Instance != "" {
-		extra = contract.LabelInstance + "=" + o.Instance
+		// data pods carry valkey.io/instance; ConfigMaps are filtered by part-of only (descriptor, sentinel info)
+		extra[nscache.Pods] = contract.LabelInstance + "=" + o.Instance
+		extra[nscache.StatefulSets] = contract.LabelInstance + "=" + o.Instance
 	}
-	// data pods carry valkey.io/instance; ConfigMaps are filtered by part-of only (descriptor, sentinel info)
-	podFactory := kube.NewInformerFactory(cs, o.Namespace, extra, 0)
-	cmFactory := kube.NewInformerFactory(cs, o.Namespace, "", 0)
-	podInf := podFactory.Core().V1().Pods()
-	stsInf := podFactory.Apps().V1().StatefulSets()
-	cmInf := cmFactory.Core().V1().ConfigMaps()
-	c.pods, c.cms, c.stss = podInf.Lister(), cmInf.Lister(), stsInf.Lister()
-	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced, stsInf.Informer().HasSynced}
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueObj,
 		UpdateFunc: func(_, obj any) { c.enqueueObj(obj) },
 		DeleteFunc: c.enqueueObj,
 	}
-	_, _ = podInf.Informer().AddEventHandler(h)
-	_, _ = cmInf.Informer().AddEventHandler(h)
-	_, _ = stsInf.Informer().AddEventHandler(h)
-	c.startFactories = func(stop <-chan struct{}) {
-		podFactory.Start(stop)
-		cmFactory.Start(stop)
-	}
+	// the namespaces this controller serves (its own, and a shared controller's others; fleet.go)
+	c.cache = newNamespaceCache(cs, o.Namespace, o.Fleet, []nscache.Kind{nscache.Pods, nscache.ConfigMaps, nscache.StatefulSets}, extra, h,
+		c.forgetNamespace, log)
+	c.pods, c.cms, c.stss = c.cache.Pods(), c.cache.ConfigMaps(), c.cache.StatefulSets()
 	return c
 }
 
-// keyOf maps a pod or ConfigMap to its instance name, or "".
+// keyOf maps a pod or ConfigMap to its instance's work-queue key (instanceKey: namespace/name), or "".
 func (c *InstanceController) keyOf(obj any) string {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	key := instanceOf(obj)
-	if c.opts.Instance != "" && key != c.opts.Instance {
+	name := instanceOf(obj)
+	if name == "" || (c.opts.Instance != "" && name != c.opts.Instance) {
 		return ""
 	}
-	return key
+	mo, _ := obj.(metav1.Object)
+	return instanceKey(mo.GetNamespace(), name)
 }
 
 // instanceOf maps a data pod, StatefulSet or ConfigMap of this project to its instance: the valkey.io/instance
@@ -192,34 +195,32 @@ func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) er
 	defer c.queue.ShutDown()
 	defer c.pool.close()
 	c.runCtx = ctx
-	c.startFactories(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	c.switches = newSwitchHub(ctx, c.log)
+	c.cache.Start(ctx)
+	if !c.cache.WaitForSync(ctx) {
 		return fmt.Errorf("instance controller: caches did not sync")
 	}
 	if health != nil {
 		health.SetReady(true)
 	}
-	c.log.Info("instance controller started", "namespace", c.opts.Namespace, "instance", c.opts.Instance)
+	c.log.Info("instance controller started", "namespace", c.opts.Namespace, "instance", c.opts.Instance,
+		"namespaces", c.opts.Fleet.Namespaces, "sharedIdentity", c.opts.Fleet.Identity.String())
 	if c.opts.Instance != "" {
-		c.queue.Add(c.opts.Instance)
+		c.queue.Add(instanceKey(c.opts.Namespace, c.opts.Instance))
 	} else {
 		cms, _ := c.cms.List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 		for _, cm := range cms {
 			c.enqueueObj(cm)
 		}
 	}
-	var wg sync.WaitGroup
-	for i := 0; i < 2; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.processNext(ctx) {
-			}
-		}()
-	}
+	c.lanes = &lanes{max: c.opts.Workers, run: func() {
+		for c.processNext(ctx) {
+		}
+	}}
+	c.growLanes()
 	<-ctx.Done()
 	c.queue.ShutDown()
-	wg.Wait()
+	c.lanes.wg.Wait()
 	c.mu.Lock()
 	for _, st := range c.state {
 		if st.subCancel != nil {
@@ -239,6 +240,7 @@ func (c *InstanceController) processNext(ctx context.Context) bool {
 	start := time.Now()
 	requeue, err := c.Reconcile(ctx, key)
 	c.metrics.ReconcileSeconds.WithLabelValues("instance").Observe(time.Since(start).Seconds())
+	c.observePass(key, requeue, time.Since(start), err)
 	if err != nil {
 		c.metrics.ReconcileErrors.WithLabelValues("instance").Inc()
 		c.log.Warn("reconcile failed", "instance", key, "error", err)
@@ -247,7 +249,7 @@ func (c *InstanceController) processNext(ctx context.Context) bool {
 	}
 	c.queue.Forget(key)
 	if requeue { // false: the instance is gone and forgotten
-		c.metrics.ReconcileSucceeded("instance", c.opts.Namespace+"/"+key, time.Now())
+		c.metrics.ReconcileSucceeded("instance", key, time.Now())
 		c.queue.AddAfter(key, c.opts.Resync)
 	}
 	return true
@@ -260,27 +262,37 @@ func (c *InstanceController) memory(name string) *instanceMemory {
 	if !ok {
 		m = &instanceMemory{}
 		c.state[name] = m
+		defer func() { go c.growLanes() }()
 	}
 	return m
 }
 
-// Reconcile runs one pass for instance name (docs/design.md, "The instance controller's pass"): gather the
-// World, plan (pure, the policy included), apply, write status. requeue is false when the instance no longer
-// exists.
-func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeue bool, err error) {
-	desc, in, err := c.descriptor(name)
+// Reconcile runs one pass for the instance of key (instanceKey: namespace/name; a bare name is in the
+// controller's own namespace) (docs/design.md, "The instance controller's pass"): gather the World, plan
+// (pure, the policy included), apply, write status. requeue is false when the instance no longer exists or
+// is not this controller's to serve (fleet.go).
+func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue bool, err error) {
+	ns, name := c.splitKey(key)
+	key = instanceKey(ns, name)
+	desc, in, err := c.descriptor(ns, name)
 	switch {
 	case errors.Is(err, errGone):
-		c.forget(name)
+		c.forget(key)
 		return false, nil
 	case errors.Is(err, errInvalid):
 		return false, nil // reported; a new descriptor version enqueues us again
 	case err != nil:
 		return true, err
 	}
-	defer c.reported.sweep(name + "/")
-	mem := c.memory(name)
-	w, err := c.gather(ctx, in, mem)
+	if ok, why := c.servesInstance(in); !ok {
+		c.standDown(desc, key, why)
+		return false, nil // a new descriptor version enqueues us again
+	}
+	defer c.reported.sweep(key + "/")
+	mem := c.memory(key)
+	gctx, cancel := c.observeContext(ctx)
+	w, err := c.gather(gctx, in, mem)
+	cancel()
 	if err != nil {
 		return true, err
 	}
@@ -289,7 +301,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	c.report(desc, w, d, mem)
 	mem.plan = d.Memory
 	if !c.opts.NoSubscribe {
-		c.ensureSubscription(name, in, w.SentinelInfo, mem)
+		c.ensureSubscription(key, in, w.SentinelInfo, mem)
 	}
 	c.metrics.ObserveInstance(in.Namespace+"/"+in.Name, plan.InstanceGauges(w, d))
 	out.Access = c.syncAccess(ctx, w, mem)
@@ -312,10 +324,10 @@ var (
 	errInvalid = errors.New("descriptor refused")
 )
 
-// descriptor reads and checks the descriptor <name>-instance. A refused one is reported (Event, Failed
-// status) and returned with errInvalid.
-func (c *InstanceController) descriptor(name string) (*corev1.ConfigMap, spec.Instance, error) {
-	desc, err := c.cms.ConfigMaps(c.opts.Namespace).Get(contract.Descriptor(name))
+// descriptor reads and checks the descriptor <name>-instance of namespace ns. A refused one is reported
+// (Event, Failed status) and returned with errInvalid.
+func (c *InstanceController) descriptor(ns, name string) (*corev1.ConfigMap, spec.Instance, error) {
+	desc, err := c.cms.ConfigMaps(ns).Get(contract.Descriptor(name))
 	if apierrors.IsNotFound(err) {
 		return nil, spec.Instance{}, errGone
 	}
@@ -682,7 +694,7 @@ func (c *InstanceController) sentinelOpts(ctx context.Context, in spec.Instance,
 // refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook) and
 // the one-off PrimaryChanged.
 func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan.Decision, mem *instanceMemory) {
-	name := w.Instance.Name
+	name := instanceKey(w.Instance.Namespace, w.Instance.Name) // the keys of reportOnce: unique across namespaces
 	if len(w.Instance.Unknown) > 0 {
 		msg := "descriptor fields this controller does not know (ignored): " + strings.Join(w.Instance.Unknown, ", ")
 		if c.reported.changed(name+"/unknown", msg) {
@@ -701,7 +713,7 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 		c.recorder.Eventf(desc, corev1.EventTypeWarning, "HandoffImpossible", "%s", d.Roll)
 	}
 	if p := d.Memory.LastPrimaryPod; p != "" && mem.plan.LastPrimaryPod != "" && p != mem.plan.LastPrimaryPod {
-		c.metrics.FailoversObserved.WithLabelValues(w.Instance.Namespace + "/" + name).Inc()
+		c.metrics.FailoversObserved.WithLabelValues(name).Inc()
 		c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryChanged", "primary moved from %s to %s", mem.plan.LastPrimaryPod, p)
 	}
 }
@@ -793,7 +805,7 @@ func (c *InstanceController) putStatus(ctx context.Context, desc *corev1.ConfigM
 }
 
 func (c *InstanceController) forget(name string) {
-	c.metrics.ForgetInstance(c.opts.Namespace + "/" + name)
+	c.metrics.ForgetInstance(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.state[name]; ok && st.subCancel != nil {

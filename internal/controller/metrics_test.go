@@ -27,15 +27,8 @@ func TestInstanceMetricsFollowTheTopology(t *testing.T) {
 	c := NewInstanceController(e.cs, InstanceOptions{Namespace: ns, Instance: "vk"}, m, e.rec, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.startFactories(ctx.Done())
-	for _, s := range c.synced {
-		valkeytest.Eventually(t, 5*time.Second, 10*time.Millisecond, "informers synced", func() error {
-			if !s() {
-				return fmt.Errorf("not synced")
-			}
-			return nil
-		})
-	}
+	c.cache.Start(ctx)
+	require.True(t, c.cache.WaitForSync(ctx))
 	const inst = ns + "/vk"
 	pass := func() {
 		t.Helper()

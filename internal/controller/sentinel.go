@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/nscache"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -60,6 +62,9 @@ type SentinelOptions struct {
 	// LoopbackSentinels skips the host check of the quorum document (and only that one): tests whose
 	// Sentinels run on loopback and that check descriptors against ClusterDomain. The CLI never sets it.
 	LoopbackSentinels bool
+	// Fleet: the namespaces whose descriptors Selector may select besides Namespace, and the quorum's
+	// identity that instances grant (sentinel_fleet.go, docs/fleet.md).
+	Fleet FleetOptions
 }
 
 // SentinelController owns the monitor lifecycle of one Sentinel quorum.
@@ -73,6 +78,7 @@ type SentinelController struct {
 	pods    corelisters.PodLister
 	cms     corelisters.ConfigMapLister
 	stss    appslisters.StatefulSetLister
+	cmCache *nscache.Cache
 	synced  []cache.InformerSynced
 	start   func(<-chan struct{})
 	queue   workqueue.TypedRateLimitingInterface[string]
@@ -83,6 +89,8 @@ type SentinelController struct {
 	reported reportOnce
 	// rollHeldSince is when a planned Sentinel roll started waiting (zero: none waits)
 	rollHeldSince time.Time
+	// fleet is this pass's cross-namespace bookkeeping (sentinel_fleet.go)
+	fleet fleetPass
 }
 
 // NewSentinelController wires label-filtered informers over the Sentinel pods and this project's ConfigMaps.
@@ -107,20 +115,21 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sentinel"})}
 	podFactory := kube.NewInformerFactory(cs, o.Namespace, contract.LabelSentinel+"="+o.Release, 0)
-	cmFactory := kube.NewInformerFactory(cs, o.Namespace, "", 0)
-	podInf, cmInf := podFactory.Core().V1().Pods(), cmFactory.Core().V1().ConfigMaps()
+	podInf := podFactory.Core().V1().Pods()
 	stsInf := podFactory.Apps().V1().StatefulSets()
-	c.pods, c.cms, c.stss = podInf.Lister(), cmInf.Lister(), stsInf.Lister()
-	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced, stsInf.Informer().HasSynced}
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.queue.Add(o.Release) },
 		UpdateFunc: func(_, _ any) { c.queue.Add(o.Release) },
 		DeleteFunc: func(any) { c.queue.Add(o.Release) },
 	}
+	// descriptors and Sentinel info of every namespace the quorum serves (its own and o.Fleet's)
+	c.cmCache = newNamespaceCache(cs, o.Namespace, o.Fleet, []nscache.Kind{nscache.ConfigMaps}, nil, h,
+		func(string) { c.queue.Add(o.Release) }, log)
+	c.pods, c.cms, c.stss = podInf.Lister(), c.cmCache.ConfigMaps(), stsInf.Lister()
+	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, stsInf.Informer().HasSynced}
 	_, _ = podInf.Informer().AddEventHandler(h)
-	_, _ = cmInf.Informer().AddEventHandler(h)
 	_, _ = stsInf.Informer().AddEventHandler(h)
-	c.start = func(stop <-chan struct{}) { podFactory.Start(stop); cmFactory.Start(stop) }
+	c.start = func(stop <-chan struct{}) { podFactory.Start(stop) }
 	return c
 }
 
@@ -129,7 +138,8 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 	defer c.queue.ShutDown()
 	defer c.pool.close()
 	c.start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	c.cmCache.Start(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) || !c.cmCache.WaitForSync(ctx) {
 		return fmt.Errorf("sentinel controller: caches did not sync")
 	}
 	if health != nil {
@@ -197,6 +207,7 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 // applier publishes, targets of Events).
 func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld, map[string]*corev1.ConfigMap, error) {
 	w := plan.QuorumWorld{Release: c.opts.Release, Namespace: c.opts.Namespace, Now: time.Now(), Pods: map[string]plan.PodRef{}}
+	c.beginFleetPass()
 	q, err := c.quorumDocument()
 	if err != nil {
 		return w, nil, err
@@ -258,6 +269,7 @@ func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld
 		})
 	}
 	wg.Wait()
+	c.refuseNameCollisions(&w)
 	for i := range w.Instances {
 		if qi := &w.Instances[i]; qi.Refused == "" {
 			want, err := c.resolve(ctx, qi.Instance, w.Sentinels)
@@ -268,16 +280,21 @@ func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld
 			qi.Want = want
 		}
 	}
-	published, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{
+	// what this quorum published, in every namespace it can read (a quorum of the same release name in
+	// another namespace is not this one)
+	published, err := c.cms.List(labels.SelectorFromSet(labels.Set{
 		contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelSentinel: c.opts.Release}))
 	if err != nil {
 		return w, nil, fmt.Errorf("list sentinel info: %w", err)
 	}
 	for _, cm := range published {
-		w.Published = append(w.Published, cm.Name)
+		if c.publishedHere(cm) {
+			w.Published = append(w.Published, plan.NamespacedName(c.otherNamespace(cm.Namespace), cm.Name))
+		}
 	}
 	sort.Strings(w.Published)
 	w.Derive()
+	c.keepUnreadable(&w)
 	return w, descs, nil
 }
 
@@ -306,37 +323,49 @@ func (c *SentinelController) quorumDocument() (spec.Quorum, error) {
 // (claimed by another quorum, TLS mismatch, invalid descriptor or one of a newer major version), if it is. A
 // descriptor in failover mode None is left out: its monitor may go.
 func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*corev1.ConfigMap, error) {
-	cms, err := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
+	// every namespace the quorum serves and can read (sentinel_fleet.go: one that cannot be read keeps its
+	// monitors)
+	cms, err := c.cms.List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 	if err != nil {
 		w.DescriptorsErr = err.Error()
 		return nil, fmt.Errorf("list descriptors: %w", err)
 	}
-	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
+	sort.Slice(cms, func(i, j int) bool {
+		if cms[i].Namespace != cms[j].Namespace {
+			return cms[i].Namespace < cms[j].Namespace
+		}
+		return cms[i].Name < cms[j].Name
+	})
 	descs := map[string]*corev1.ConfigMap{}
 	for _, cm := range cms {
 		if !c.opts.Selector.Matches(labels.Set(cm.Labels)) {
 			continue
 		}
-		descs[cm.Name] = cm
+		ns := c.otherNamespace(cm.Namespace)
+		descs[plan.NamespacedName(ns, cm.Name)] = cm
 		in, err := spec.ParseInstance([]byte(cm.Data[contract.KeyInstance]))
 		if err == nil {
 			// the descriptor decides where the _sentinel password goes: only the chart's names and FQDNs
 			err = in.CheckCanonical(cm.Name, cm.Namespace, c.opts.ClusterDomain)
 		}
 		if err != nil {
-			w.Instances = append(w.Instances, plan.QuorumInstance{Descriptor: cm.Name, Instance: in, Refused: err.Error()})
+			w.Instances = append(w.Instances, plan.QuorumInstance{Descriptor: cm.Name, Namespace: ns, Instance: in, Refused: err.Error()})
 			continue
 		}
 		if !in.Monitored() {
 			continue
 		}
-		qi := plan.QuorumInstance{Descriptor: cm.Name, Instance: in}
+		if ok, why := in.GrantsSentinel(c.opts.Fleet.Identity); !ok {
+			c.notGranted(in, why) // positively not this quorum's: like a deselected instance
+			continue
+		}
+		qi := plan.QuorumInstance{Descriptor: cm.Name, Namespace: ns, Instance: in}
 		if in.TLS.Enabled != w.TLS {
 			qi.Refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, w.TLS)
 		}
-		if info, err := c.cms.ConfigMaps(c.opts.Namespace).Get(qi.SentinelInfoName()); err == nil {
-			if si, err := spec.ParseSentinelInfo([]byte(info.Data[contract.KeySentinels])); err == nil && si.SentinelRelease != c.opts.Release {
-				qi.Refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.SentinelRelease)
+		if info, err := c.cms.ConfigMaps(cm.Namespace).Get(qi.SentinelInfoName()); err == nil {
+			if si, err := spec.ParseSentinelInfo([]byte(info.Data[contract.KeySentinels])); err == nil && !si.PublishedBy(c.opts.Namespace, c.opts.Release, cm.Namespace) {
+				qi.Refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.Quorum(cm.Namespace))
 			}
 		}
 		w.Instances = append(w.Instances, qi)
@@ -392,16 +421,16 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 // policy's refusals (StepRefused).
 func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorld, d plan.QuorumDecision, descs map[string]*corev1.ConfigMap) {
 	for _, qi := range w.Instances {
-		cm := descs[qi.Descriptor]
+		cm := descs[qi.Key()]
 		if len(qi.Instance.Unknown) > 0 {
-			if msg := plan.UnknownFieldsWarning(qi); c.reported.changed(qi.Descriptor+"/unknown", msg) {
+			if msg := plan.UnknownFieldsWarning(qi); c.reported.changed(qi.Key()+"/unknown", msg) {
 				c.recorder.Event(cm, corev1.EventTypeWarning, "DescriptorUnknownFields", msg)
 			}
 		}
-		if qi.Refused != "" && c.reported.changed(qi.Descriptor+"/refused", qi.Refused) {
+		if qi.Refused != "" && c.reported.changed(qi.Key()+"/refused", qi.Refused) {
 			c.recorder.Eventf(cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, qi.Refused)
 		}
-		if qi.Unresolved != "" && c.reported.changed(qi.Descriptor+"/resolve", qi.Unresolved) {
+		if qi.Unresolved != "" && c.reported.changed(qi.Key()+"/resolve", qi.Unresolved) {
 			c.recorder.Eventf(cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%s; its monitor is kept as it is", qi.Unresolved)
 		}
 	}
@@ -433,8 +462,12 @@ func (c *SentinelController) applyQuorum(ctx context.Context, w plan.QuorumWorld
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range d.Withdraw {
-		if err := kube.DeleteConfigMap(ctx, c.cs, c.opts.Namespace, name); err != nil {
+	for _, key := range d.Withdraw {
+		ns, name := c.opts.Namespace, key
+		if i := strings.IndexByte(key, '/'); i >= 0 {
+			ns, name = key[:i], key[i+1:]
+		}
+		if err := kube.DeleteConfigMap(ctx, c.cs, ns, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -482,7 +515,11 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 		}
 		c.metrics.Removals.WithLabelValues(a.Name).Inc()
 		// removing a monitor silently removes HA (seed 000, Risks): always a Warning
-		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "MonitorRemoved", fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason))
+		msg := fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason)
+		if why := c.removalReason(a.Name); why != "" {
+			msg += " (" + why + ")"
+		}
+		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "MonitorRemoved", msg)
 	}
 	c.log.Info("sentinel "+string(a.Kind), "monitor", a.Name, "sentinel", a.Sentinel, "reason", a.Reason)
 	c.mu.Lock()
@@ -503,12 +540,12 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 func (c *SentinelController) eventFor(ctx context.Context, w plan.QuorumWorld, descs map[string]*corev1.ConfigMap, monitor, eventType, reason, msg string) {
 	if monitor != "" {
 		for _, qi := range w.Instances {
-			if qi.Instance.MonitorName == monitor && descs[qi.Descriptor] != nil {
-				c.recorder.Event(descs[qi.Descriptor], eventType, reason, msg)
+			if qi.Instance.MonitorName == monitor && descs[qi.Key()] != nil {
+				c.recorder.Event(descs[qi.Key()], eventType, reason, msg)
 				return
 			}
 		}
-		cms, _ := c.cms.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
+		cms, _ := c.cms.List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 		for _, cm := range cms {
 			if in, err := spec.ParseInstance([]byte(cm.Data[contract.KeyInstance])); err == nil && in.MonitorName == monitor {
 				c.recorder.Event(cm, eventType, reason, msg)

@@ -3,14 +3,14 @@ package controller
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// ensureSubscription keeps one +switch-master subscriber per Sentinel of a monitored instance; each event for
-// this monitor enqueues the instance at once, so labels move within one pass of the switch (case S21).
+// ensureSubscription registers a monitored instance with the +switch-master subscriptions of its Sentinels
+// (switchHub: one per Sentinel for every instance); each event for this monitor enqueues the instance (key)
+// at once, so labels move within one pass of the switch (case S21).
 func (c *InstanceController) ensureSubscription(name string, in spec.Instance, si *spec.SentinelInfo, mem *instanceMemory) {
 	key := ""
 	if si != nil {
@@ -27,28 +27,10 @@ func (c *InstanceController) ensureSubscription(name string, in spec.Instance, s
 	if si == nil || c.runCtx == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(c.runCtx)
-	mem.subCancel = cancel
-	for _, addr := range si.Addrs() {
-		go func() {
-			for ctx.Err() == nil {
-				o := c.sentinelOpts(ctx, in, *si)
-				o.CommandTimeout = 0
-				cl, err := valkey.Dial(ctx, addr, o)
-				if err == nil {
-					err = cl.SubscribeSwitchPrimary(ctx, func(sp valkey.SwitchPrimary) {
-						if sp.Name == in.MonitorName {
-							c.log.Info("+switch-master", "instance", name, "from", sp.OldHost, "to", sp.NewHost)
-							c.queue.Add(name)
-						}
-					})
-					cl.Close()
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
-		}()
-	}
+	info, monitor := *si, in.MonitorName
+	mem.subCancel = c.switches.watch(monitor, si.Addrs(), func(ctx context.Context) valkey.Options { return c.sentinelOpts(ctx, in, info) },
+		func(sp valkey.SwitchPrimary) {
+			c.log.Info("+switch-master", "instance", name, "from", sp.OldHost, "to", sp.NewHost)
+			c.queue.Add(name)
+		})
 }

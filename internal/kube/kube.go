@@ -208,10 +208,11 @@ func OwnerRef(cm *corev1.ConfigMap) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}
 }
 
-// NewRecorder returns an event recorder that writes Events in namespace as component.
-func NewRecorder(cs kubernetes.Interface, namespace, component string) (record.EventRecorder, func()) {
+// NewRecorder returns an event recorder that writes Events as component, each in the namespace of the object
+// it is about (a controller serving several namespaces reports on their objects there; docs/fleet.md).
+func NewRecorder(cs kubernetes.Interface, component string) (record.EventRecorder, func()) {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(namespace)})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown
 }
 

@@ -186,3 +186,40 @@ func (w *delayedWatch) Stop() {
 }
 
 func (w *delayedWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// NamespaceFault fails every list and watch of one resource in the namespaces set on it with Forbidden
+// (a grant that was deleted or never rendered: the RBAC of another namespace, docs/fleet.md).
+type NamespaceFault struct {
+	mu sync.Mutex
+	on map[string]bool
+}
+
+// ForbidNamespaces installs a NamespaceFault for resource (plural, e.g. "configmaps") in front of cs; it
+// starts with no namespace forbidden.
+func ForbidNamespaces(cs *fake.Clientset, resource string) *NamespaceFault {
+	f := &NamespaceFault{on: map[string]bool{}}
+	forbidden := func(a k8stesting.Action) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !f.on[a.GetNamespace()] {
+			return nil
+		}
+		return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", fmt.Errorf("no grant in namespace %s", a.GetNamespace()))
+	}
+	cs.PrependReactor("list", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		err := forbidden(a)
+		return err != nil, nil, err
+	})
+	cs.PrependWatchReactor(resource, func(a k8stesting.Action) (bool, watch.Interface, error) {
+		err := forbidden(a)
+		return err != nil, nil, err
+	})
+	return f
+}
+
+// Set forbids (true) or allows (false) lists and watches in namespace ns.
+func (f *NamespaceFault) Set(ns string, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on[ns] = on
+}

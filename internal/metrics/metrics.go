@@ -72,6 +72,15 @@ type Metrics struct {
 	// SentinelRollHeldSeconds is how long in seconds a planned Sentinel roll has been waiting, 0 when none waits.
 	SentinelRollHeldSeconds *prometheus.GaugeVec
 
+	// Per-instance work of the instance controller (issue 17: a shared controller serves many instances and
+	// one must never hide another). InstancePassSeconds is the duration in seconds of the instance's last
+	// pass; InstancePassErrors counts its passes that failed (each retried with a backoff of its own).
+	InstancePassSeconds *prometheus.GaugeVec
+	InstancePassErrors  *prometheus.CounterVec
+	// InstanceWorkers is the number of worker lanes the instance controller runs (one per instance unless
+	// capped).
+	InstanceWorkers prometheus.Gauge
+
 	mu sync.Mutex
 	// series remembers the label values last set per instance or quorum, so a pass deletes the series of
 	// pods and monitors that are gone (forgetting an object releases its metric series).
@@ -130,12 +139,19 @@ func New() *Metrics {
 		"1 for a selected instance whose monitor is refused or unresolved this pass.", "quorum", "valkey_instance")
 	m.SentinelRollHeldSeconds = gauge("valkey_ha_sentinel_roll_held_seconds",
 		"Seconds a planned Sentinel roll has been waiting without a step (0: none waits).", "quorum")
+	m.InstancePassSeconds = gauge("valkey_ha_instance_pass_duration_seconds",
+		"Duration in seconds of the instance's last reconcile pass.", "valkey_instance")
+	m.InstancePassErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_instance_pass_errors_total",
+		Help: "Reconcile passes of the instance that failed."}, []string{"valkey_instance"})
+	m.InstanceWorkers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "valkey_ha_instance_workers",
+		Help: "Worker lanes of the instance controller (one per instance unless capped)."})
 	m.series = map[string]map[string]bool{}
 	r.MustRegister(m.Repairs, m.Registrations, m.Removals, m.FailoversObserved, m.LabelPatches,
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
 		m.InstanceQuorumOK, m.InstanceRollHeldSeconds,
 		m.Sentinels, m.SentinelReachable, m.MonitorRegistered, m.MonitorQuorumOK, m.MonitorRefused, m.SentinelRollHeldSeconds,
+		m.InstancePassSeconds, m.InstancePassErrors, m.InstanceWorkers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -199,9 +215,10 @@ func (m *Metrics) ObserveInstance(instance string, o InstanceObservation) {
 func (m *Metrics) ForgetInstance(instance string) {
 	l := prometheus.Labels{"valkey_instance": instance}
 	for _, v := range []*prometheus.GaugeVec{m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries,
-		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceRollHeldSeconds} {
+		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceRollHeldSeconds, m.InstancePassSeconds} {
 		v.DeletePartialMatch(l)
 	}
+	m.InstancePassErrors.DeletePartialMatch(l)
 	m.LastReconcileSuccess.DeleteLabelValues("instance", instance)
 	m.sweep("link/"+instance, nil, func(string) {})
 	m.sweep("lag/"+instance, nil, func(string) {})

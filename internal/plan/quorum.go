@@ -31,9 +31,10 @@ type QuorumWorld struct {
 	TLS   bool
 	// DescriptorsErr is why the instance descriptors could not be listed ("" = listed).
 	DescriptorsErr string
-	// Instances are the selected descriptors, sorted by name, as resolved this pass.
+	// Instances are the selected descriptors, sorted by namespace and name, as resolved this pass.
 	Instances []QuorumInstance
-	// Published names the <F>-sentinels ConfigMaps this quorum has published.
+	// Published names the <F>-sentinels ConfigMaps this quorum has published (namespace/name for another
+	// namespace than the quorum's, as QuorumInstance.SentinelInfoKey).
 	Published []string
 	// Warnings are what the gather found odd but could work with (reported in the status).
 	Warnings []string

@@ -20,8 +20,10 @@ import (
 
 // QuorumInstance is one selected instance descriptor as the sentinel controller's gather resolved it.
 type QuorumInstance struct {
-	// Descriptor is the descriptor ConfigMap's name (<F>-instance).
+	// Descriptor is the descriptor ConfigMap's name (<F>-instance); Namespace its namespace when it is not the
+	// quorum's ("" = the quorum's: a cross-namespace quorum, docs/fleet.md).
 	Descriptor string
+	Namespace  string
 	Instance   spec.Instance
 	// Refused says why the instance is not registered or changed (another quorum claims it, TLS mismatch,
 	// a descriptor that does not parse or is not canonical); Unresolved why this pass could not resolve it
@@ -30,6 +32,27 @@ type QuorumInstance struct {
 	Unresolved string
 	// Want is the resolved registration (when neither Refused nor Unresolved).
 	Want registration.Wanted
+	// Collision: refused because another selected instance (of another namespace) has the same monitor name;
+	// that monitor is the other's, so this one neither wants nor keeps it.
+	Collision bool
+}
+
+// Key identifies the instance's descriptor in this quorum: its name, with its namespace in front when that
+// is not the quorum's (the keys of the descriptors the gather returns).
+func (i QuorumInstance) Key() string { return NamespacedName(i.Namespace, i.Descriptor) }
+
+// SentinelInfoKey is the Sentinel info ConfigMap of the instance as Key names the descriptor (what
+// QuorumWorld.Published and QuorumDecision.Withdraw hold).
+func (i QuorumInstance) SentinelInfoKey() string {
+	return NamespacedName(i.Namespace, i.SentinelInfoName())
+}
+
+// NamespacedName is name, or "<namespace>/<name>" when namespace is not empty.
+func NamespacedName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // Resolved reports whether the instance resolved: its monitor is wanted.
@@ -50,7 +73,7 @@ type Refusal struct {
 
 // Publish is one <F>-sentinels document the applier writes (owned by the instance's descriptor).
 type Publish struct {
-	// Descriptor is the owner (<F>-instance), Instance the instance's name F.
+	// Descriptor is the owner (its QuorumInstance.Key), Instance the instance's name F.
 	Descriptor string
 	Instance   string
 	Info       spec.SentinelInfo
@@ -62,8 +85,9 @@ type QuorumDecision struct {
 	// in Refused), the monitors whose change waits, and configuration warnings.
 	Registration registration.Plan
 	Refused      []Refusal
-	// Publish are the Sentinel info documents of every resolved instance; Withdraw the names of those this
-	// quorum published for instances it no longer selects.
+	// Publish are the Sentinel info documents of every resolved instance; Withdraw the names (namespace/name
+	// for another namespace than the quorum's) of those this quorum published for instances it no longer
+	// selects.
 	Publish  []Publish
 	Withdraw []string
 	// Roll is the Sentinel pod to replace (DeleteSentinelPod), only in a pass that changes no registration;
@@ -97,8 +121,11 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 			}
 		}
 		wanted = append(wanted, qi.Want)
-		d.Publish = append(d.Publish, Publish{Descriptor: qi.Descriptor, Instance: qi.Instance.Name, Info: spec.SentinelInfo{MonitorName: qi.Instance.MonitorName,
-			SentinelRelease: w.Release, Port: w.Port, TLS: w.TLS, Hosts: w.Hosts}})
+		info := spec.SentinelInfo{MonitorName: qi.Instance.MonitorName, SentinelRelease: w.Release, Port: w.Port, TLS: w.TLS, Hosts: w.Hosts}
+		if qi.Namespace != "" && qi.Namespace != w.Namespace {
+			info.SentinelNamespace = w.Namespace
+		}
+		d.Publish = append(d.Publish, Publish{Descriptor: qi.Key(), Instance: qi.Instance.Name, Info: info})
 	}
 	reg := registration.Build(registration.Observation{Wanted: wanted, Keep: w.Keep, HoldRemovals: w.Unowned, Sentinels: w.Sentinels})
 	d.Warnings = append(d.Warnings, reg.Warnings...)
@@ -115,7 +142,7 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 	}
 	keep := map[string]bool{}
 	for _, qi := range w.Instances {
-		keep[qi.SentinelInfoName()] = true
+		keep[qi.SentinelInfoKey()] = true
 	}
 	for _, name := range w.Published {
 		if !keep[name] {
@@ -214,13 +241,13 @@ func MonitorStatuses(w QuorumWorld) []status.MonitorStatus {
 		name := qi.Instance.MonitorName
 		switch {
 		case qi.Refused != "":
-			out = append(out, status.MonitorStatus{Name: name, Instance: qi.Descriptor, Refused: qi.Refused})
+			out = append(out, status.MonitorStatus{Name: name, Instance: qi.Key(), Refused: qi.Refused})
 			continue
 		case qi.Unresolved != "":
-			out = append(out, status.MonitorStatus{Name: name, Instance: qi.Descriptor, Unresolved: qi.Unresolved})
+			out = append(out, status.MonitorStatus{Name: name, Instance: qi.Key(), Unresolved: qi.Unresolved})
 			continue
 		}
-		ms := status.MonitorStatus{Name: name, Instance: qi.Instance.Name, Quorum: qi.Want.Quorum, QuorumOK: true}
+		ms := status.MonitorStatus{Name: name, Instance: NamespacedName(qi.Namespace, qi.Instance.Name), Quorum: qi.Want.Quorum, QuorumOK: true}
 		for i, st := range w.Sentinels {
 			m, ok := st.Monitors[name]
 			if !ok || !st.Reachable {
@@ -273,7 +300,11 @@ func QuorumGauges(w QuorumWorld, d QuorumDecision, monitors []status.MonitorStat
 	for i, qi := range w.Instances {
 		if !qi.Resolved() {
 			f, _ := contract.InstanceOf(qi.Descriptor)
-			mo.Refused = append(mo.Refused, w.Namespace+"/"+f)
+			ns := qi.Namespace
+			if ns == "" {
+				ns = w.Namespace
+			}
+			mo.Refused = append(mo.Refused, ns+"/"+f)
 			continue
 		}
 		mo.Monitors = append(mo.Monitors, metrics.MonitorObservation{Name: monitors[i].Name, Registered: monitors[i].Registered, QuorumOK: monitors[i].QuorumOK})
@@ -290,6 +321,8 @@ func (w *QuorumWorld) Derive() {
 	for _, qi := range w.Instances {
 		name := qi.Instance.MonitorName
 		switch {
+		case qi.Collision:
+			// another selected instance's monitor: not this one's to want or keep
 		case qi.Resolved():
 			w.Wanted[name] = true
 		case name != "":

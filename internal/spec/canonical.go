@@ -79,8 +79,9 @@ func SentinelSecretName(release, user string) string { return contract.QuorumSec
 
 // CheckCanonical refuses a sentinels.json to which in's components must not send the quorum's _instance
 // password: one published by another quorum than the descriptor's sentinelRelease (or any, when the
-// descriptor names none), or, when clusterDomain is not empty, one whose hosts are not exactly that quorum's
-// pods S-<i>.S-headless.<namespace>.svc.<clusterDomain> on port 26379. Whoever may write ConfigMaps can
+// descriptor names none) or of another namespace than the one the descriptor grants (sentinelGrant; its own
+// without one), or, when clusterDomain is not empty, one whose hosts are not exactly that quorum's pods
+// S-<i>.S-headless.<quorum namespace>.svc.<clusterDomain> on port 26379. Whoever may write ConfigMaps can
 // rewrite <F>-sentinels (issue 19): with this check a rewritten one can point the credential at nothing but
 // the quorum's own Sentinels. An empty clusterDomain skips the host check (tests on loopback).
 func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
@@ -94,6 +95,14 @@ func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
 	if si.SentinelRelease != in.SentinelRelease {
 		return bad("sentinelRelease", "is %q, the descriptor names %q", si.SentinelRelease, in.SentinelRelease)
 	}
+	// the quorum's namespace: the one the instance grants (sentinelGrant, docs/fleet.md), else its own
+	qns := in.Namespace
+	if in.SentinelGrant != nil {
+		qns = in.SentinelGrant.Namespace
+	}
+	if !si.PublishedBy(qns, in.SentinelRelease, in.Namespace) {
+		return bad("sentinelNamespace", "is %q, the descriptor grants a quorum of namespace %q", si.Quorum(in.Namespace), qns)
+	}
 	if clusterDomain == "" {
 		return nil
 	}
@@ -102,7 +111,7 @@ func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
 	}
 	s := si.SentinelRelease
 	for i, h := range si.Hosts {
-		if want := contract.SentinelHost(s, i, in.Namespace, clusterDomain); NormalizeHost(h) != want {
+		if want := contract.SentinelHost(s, i, qns, clusterDomain); NormalizeHost(h) != want {
 			return bad(fmt.Sprintf("hosts[%d]", i), "is %q, must be %q", h, want)
 		}
 	}

@@ -92,4 +92,19 @@ func TestSentinelInfoCheckCanonical(t *testing.T) {
 	loop := si
 	loop.Hosts = []string{"localhost:26380"}
 	assert.NoError(t, loop.CheckCanonical(in, ""), "no cluster domain: hosts are not checked (loopback tests)")
+
+	// a quorum of another namespace (issue 17): the one the descriptor grants, its hosts in that namespace
+	cross := in
+	cross.SentinelGrant = &ServiceAccountRef{Namespace: "platform", Name: "sentinel-controller"}
+	xsi := SentinelInfo{MonitorName: in.MonitorName, SentinelRelease: "sentinel", SentinelNamespace: "platform", Port: 26379}
+	for i := 0; i < 3; i++ {
+		xsi.Hosts = append(xsi.Hosts, fmt.Sprintf("sentinel-%d.sentinel-headless.platform.svc.cluster.local", i))
+	}
+	require.NoError(t, xsi.CheckCanonical(cross, "cluster.local"))
+	assert.ErrorContains(t, si.CheckCanonical(cross, "cluster.local"), "sentinelNamespace", "the same release name in the instance's namespace is another quorum")
+	assert.ErrorContains(t, xsi.CheckCanonical(in, "cluster.local"), "sentinelNamespace", "a quorum of a namespace the descriptor does not grant")
+	other := xsi
+	other.Hosts = append([]string(nil), xsi.Hosts...)
+	other.Hosts[0] = "sentinel-0.sentinel-headless.ns1.svc.cluster.local"
+	assert.ErrorContains(t, other.CheckCanonical(cross, "cluster.local"), "hosts[0]")
 }

@@ -96,6 +96,13 @@ type Instance struct {
 	// sentinels.json that names it (SentinelInfo.CheckCanonical). Empty (descriptor 1.0): no credentials are
 	// sent to any Sentinel.
 	SentinelRelease string `json:"sentinelRelease,omitempty"`
+	// InstanceController names the shared instance controller that serves this instance (charts/valkey
+	// controller.mode shared; descriptor 1.1); nil: its own controller F-controller (--instance F).
+	InstanceController *ServiceAccountRef `json:"instanceController,omitempty"`
+	// SentinelGrant names the controller of the one quorum this instance lets monitor it and read F-sentinel-auth
+	// (sentinel.controllerServiceAccount and sentinel.controllerNamespace; descriptor 1.1); nil: a chart
+	// before 1.1, which grants only a quorum of its own namespace (GrantsSentinel).
+	SentinelGrant *ServiceAccountRef `json:"sentinelGrant,omitempty"`
 
 	// Unknown lists the fields of the parsed document this build does not know, as paths ("nodes[1].zone"),
 	// for the controllers to report: a newer charts/valkey may add fields (see DescriptorVersion).
@@ -182,7 +189,7 @@ func (in Instance) Validate() error {
 	if in.SentinelRelease != "" && !dnsLabelRE.MatchString(in.SentinelRelease) {
 		return bad("sentinelRelease", "%q is not a DNS label", in.SentinelRelease)
 	}
-	return nil
+	return in.validateFleet()
 }
 
 // Monitored reports whether the instance asks to be monitored by Sentinel.
@@ -246,11 +253,14 @@ func (in Instance) SentinelSetPairs() (pairs [][2]string, skipped []string) {
 // SentinelInfo is what the sentinel controller publishes for a monitored instance in ConfigMap <F>-sentinels,
 // key sentinels.json; data pods read it at boot.
 type SentinelInfo struct {
-	MonitorName     string   `json:"monitorName"`
-	SentinelRelease string   `json:"sentinelRelease"`
-	Port            int      `json:"port"`
-	TLS             bool     `json:"tls"`
-	Hosts           []string `json:"hosts"`
+	MonitorName     string `json:"monitorName"`
+	SentinelRelease string `json:"sentinelRelease"`
+	// SentinelNamespace is the quorum's namespace; empty means the instance's own (a quorum before
+	// cross-namespace selection, or one of the same namespace).
+	SentinelNamespace string   `json:"sentinelNamespace,omitempty"`
+	Port              int      `json:"port"`
+	TLS               bool     `json:"tls"`
+	Hosts             []string `json:"hosts"`
 }
 
 // ParseSentinelInfo decodes and validates sentinels.json.

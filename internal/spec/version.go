@@ -14,7 +14,7 @@ import (
 // value) and reads: "<major>.<minor>". A descriptor without a version field is read as "1.0" (charts before
 // the field existed). A newer minor version only adds fields: they are kept in Instance.Unknown and
 // reported, never fatal. A newer major version may change the meaning of known fields and is refused with
-// a *VersionError.
+// a *VersionError. 1.1 added sentinelRelease (issue 15), instanceController and sentinelGrant (docs/fleet.md).
 const DescriptorVersion = "1.1"
 
 // VersionError is returned by ParseInstance for a descriptor whose major version is newer than

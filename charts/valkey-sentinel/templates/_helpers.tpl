@@ -69,7 +69,7 @@ component and the chart's version labels. Call with (dict "ctx" $).
 {{- with .ctx.Values.commonLabels }}{{ toYaml . }}
 {{ end -}}
 {{ include "vs.selectorLabels" .ctx }}
-app.kubernetes.io/component: controller
+app.kubernetes.io/component: {{ .component | default "controller" }}
 helm.sh/chart: {{ include "vs.chart" .ctx }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
@@ -117,6 +117,71 @@ Instances grant it `get` on their F-sentinel-auth Secret, so it must be this quo
 {{- .Values.controller.serviceAccountName | default (printf "%s-controller" (include "vs.fullname" .)) -}}
 {{- end -}}
 
+{{/* Name of the shared instance controller's Deployment, ServiceAccount, Role and Lease: S-instance-controller. */}}
+{{- define "vs.instanceController" -}}
+{{- printf "%s-instance-controller" (include "vs.fullname" .) -}}
+{{- end -}}
+
+{{/* The namespaces named in `namespaces`, other than this release's own, sorted and without duplicates. */}}
+{{- define "vs.otherNamespaces" -}}
+{{- $out := list -}}
+{{- range .Values.namespaces | default list -}}
+{{- if ne . $.Release.Namespace -}}{{- $out = append $out . -}}{{- end -}}
+{{- end -}}
+{{- toJson ($out | uniq | sortAlpha) -}}
+{{- end -}}
+
+{{/* true when instances of other namespaces may be selected (`namespaces` or namespaceSelector). */}}
+{{- define "vs.crossNamespace" -}}
+{{- or (gt (len (include "vs.otherNamespaces" . | fromJsonArray)) 0) (ne (include "vs.labelSelectorString" .Values.namespaceSelector) "") -}}
+{{- end -}}
+
+{{/*
+Flags shared by both controllers of this release: which namespaces they serve besides their own.
+*/}}
+{{- define "vs.namespaceArgs" -}}
+{{- $out := list -}}
+{{- with include "vs.otherNamespaces" . | fromJsonArray }}
+{{- $out = concat $out (list "- --namespaces" (printf "- %s" (join "," . | quote))) }}
+{{- end }}
+{{- with include "vs.labelSelectorString" .Values.namespaceSelector }}
+{{- $out = concat $out (list "- --namespace-selector" (printf "- %s" (. | quote))) }}
+{{- end }}
+{{- join "\n" $out -}}
+{{- end -}}
+
+{{/*
+NetworkPolicy peers in the namespaces this quorum selects beyond its own, for pods of the given components
+(a list); call with (dict "ctx" $ "components" (list ...)). Empty when it selects only its own namespace.
+*/}}
+{{- define "vs.otherNamespacePeers" -}}
+{{- $ctx := .ctx -}}
+{{- $nss := include "vs.otherNamespaces" $ctx | fromJsonArray -}}
+{{- range $c := .components }}
+{{- if $nss }}
+- namespaceSelector:
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: In
+        values: {{ toJson $nss }}
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/part-of: valkey-ha
+      app.kubernetes.io/component: {{ $c }}
+{{- end }}
+{{- with $ctx.Values.namespaceSelector }}
+{{- if or .matchLabels .matchExpressions }}
+- namespaceSelector:
+    {{- toYaml . | nindent 4 }}
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/part-of: valkey-ha
+      app.kubernetes.io/component: {{ $c }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
 {{/* ServiceAccount of the Sentinel pods: serviceAccount.name, else S when the chart creates it, else default. */}}
 {{- define "vs.podServiceAccount" -}}
 {{- .Values.serviceAccount.name | default (ternary (include "vs.fullname" .) "default" .Values.serviceAccount.create) -}}
@@ -155,12 +220,17 @@ valkeySelector as a label-selector string for the controller's --selector flag
 (k=v, key in (a,b), key notin (a), key, !key). Empty: "" (matches nothing).
 */}}
 {{- define "vs.selectorString" -}}
+{{- include "vs.labelSelectorString" .Values.valkeySelector -}}
+{{- end -}}
+
+{{/* A label selector (matchLabels, matchExpressions) as a selector string; call with the selector map. */}}
+{{- define "vs.labelSelectorString" -}}
 {{- $parts := list -}}
-{{- $ml := .Values.valkeySelector.matchLabels | default dict -}}
+{{- $ml := .matchLabels | default dict -}}
 {{- range $k := keys $ml | sortAlpha -}}
 {{- $parts = append $parts (printf "%s=%s" $k (get $ml $k)) -}}
 {{- end -}}
-{{- range .Values.valkeySelector.matchExpressions | default list -}}
+{{- range .matchExpressions | default list -}}
 {{- if eq .operator "In" -}}
 {{- $parts = append $parts (printf "%s in (%s)" .key (join "," (.values | sortAlpha))) -}}
 {{- else if eq .operator "NotIn" -}}
@@ -357,8 +427,6 @@ template calls vs.fullname first). Each message names the field, the value and t
   (list "controller.image.registry" .Values.controller.image.registry "imageRegistry" "registry.example.com")
   (list "controller.image.digest" .Values.controller.image.digest "imageDigest" "sha256:<64 hex digits>")
   (list "controller.serviceAccountName" .Values.controller.serviceAccountName "dnsName" "valkey-sentinel-controller")
-  (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
-  (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
   (list "priorityClassName" .Values.priorityClassName "dnsName" "high-priority")
   (list "metrics.image.repository" .Values.metrics.image.repository "imageRepository" "oliver006/redis_exporter")
   (list "metrics.image.tag" .Values.metrics.image.tag "imageTag" "v1.67.0")
@@ -378,6 +446,9 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- end -}}
 {{- range $i, $s := .Values.allowedSources -}}
 {{- include "vs.checkCIDR" (dict "field" (printf "allowedSources[%d]" $i) "value" $s) -}}
+{{- end -}}
+{{- range $i, $n := .Values.namespaces -}}
+{{- include "vs.checkFormat" (dict "field" (printf "namespaces[%d]" $i) "value" $n "format" "dnsLabel" "example" "tenant-a") -}}
 {{- end -}}
 {{- range $i, $s := .Values.imagePullSecrets -}}
 {{- include "vs.checkFormat" (dict "field" (printf "imagePullSecrets[%d].name" $i) "value" ($s.name | default "") "format" "dnsName" "example" "regcred") -}}
@@ -522,6 +593,7 @@ directive list checks config: engineVersion, else the leading major.minor of the
 
 {{- define "vs.validateSelectors" -}}
 {{- include "vs.checkSelector" (dict "field" "valkeySelector" "selector" .Values.valkeySelector "flag" true) -}}
+{{- include "vs.checkSelector" (dict "field" "namespaceSelector" "selector" .Values.namespaceSelector "flag" true) -}}
 {{- include "vs.checkSelector" (dict "field" "networkPolicy.clientPodSelector" "selector" .Values.networkPolicy.clientPodSelector) -}}
 {{- include "vs.checkSelector" (dict "field" "networkPolicy.metricsNamespaceSelector" "selector" .Values.networkPolicy.metricsNamespaceSelector) -}}
 {{- end -}}
@@ -675,7 +747,7 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- $S := include "vs.fullname" . -}}
 {{- $name := include "vs.podServiceAccount" . -}}
-{{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) -}}
+{{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) (include "vs.instanceController" .) -}}
 {{- if eq $name $other -}}
 {{- fail (printf "serviceAccount.name: %q is the ServiceAccount of the controller or of the helm test, which holds rights (and reads instances' _sentinel passwords) the Sentinel pods must not have; choose another name, or leave it empty for %s" $name $S) -}}
 {{- end -}}
@@ -693,26 +765,11 @@ Controller knobs: requests at most the limits (a request above its limit is refu
 priority class.
 */}}
 {{- define "vs.validateController" -}}
-{{- $r := .Values.controller.resources -}}
-{{- $req := $r.requests | default dict -}}
-{{- with $req.cpu -}}
-{{- include "vs.checkFormat" (dict "field" "controller.resources.requests.cpu" "value" . "format" "cpu" "example" "20m") -}}
-{{- if eq (float64 (include "vs.millicores" .)) 0.0 -}}
-{{- fail (printf "controller.resources.requests.cpu: %q requests no CPU, so the controller could be starved on a busy node; request at least 1m, such as 20m, or leave it empty for the limit" (toString .)) -}}
+{{- if eq (include "vs.controllerServiceAccount" .) (include "vs.instanceController" .) -}}
+{{- fail (printf "controller.serviceAccountName: %q is the shared instance controller's ServiceAccount, which instances grant their _operator master key; the quorum's controller must have its own. Choose another name, or leave it empty for %s-controller" (include "vs.controllerServiceAccount" .) (include "vs.fullname" .)) -}}
 {{- end -}}
-{{- if gt (float64 (include "vs.millicores" .)) (float64 (include "vs.millicores" $r.cpu)) -}}
-{{- fail (printf "controller.resources.requests.cpu: %s is above the limit controller.resources.cpu (%s); a request may not exceed its limit. Lower the request or raise the limit" (toString .) (toString $r.cpu)) -}}
-{{- end -}}
-{{- end -}}
-{{- with $req.memory -}}
-{{- include "vs.checkFormat" (dict "field" "controller.resources.requests.memory" "value" . "format" "quantity" "example" "64Mi") -}}
-{{- if eq (float64 (include "vs.bytes" .)) 0.0 -}}
-{{- fail (printf "controller.resources.requests.memory: %q requests no memory, so the controller would be the first pod evicted under memory pressure; request at least 32Mi, or leave it empty for the limit" (toString .)) -}}
-{{- end -}}
-{{- if gt (float64 (include "vs.bytes" .)) (float64 (include "vs.bytes" $r.memory)) -}}
-{{- fail (printf "controller.resources.requests.memory: %s is above the limit controller.resources.memory (%s); a request may not exceed its limit. Lower the request or raise the limit" (toString .) (toString $r.memory)) -}}
-{{- end -}}
-{{- end -}}
+{{- include "vs.checkControllerResources" (dict "field" "controller.resources" "resources" .Values.controller.resources) -}}
+{{- include "vs.checkControllerResources" (dict "field" "instanceController.resources" "resources" .Values.instanceController.resources) -}}
 {{- with .Values.controller.priorityClassName -}}
 {{- include "vs.checkFormat" (dict "field" "controller.priorityClassName" "value" . "format" "dnsName" "example" "high-priority") -}}
 {{- if hasPrefix "system-" . -}}
@@ -760,4 +817,193 @@ valkey-cli{{ if .Values.tls.enabled }} --tls --cacert /etc/valkey-ha/tls/ca.crt 
 {{- fail (printf "terminationGracePeriodSeconds: %d is shorter than the preStop wait for a running failover (preStop.timeoutSeconds %d) and 2 s for Sentinel to exit; set at least %d, lower preStop.timeoutSeconds, or set preStop.enabled: false" (int .Values.terminationGracePeriodSeconds) (int .Values.preStop.timeoutSeconds) $need) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+A controller's resources: limits in the right format, requests at most the limits (a request above its limit
+is refused by the API server). Call with (dict "field" "controller.resources" "resources" map).
+*/}}
+{{- define "vs.checkControllerResources" -}}
+{{- $f := .field -}}
+{{- $r := .resources -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.cpu" $f) "value" $r.cpu "format" "cpu" "example" "100m") -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.memory" $f) "value" $r.memory "format" "quantity" "example" "128Mi") -}}
+{{- $req := $r.requests | default dict -}}
+{{- with $req.cpu -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.requests.cpu" $f) "value" . "format" "cpu" "example" "20m") -}}
+{{- if eq (float64 (include "vs.millicores" .)) 0.0 -}}
+{{- fail (printf "%s.requests.cpu: %q requests no CPU, so the controller could be starved on a busy node; request at least 1m, such as 20m, or leave it empty for the limit" $f (toString .)) -}}
+{{- end -}}
+{{- if gt (float64 (include "vs.millicores" .)) (float64 (include "vs.millicores" $r.cpu)) -}}
+{{- fail (printf "%s.requests.cpu: %s is above the limit %s.cpu (%s); a request may not exceed its limit. Lower the request or raise the limit" $f (toString .) $f (toString $r.cpu)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $req.memory -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.requests.memory" $f) "value" . "format" "quantity" "example" "64Mi") -}}
+{{- if eq (float64 (include "vs.bytes" .)) 0.0 -}}
+{{- fail (printf "%s.requests.memory: %q requests no memory, so the controller would be the first pod evicted under memory pressure; request at least 32Mi, or leave it empty for the limit" $f (toString .)) -}}
+{{- end -}}
+{{- if gt (float64 (include "vs.bytes" .)) (float64 (include "vs.bytes" $r.memory)) -}}
+{{- fail (printf "%s.requests.memory: %s is above the limit %s.memory (%s); a request may not exceed its limit. Lower the request or raise the limit" $f (toString .) $f (toString $r.memory)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A controller Deployment of this release (the sentinel controller, the shared instance controller): same image,
+pull secrets, scheduling (controller.*), posture and probes. Call with (dict "ctx" $ "name" ... "component" ...
+"serviceAccount" ... "replicas" n "resources" map "args" list ["sentinelAuth" true]); the namespace flags
+(vs.namespaceArgs) and the metrics/health addresses are appended to args.
+*/}}
+{{- define "vs.controllerDeployment" -}}
+{{- $ctx := .ctx -}}
+{{- $c := $ctx.Values.controller -}}
+{{- $replicas := int .replicas -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .name }}
+  namespace: {{ $ctx.Release.Namespace }}
+  {{- with $ctx.Values.commonAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  labels:
+    {{- include "vs.labels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
+spec:
+  replicas: {{ $replicas }}
+  {{- if gt $replicas 1 }}
+  # Standbys behind the Lease: one new pod at a time, ready as a standby before an old one goes.
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 0
+      maxSurge: 1
+  {{- else }}
+  # One pod: the old one is gone before the new one acts.
+  strategy:
+    type: Recreate
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "vs.selectorLabels" $ctx | nindent 6 }}
+      app.kubernetes.io/component: {{ .component }}
+  template:
+    metadata:
+      labels:
+        {{- include "vs.controllerPodLabels" (dict "ctx" $ctx "component" .component) | nindent 8 }}
+    spec:
+      serviceAccountName: {{ .serviceAccount }}
+      # The controller talks to the Kubernetes API: it needs its token.
+      automountServiceAccountToken: true
+      enableServiceLinks: false
+      {{- with $ctx.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- include "vs.podSecurityContext" $ctx | nindent 8 }}
+      {{- with $c.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      {{- if $c.affinity }}
+      affinity:
+        {{- toYaml $c.affinity | nindent 8 }}
+      {{- else if gt $replicas 1 }}
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                topologyKey: kubernetes.io/hostname
+                labelSelector:
+                  matchLabels:
+                    {{- include "vs.selectorLabels" $ctx | nindent 20 }}
+                    app.kubernetes.io/component: {{ .component }}
+      {{- end }}
+      {{- with $c.topologySpreadConstraints }}
+      topologySpreadConstraints:
+        {{- include "vs.spreadConstraints" (dict "list" . "selector" (merge (include "vs.selectorLabels" $ctx | fromYaml) (dict "app.kubernetes.io/component" $.component))) | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: controller
+          image: {{ include "vs.ctlImage" $ctx }}
+          imagePullPolicy: {{ $c.image.pullPolicy }}
+          command:
+            - /valkey-sentinel-ctl
+          args:
+            {{- range .args }}
+            - {{ . | quote }}
+            {{- end }}
+            {{- with include "vs.namespaceArgs" $ctx }}{{ . | nindent 12 }}{{ end }}
+            - --metrics-addr
+            - :9090
+            - --health-addr
+            - :8081
+            {{- if gt $replicas 1 }}
+            - --leader-elect
+            {{- end }}
+          env:
+            - name: POD_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            - name: POD_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+            {{- if and .sentinelAuth $ctx.Values.auth.enabled }}
+            - name: SENTINEL_PASSWORD
+              valueFrom:
+                secretKeyRef:
+                  name: {{ include "vs.authSecretName" $ctx }}
+                  key: password
+            {{- end }}
+          ports:
+            - name: metrics
+              containerPort: 9090
+              protocol: TCP
+            - name: health
+              containerPort: 8081
+              protocol: TCP
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: health
+            periodSeconds: 10
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: health
+            periodSeconds: 5
+          securityContext:
+            {{- include "vs.containerSecurityContext" $ctx | nindent 12 }}
+          resources:
+            limits:
+              cpu: {{ .resources.cpu | quote }}
+              memory: {{ .resources.memory | quote }}
+            requests:
+              cpu: {{ (.resources.requests | default dict).cpu | default .resources.cpu | quote }}
+              memory: {{ (.resources.requests | default dict).memory | default .resources.memory | quote }}
+          {{- if $ctx.Values.tls.enabled }}
+          volumeMounts:
+            - name: tls
+              mountPath: /etc/valkey-ha/tls
+              readOnly: true
+          {{- end }}
+      {{- if $ctx.Values.tls.enabled }}
+      volumes:
+        - name: tls
+          secret:
+            secretName: {{ $ctx.Values.tls.existingSecret }}
+            defaultMode: 0440
+      {{- end }}
 {{- end -}}

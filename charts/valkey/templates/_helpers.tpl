@@ -150,6 +150,67 @@ Call with (dict "ctx" $ "image" <image values> "repository" r "tag" t).
 {{- printf "%s-%d-0.%s-%d.%s.svc.%s" $F (int .index) $F (int .index) .ctx.Release.Namespace .ctx.Values.clusterDomain -}}
 {{- end -}}
 
+{{/* Namespace of the Sentinel release named by sentinel.controllerServiceAccount (the grant's namespace). */}}
+{{- define "valkey.sentinelNamespace" -}}
+{{- .Values.sentinel.controllerNamespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* Namespace of the shared instance controller (controller.mode shared). */}}
+{{- define "valkey.sharedNamespace" -}}
+{{- .Values.controller.shared.namespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* true when a shared instance controller serves this instance (controller.enabled and mode shared). */}}
+{{- define "valkey.shared" -}}
+{{- and .Values.controller.enabled (eq .Values.controller.mode "shared") -}}
+{{- end -}}
+
+{{/*
+The instance controller's rules for this instance (issue 19: writes and Secret reads bound to this instance's
+objects by name; list/watch cannot be, so the informers read every pod and ConfigMap of the namespace). The
+same rules go to the dedicated controller (Role F-controller, plus its Lease) and to the shared one (Role
+F-shared-controller), so both modes hold exactly the same rights over the instance.
+*/}}
+{{- define "valkey.controllerRules" -}}
+{{- $F := include "valkey.fullname" . -}}
+# observe data pods
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+# patch valkey.io/role labels, delete a pod in a planned roll: this instance's data pods only
+- apiGroups: [""]
+  resources: ["pods"]
+  resourceNames:
+    {{- range $i := until (int (include "valkey.nodeCount" .)) }}
+    - {{ printf "%s-%d-0" $F $i | quote }}
+    {{- end }}
+  verbs: ["patch", "delete"]
+# read the descriptor and F-sentinels
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch"]
+# write F-status (create cannot be bound to a name)
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  resourceNames: [{{ printf "%s-status" $F | quote }}]
+  verbs: ["update", "patch"]
+# compare pod revisions with the StatefulSets (planned rolls)
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["get", "list", "watch"]
+# the two Secrets it reads: system passwords (_operator) and the ACL desired state
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: [{{ include "valkey.systemSecretName" . | quote }}, {{ printf "%s-acl" $F | quote }}]
+  verbs: ["get"]
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
 {{/* Secret holding the system passwords (mounted at /etc/valkey-ha/system). */}}
 {{- define "valkey.systemSecretName" -}}
 {{- .Values.auth.existingSecret | default (printf "%s-system" (include "valkey.fullname" .)) -}}
@@ -416,6 +477,9 @@ written here rather than a failure further down. Each message names the field, t
   (list "persistence.size" .Values.persistence.size "quantity" "10Gi")
   (list "persistence.storageClass" .Values.persistence.storageClass "dnsName" "fast-ssd")
   (list "sentinel.controllerServiceAccount" .Values.sentinel.controllerServiceAccount "dnsName" "valkey-sentinel-controller")
+  (list "sentinel.controllerNamespace" .Values.sentinel.controllerNamespace "dnsLabel" "platform")
+  (list "controller.shared.serviceAccount" .Values.controller.shared.serviceAccount "dnsName" "sentinel-instance-controller")
+  (list "controller.shared.namespace" .Values.controller.shared.namespace "dnsLabel" "platform")
   (list "auth.existingSecret" .Values.auth.existingSecret "dnsName" "cache-system-passwords")
   (list "tls.existingSecret" .Values.tls.existingSecret "dnsName" "cache-tls")
   (list "priorityClassName" .Values.priorityClassName "dnsName" "high-priority")
@@ -1075,7 +1139,7 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- $F := include "valkey.fullname" . -}}
 {{- $name := include "valkey.dataServiceAccount" . -}}
-{{- range $other := list (printf "%s-controller" $F) (printf "%s-test" $F) .Values.sentinel.controllerServiceAccount -}}
+{{- range $other := list (printf "%s-controller" $F) (printf "%s-test" $F) .Values.sentinel.controllerServiceAccount .Values.controller.shared.serviceAccount -}}
 {{- if eq $name $other -}}
 {{- fail (printf "serviceAccount.name: %q is the ServiceAccount of a valkey-ha controller or of the helm test, which holds rights (or reads the _sentinel password) the data pods must not have; choose another name, or leave it empty for %s" $name $F) -}}
 {{- end -}}
@@ -1096,6 +1160,19 @@ Controller knobs: requests at most the limits (a request above its limit is refu
 priority class.
 */}}
 {{- define "valkey.validateController" -}}
+{{- if and (eq .Values.controller.mode "shared") (not .Values.controller.enabled) -}}
+{{- fail "controller.mode: shared, but controller.enabled is false, which runs no controller at all; set controller.enabled: true for the shared controller, or leave controller.mode at dedicated" -}}
+{{- end -}}
+{{- if eq (include "valkey.shared" .) "true" -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $sa := .Values.controller.shared.serviceAccount -}}
+{{- if eq $sa "default" -}}
+{{- fail "controller.shared.serviceAccount: \"default\" is the ServiceAccount of every pod that names none, so each of them could act on this instance; name the shared controller's own ServiceAccount (S-instance-controller of the valkey-sentinel release that runs it)" -}}
+{{- end -}}
+{{- if and (eq (include "valkey.sharedNamespace" .) .Release.Namespace) (has $sa (list (printf "%s-controller" $F) (printf "%s-test" $F) .Values.sentinel.controllerServiceAccount)) -}}
+{{- fail (printf "controller.shared.serviceAccount: %q is this release's own controller, its helm test or the Sentinel controller, not a shared instance controller; name the valkey-sentinel release's S-instance-controller" $sa) -}}
+{{- end -}}
+{{- end -}}
 {{- $r := .Values.controller.resources -}}
 {{- $req := $r.requests | default dict -}}
 {{- with $req.cpu -}}

@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// switchHub keeps one +switch-master subscription per Sentinel (address, user and TLS) for every instance
+// whose monitor that Sentinel holds, and hands each message to the instances of its monitor name. One
+// controller serving K instances on one quorum so holds 3 subscriber connections instead of 3K (issue 17:
+// each would also be a client, and a file descriptor, of every Sentinel).
+type switchHub struct {
+	ctx context.Context
+	log *slog.Logger
+
+	mu   sync.Mutex
+	subs map[string]*switchSub
+	next int
+}
+
+// switchSub is the subscription to one Sentinel.
+type switchSub struct {
+	addr   string
+	cancel context.CancelFunc
+	// opts returns the options to (re)dial with: the last registrant's (credentials are the quorum's).
+	opts func(context.Context) valkey.Options
+	// watchers maps a monitor name to the callbacks of the instances registered for it, by registration id
+	watchers map[string]map[int]func(valkey.SwitchPrimary)
+}
+
+func newSwitchHub(ctx context.Context, log *slog.Logger) *switchHub {
+	return &switchHub{ctx: ctx, log: log, subs: map[string]*switchSub{}}
+}
+
+// watch registers fn for +switch-master messages of monitor on every Sentinel of addrs (options from opts,
+// asked again at each reconnect) and returns the function that unregisters it; a Sentinel's subscription
+// ends with its last registration.
+func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Context) valkey.Options, fn func(valkey.SwitchPrimary)) (cancel func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.next++
+	id := h.next
+	var keys []string
+	for _, addr := range addrs {
+		o := opts(h.ctx)
+		key := addr + "\x00" + o.Username + "\x00" + strconv.FormatBool(o.TLS)
+		s, ok := h.subs[key]
+		if !ok {
+			ctx, stop := context.WithCancel(h.ctx)
+			s = &switchSub{addr: addr, cancel: stop, watchers: map[string]map[int]func(valkey.SwitchPrimary){}}
+			h.subs[key] = s
+			go h.run(ctx, s)
+		}
+		s.opts = opts
+		if s.watchers[monitor] == nil {
+			s.watchers[monitor] = map[int]func(valkey.SwitchPrimary){}
+		}
+		s.watchers[monitor][id] = fn
+		keys = append(keys, key)
+	}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, key := range keys {
+			s, ok := h.subs[key]
+			if !ok {
+				continue
+			}
+			delete(s.watchers[monitor], id)
+			if len(s.watchers[monitor]) == 0 {
+				delete(s.watchers, monitor)
+			}
+			if len(s.watchers) == 0 {
+				s.cancel()
+				delete(h.subs, key)
+			}
+		}
+	}
+}
+
+// run subscribes to one Sentinel until ctx ends, redialling a second after a lost connection.
+func (h *switchHub) run(ctx context.Context, s *switchSub) {
+	for ctx.Err() == nil {
+		h.mu.Lock()
+		opts := s.opts
+		h.mu.Unlock()
+		o := opts(ctx)
+		o.CommandTimeout = 0
+		cl, err := valkey.Dial(ctx, s.addr, o)
+		if err == nil {
+			err = cl.SubscribeSwitchPrimary(ctx, func(sp valkey.SwitchPrimary) { h.deliver(s, sp) })
+			cl.Close()
+		}
+		if err != nil && ctx.Err() == nil {
+			h.log.Debug("+switch-master subscription lost", "sentinel", s.addr, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// deliver calls every callback registered for sp's monitor (in registration order).
+func (h *switchHub) deliver(s *switchSub, sp valkey.SwitchPrimary) {
+	h.mu.Lock()
+	ids := make([]int, 0, len(s.watchers[sp.Name]))
+	for id := range s.watchers[sp.Name] {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	fns := make([]func(valkey.SwitchPrimary), 0, len(ids))
+	for _, id := range ids {
+		fns = append(fns, s.watchers[sp.Name][id])
+	}
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn(sp)
+	}
+}
+
+// subscriptions returns the number of Sentinel subscriptions open (for tests and metrics).
+func (h *switchHub) subscriptions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
