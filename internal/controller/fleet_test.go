@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,4 +198,49 @@ func TestSharedControllerIsolatesAStuckInstance(t *testing.T) {
 	}
 	_, err = f.cs.CoreV1().ConfigMaps("t1").Get(context.Background(), "own-status", metav1.GetOptions{})
 	assert.True(t, err != nil, "an instance that did not opt in is never served by the shared controller")
+}
+
+// TestSwitchHubOneSubscriptionPerSentinel (issue 17): two instances on one quorum share one +switch-master
+// subscription per Sentinel (before: one per instance and Sentinel), and a switch reaches only the instances
+// of its monitor.
+func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
+	f := startFleet(t, []string{"t1", "t2"}, true, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newSwitchHub(ctx, quietLog())
+	var addrs []string
+	for _, s := range f.sentinels {
+		addrs = append(addrs, s.Addr())
+	}
+	got := make(chan string, 8)
+	opts := func(context.Context) valkey.Options { return valkey.Options{DialTimeout: time.Second} }
+	for _, fi := range f.insts {
+		name := fi.in.Name
+		h.watch(fi.in.MonitorName, addrs, opts, func(valkey.SwitchPrimary) { got <- name })
+	}
+	assert.Equal(t, 3, h.subscriptions(), "one subscription per Sentinel")
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "subscribed", func() error {
+		for _, s := range f.sentinels {
+			// Sentinel has no PUBSUB command: count the subscribed clients
+			out, err := s.Client(valkey.Options{}).Do(ctx, "CLIENT", "LIST")
+			if err != nil {
+				return err
+			}
+			if n := strings.Count(fmt.Sprint(out), " sub=1 "); n != 1 {
+				return fmt.Errorf("%s: %d subscribed clients", s.Addr(), n)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, f.sentinels[0].Client(valkey.Options{}).SentinelFailover(ctx, "vk1"))
+	select {
+	case name := <-got:
+		assert.Equal(t, "vk1", name)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no +switch-master delivered")
+	}
+	time.Sleep(500 * time.Millisecond) // the other Sentinels publish the same switch
+	for len(got) > 0 {
+		assert.Equal(t, "vk1", <-got, "only the switched monitor's instances")
+	}
 }
