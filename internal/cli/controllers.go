@@ -65,6 +65,7 @@ func runController(ctx context.Context, o CommonOptions, cs kubernetes.Interface
 	if o.LeaderElect {
 		h.SetReady(true)
 	}
+	ApplyMemoryLimit(slog.Default())
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return metrics.Serve(ctx, o.MetricsAddr, o.HealthAddr, m, h) })
 	g.Go(func() error {

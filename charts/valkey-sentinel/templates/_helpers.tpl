@@ -960,6 +960,12 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.namespace
+            # the Go runtime keeps its heap under 90% of this (cli.ApplyMemoryLimit)
+            - name: VALKEY_HA_MEMORY_LIMIT
+              valueFrom:
+                resourceFieldRef:
+                  containerName: controller
+                  resource: limits.memory
             {{- if and .sentinelAuth $ctx.Values.auth.enabled }}
             - name: SENTINEL_PASSWORD
               valueFrom:
