@@ -116,7 +116,7 @@ func TestBenchmarks(t *testing.T) {
 	all := []struct {
 		n  int
 		fn func(*testing.T) *figure
-	}{{1, fig1}, {2, fig2}, {3, fig3}, {4, fig4}, {5, fig5}, {6, fig6}, {7, fig7}}
+	}{{1, fig1}, {2, fig2}, {3, fig3}, {4, fig4}, {5, fig5}, {6, fig6}, {7, fig7}, {8, fig8}}
 	var figs []*figure
 	for _, fg := range all {
 		if len(only) > 0 && !only[fg.n] {

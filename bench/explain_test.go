@@ -30,6 +30,21 @@ var figureMethod = map[int]string{
 		"is measured for both at once. The clock starts when +switch-master reaches the benchmark's own subscription on the Sentinel " +
 		"that ran the failover and stops when a clientset's pods carry the right `valkey.io/role` labels (sampled every 5 ms). A random " +
 		"0-2 s pause before each failover keeps failovers from locking onto the polling cycle.",
+	8: "Method: 2K lean valkey-server processes (see the note) are started once, 8 at a time, and reused as K grows; for every K " +
+		"three empty Sentinels start, then the sentinel controller (quorum q in namespace platform, --namespaces t1,t2, " +
+		"--service-account q-controller) and the shared instance controller (--shared-identity platform/q-instance-controller, " +
+		"default Resync 2 s, Go memory limit 90% of the chart's default 128Mi as cli.ApplyMemoryLimit sets it) run in their own " +
+		"processes (this test binary re-run as a helper on a fake clientset with K descriptors in t1 and t2 that grant the quorum and " +
+		"name the shared controller; the fake's record of served requests is dropped every second). *register*: sentinel controller " +
+		"start to every monitor on every Sentinel with its replica, 2 peers and CKQUORUM OK. *labels of all instances*: shared " +
+		"controller start to every pod labelled right. *peak RSS*: VmHWM; *at rest*: VmRSS at the end of a 10 s steady window; " +
+		"*live heap*: the Go runtime's live heap after its last collection (/gc/heap/live:bytes). *CPU per instance pass*: the shared " +
+		"controller's CPU time over the window divided by its instance passes (about K per 2 s); *CPU per pass* of the sentinel " +
+		"controller: one pass covers the quorum (every 3 s). *Sentinel CPU, RSS and file descriptors*: /proc of the three Sentinels " +
+		"(average). *labels after 10 simultaneous failovers*: SENTINEL FAILOVER for 10 monitors at once on Sentinel 0, twice (20 " +
+		"failovers); from the first +switch-master any Sentinel publishes for a monitor (the strict clock, Sentinel's own hello " +
+		"propagation included), and from Sentinel 0's (the failover's leader, figure 3's clock), to the label patches (timestamped " +
+		"by the helper) that make its labels match the new primary.",
 	4: "Method: 2K valkey-server processes (small configs: repl-backlog 256 KiB, maxmemory 16 MiB) are started once and reused as K " +
 		"grows; for every K three empty Sentinels start and the real sentinel controller runs in its own process (this test binary " +
 		"re-run as TestBenchSentinelControllerProcess, fake clientset with K descriptors, default Resync 3 s). *register*: controller " +

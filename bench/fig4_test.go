@@ -54,6 +54,11 @@ type ctlConfig struct {
 	Sentinels []string
 	Instances []spec.Instance
 	Passwords map[string]string
+	// Namespace is the quorum's namespace (default ns); Namespaces and ServiceAccount make it a
+	// cross-namespace quorum (figure 8): it serves those namespaces too, as ServiceAccount.
+	Namespace      string
+	Namespaces     []string
+	ServiceAccount string
 }
 
 // TestBenchSentinelControllerProcess is the helper process of figure 4; it does nothing in a normal run.
@@ -78,8 +83,16 @@ func TestBenchSentinelControllerProcess(t *testing.T) {
 	}
 	sel, _ := labels.Parse("tier=cache")
 	m := metrics.New()
-	testenv.PublishQuorum(t, cs, ns, "q", cfg.Sentinels, false)
-	c := controller.NewSentinelController(cs, controller.SentinelOptions{Namespace: ns, Release: "q", Selector: sel}, m, &record.FakeRecorder{}, quietLog())
+	if cfg.Namespace == "" {
+		cfg.Namespace = ns
+	}
+	fleet := controller.FleetOptions{Namespaces: cfg.Namespaces}
+	if cfg.ServiceAccount != "" {
+		fleet.Identity = spec.ServiceAccountRef{Namespace: cfg.Namespace, Name: cfg.ServiceAccount}
+	}
+	testenv.PublishQuorum(t, cs, cfg.Namespace, "q", cfg.Sentinels, false)
+	c := controller.NewSentinelController(cs, controller.SentinelOptions{Namespace: cfg.Namespace, Release: "q", Selector: sel, Fleet: fleet},
+		m, &record.FakeRecorder{}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// one line per pass, printed when the pass reads the quorum's status ConfigMap (its last step): the
@@ -97,6 +110,14 @@ func TestBenchSentinelControllerProcess(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	// the fake clientset records every request it serves, forever: drop them (not from a reactor: Invokes
+	// holds the lock), they are not the controller's memory
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(time.Second)
+			cs.ClearActions()
+		}
+	}()
 	fmt.Println("bench-ctl started")
 	_ = c.Run(ctx, nil)
 }
@@ -114,23 +135,32 @@ type ctlProc struct {
 	mu      sync.Mutex
 	last    ctlStats
 	first   *ctlStats // first stats line with a finished pass
+	// onLine, when set, gets every other output line's fields (a helper's own reports)
+	onLine func(at time.Time, f []string)
 }
 
 func startCtlProc(t *testing.T, cfg ctlConfig) *ctlProc {
+	return startHelperProc(t, "TestBenchSentinelControllerProcess", "BENCH_CTL_CONFIG", cfg, nil)
+}
+
+// startHelperProc runs this test binary again as helper test (a controller in its own process) with the
+// JSON of cfg in a file named by environment variable env; the helper prints "bench-ctl started", then
+// "bench-ctl stats <passes> <cpu ns> <pass wall ns>" lines, and whatever else onLine reads.
+func startHelperProc(t *testing.T, helper, env string, cfg any, onLine func(at time.Time, f []string)) *ctlProc {
 	b, _ := json.Marshal(cfg)
 	path := filepath.Join(t.TempDir(), "ctl.json")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchSentinelControllerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "BENCH_CTL_CONFIG="+path)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"="+path)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ctlProc{cmd: cmd, started: make(chan time.Time, 1)}
+	p := &ctlProc{cmd: cmd, started: make(chan time.Time, 1), onLine: onLine}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start controller process: %v", err)
 	}
@@ -153,6 +183,10 @@ func startCtlProc(t *testing.T, cfg ctlConfig) *ctlProc {
 					p.first = &s
 				}
 				p.mu.Unlock()
+			default:
+				if p.onLine != nil {
+					p.onLine(time.Now(), f)
+				}
 			}
 		}
 	}()
@@ -172,24 +206,53 @@ func (p *ctlProc) stop() {
 	}
 }
 
-// pairs holds the data nodes of figure 4, started once.
+// pairs holds the data nodes of figures 4 and 8, started once.
 type pairs struct {
 	t         *testing.T
 	passwords map[string]string
 	aclPath   string
 	nodes     [][2]*valkeytest.Proc
+	// lines replace the default sizing lines (figure 8's leaner servers); parallel is how many start at
+	// once (default 4)
+	lines    []string
+	parallel int
+}
+
+// newPairs returns pairs with fresh system passwords and their ACL file; servers are killed when the test
+// ends.
+func newPairs(t *testing.T) *pairs {
+	ps := &pairs{t: t, passwords: map[string]string{}}
+	for _, u := range acl.SystemUsers {
+		ps.passwords[u.Name] = valkeytest.RandomPassword(t)
+	}
+	ps.aclPath = filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(ps.aclPath, []byte(valkeytest.RenderSystemACL(ps.passwords)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// kill stops every server.
+func (ps *pairs) kill() {
+	for _, pr := range ps.nodes {
+		pr[0].Kill()
+		pr[1].Kill()
+	}
 }
 
 func (ps *pairs) ensure(k int) {
-	lines := []string{"aclfile " + ps.aclPath, "masteruser " + acl.Replication, "masterauth " + ps.passwords[acl.Replication],
-		"repl-backlog-size 256kb", "maxmemory 16mb", "maxclients 128"}
+	sizing := ps.lines
+	if sizing == nil {
+		sizing = []string{"repl-backlog-size 256kb", "maxmemory 16mb", "maxclients 128"}
+	}
+	lines := append([]string{"aclfile " + ps.aclPath, "masteruser " + acl.Replication, "masterauth " + ps.passwords[acl.Replication]}, sizing...)
 	need := k - len(ps.nodes)
 	if need <= 0 {
 		return
 	}
 	added := make([][2]*valkeytest.Proc, need)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
+	sem := make(chan struct{}, max(ps.parallel, 4))
 	for i := range added {
 		wg.Add(1)
 		go func() {
@@ -204,21 +267,35 @@ func (ps *pairs) ensure(k int) {
 	wg.Wait()
 	ps.nodes = append(ps.nodes, added...)
 	op := valkey.Options{Username: acl.Operator, Password: ps.passwords[acl.Operator]}
-	valkeytest.Eventually(ps.t, 60*time.Second, 100*time.Millisecond, "replication links up", func() error {
+	// every pair is one primary with exactly its own replica, link up (whichever node is the primary: an
+	// earlier K's failovers may have swapped them)
+	valkeytest.Eventually(ps.t, 120*time.Second, 100*time.Millisecond, "replication links up", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, pr := range ps.nodes {
-			c, err := valkey.Dial(ctx, pr[1].Addr(), op)
-			if err != nil {
-				return err
+			var rs [2]valkey.Replication
+			for j, n := range pr {
+				c, err := valkey.Dial(ctx, n.Addr(), op)
+				if err != nil {
+					return err
+				}
+				rs[j], err = c.InfoReplication(ctx)
+				c.Close()
+				if err != nil {
+					return err
+				}
 			}
-			r, err := c.InfoReplication(ctx)
-			c.Close()
-			if err != nil {
-				return err
+			p, r := 0, 1
+			if rs[1].Role == valkey.RolePrimary {
+				p, r = 1, 0
 			}
-			if !r.LinkUp {
-				return fmt.Errorf("%s: link down", pr[1].Addr())
+			switch {
+			case rs[p].Role != valkey.RolePrimary || rs[r].Role != valkey.RoleReplica:
+				return fmt.Errorf("%s, %s: roles %s, %s", pr[0].Addr(), pr[1].Addr(), rs[0].Role, rs[1].Role)
+			case rs[r].PrimaryPort != pr[p].Port || !rs[r].LinkUp:
+				return fmt.Errorf("%s: replicates %s:%d (link up %v), want port %d", pr[r].Addr(), rs[r].PrimaryHost, rs[r].PrimaryPort, rs[r].LinkUp, pr[p].Port)
+			case len(rs[p].Replicas) != 1:
+				return fmt.Errorf("%s: %d replicas, want 1 (two servers on one port?)", pr[p].Addr(), len(rs[p].Replicas))
 			}
 		}
 		return nil
@@ -392,20 +469,8 @@ func scaleOnce(t *testing.T, ps *pairs, k int) scaleResult {
 
 func fig4(t *testing.T) *figure {
 	ks := envInts("BENCH_K", []int{1, 10, 50})
-	ps := &pairs{t: t, passwords: map[string]string{}}
-	for _, u := range acl.SystemUsers {
-		ps.passwords[u.Name] = valkeytest.RandomPassword(t)
-	}
-	ps.aclPath = filepath.Join(t.TempDir(), "users.acl")
-	if err := os.WriteFile(ps.aclPath, []byte(valkeytest.RenderSystemACL(ps.passwords)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, pr := range ps.nodes {
-			pr[0].Kill()
-			pr[1].Kill()
-		}
-	}()
+	ps := newPairs(t)
+	defer ps.kill()
 	f := &figure{N: 4, Title: "Scale: one 3-Sentinel quorum monitoring K instances of 1 primary + 1 replica (sentinel controller in its own process)",
 		Header: []string{"K", "valkey-server processes", "register all monitors", "controller's registering pass", "controller peak RSS (VmHWM)", "controller's open connections",
 			"CPU per full reconcile", "wall per reconcile", "Sentinel CPU at rest (per Sentinel)"}}
