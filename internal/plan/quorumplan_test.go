@@ -151,3 +151,29 @@ func TestQuorumStatus(t *testing.T) {
 	assert.Equal(t, []string{"ns/other"}, g.Refused)
 	assert.Len(t, g.Monitors, 1)
 }
+
+// TestQuorumAcrossNamespaces (issue 17): an instance of another namespace than the quorum's is published with
+// the quorum's namespace, its Sentinel info and descriptor are keyed namespace/name, the Sentinel info of an
+// instance the quorum no longer selects in another namespace is withdrawn by that key, and an instance refused
+// for sharing another's monitor name neither wants nor keeps that monitor.
+func TestQuorumAcrossNamespaces(t *testing.T) {
+	w := steadyQuorum()
+	w.Instances[0].Namespace = "t1"
+	w.Published = []string{"t1/vk-sentinels", "t2/gone-sentinels", "vk-sentinels"}
+	w.Derive()
+	d := Quorum(w, time.Time{})
+	assert.Equal(t, "t1/vk-instance", d.Publish[0].Descriptor)
+	assert.Equal(t, "ns", d.Publish[0].Info.SentinelNamespace, "the quorum's namespace in the instance's Sentinel info")
+	assert.Equal(t, []string{"t2/gone-sentinels", "vk-sentinels"}, d.Withdraw, "t1/vk-sentinels is the selected instance's")
+	assert.Equal(t, "t1/vk", MonitorStatuses(w)[0].Instance)
+
+	local := steadyQuorum()
+	local.Derive()
+	assert.Empty(t, Quorum(local, time.Time{}).Publish[0].Info.SentinelNamespace, "an instance of the quorum's own namespace")
+
+	twin := QuorumInstance{Descriptor: "vk-instance", Namespace: "t2", Instance: w.Instances[0].Instance, Refused: "monitor name vk is also used", Collision: true}
+	w.Instances = append(w.Instances, twin)
+	w.Derive()
+	assert.True(t, w.Wanted["vk"])
+	assert.NotContains(t, w.Keep, "vk", "a collision's loser keeps nothing: its Keep would hold every Sentinel roll")
+}
