@@ -63,24 +63,11 @@ type ctlConfig struct {
 
 // TestBenchSentinelControllerProcess is the helper process of figure 4; it does nothing in a normal run.
 func TestBenchSentinelControllerProcess(t *testing.T) {
-	path := os.Getenv("BENCH_CTL_CONFIG")
-	if path == "" {
-		t.Skip("helper process of figure 4 (run by TestBenchmarks)")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cfg ctlConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
+	if !helperConfig(t, "BENCH_CTL_CONFIG", &cfg) {
+		t.Skip("helper process of figures 4 and 8 (run by TestBenchmarks)")
 	}
-	cs := fake.NewClientset()
-	for _, in := range cfg.Instances {
-		if _, err := testenv.AddInstance(cs, in, types.UID("desc-"+in.Name), cfg.Passwords); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cs := fakeWithInstances(t, cfg.Instances, cfg.Passwords)
 	sel, _ := labels.Parse("tier=cache")
 	m := metrics.New()
 	if cfg.Namespace == "" {
@@ -141,6 +128,46 @@ type ctlProc struct {
 
 func startCtlProc(t *testing.T, cfg ctlConfig) *ctlProc {
 	return startHelperProc(t, "TestBenchSentinelControllerProcess", "BENCH_CTL_CONFIG", cfg, nil)
+}
+
+// helperConfig reads the JSON file that environment variable env names into cfg; false when env is unset
+// (a normal run, in which a helper test skips).
+func helperConfig(t *testing.T, env string, cfg any) bool {
+	path := os.Getenv(env)
+	if path == "" {
+		return false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// fakeWithInstances returns a fake clientset holding instances ins (pods, descriptor, Secrets:
+// testenv.AddInstance).
+func fakeWithInstances(t *testing.T, ins []spec.Instance, passwords map[string]string) *fake.Clientset {
+	cs := fake.NewClientset()
+	for _, in := range ins {
+		if _, err := testenv.AddInstance(cs, in, types.UID("desc-"+in.Name), passwords); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cs
+}
+
+// waitStarted returns when the helper said it started; it fails the test after a minute.
+func (p *ctlProc) waitStarted(t *testing.T, what string) time.Time {
+	select {
+	case at := <-p.started:
+		return at
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s: the helper process did not start", what)
+	}
+	return time.Time{}
 }
 
 // startHelperProc runs this test binary again as helper test (a controller in its own process) with the
@@ -400,12 +427,7 @@ func scaleOnce(t *testing.T, ps *pairs, k int) scaleResult {
 	}
 	p := startCtlProc(t, ctlConfig{Sentinels: addrs, Instances: ins, Passwords: ps.passwords})
 	defer p.stop()
-	var t0 time.Time
-	select {
-	case t0 = <-p.started:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("K=%d: controller process did not start", k)
-	}
+	t0 := p.waitStarted(t, fmt.Sprintf("K=%d: sentinel controller", k))
 	var registered time.Time
 	valkeytest.Eventually(t, 120*time.Second, 100*time.Millisecond, fmt.Sprintf("K=%d: every monitor registered", k), func() error {
 		err := allRegistered(clients, names)

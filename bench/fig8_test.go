@@ -23,8 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
@@ -90,25 +88,14 @@ func fleetMemoryLimit() int64 {
 // nothing in a normal run. It prints "bench-ctl stats <instance passes> <cpu ns> <pass wall ns>" every
 // second and "bench-ctl label <namespace> <pod> <role> <unix ns>" for every role-label patch.
 func TestBenchFleetInstanceControllerProcess(t *testing.T) {
-	path := os.Getenv("BENCH_FLEET_CONFIG")
-	if path == "" {
+	var cfg fleetInstanceConfig
+	if !helperConfig(t, "BENCH_FLEET_CONFIG", &cfg) {
 		t.Skip("helper process of figure 8 (run by TestBenchmarks)")
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg fleetInstanceConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cs := fake.NewClientset()
+	cs := fakeWithInstances(t, cfg.Instances, cfg.Passwords)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, in := range cfg.Instances {
-		if _, err := testenv.AddInstance(cs, in, types.UID("desc-"+in.Name), cfg.Passwords); err != nil {
-			t.Fatal(err)
-		}
 		si := spec.SentinelInfo{MonitorName: in.MonitorName, SentinelRelease: "q", SentinelNamespace: platformNS, Port: 26379, Hosts: cfg.Sentinels}
 		data, _ := json.Marshal(si)
 		if _, err := cs.CoreV1().ConfigMaps(in.Namespace).Create(ctx, &corev1.ConfigMap{
@@ -405,12 +392,7 @@ func fleetOnce(t *testing.T, ps *pairs, k int) fleetResult {
 	sc := startHelperProc(t, "TestBenchSentinelControllerProcess", "BENCH_CTL_CONFIG", ctlConfig{Sentinels: addrs, Instances: ins,
 		Passwords: ps.passwords, Namespace: platformNS, Namespaces: fleetNamespaces, ServiceAccount: "q-controller"}, nil)
 	defer sc.stop()
-	var t0 time.Time
-	select {
-	case t0 = <-sc.started:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("K=%d: sentinel controller process did not start", k)
-	}
+	t0 := sc.waitStarted(t, fmt.Sprintf("K=%d: sentinel controller", k))
 	var registered time.Time
 	valkeytest.Eventually(t, 300*time.Second, 250*time.Millisecond, fmt.Sprintf("K=%d: every monitor registered", k), func() error {
 		err := allRegistered(clients, names)
@@ -436,12 +418,7 @@ func fleetOnce(t *testing.T, ps *pairs, k int) fleetResult {
 			board.line(at, f)
 		})
 	defer ic.stop()
-	var t1 time.Time
-	select {
-	case t1 = <-ic.started:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("K=%d: instance controller process did not start", k)
-	}
+	t1 := ic.waitStarted(t, fmt.Sprintf("K=%d: shared instance controller", k))
 	op := valkey.Options{Username: acl.Operator, Password: ps.passwords[acl.Operator]}
 	primary := currentPrimaries(t, insts, op)
 	valkeytest.Eventually(t, 120*time.Second, 50*time.Millisecond, fmt.Sprintf("K=%d: labels of every instance", k), func() error {
