@@ -50,9 +50,10 @@ func (f FleetOptions) namespaces(own string) []string {
 }
 
 // newNamespaceCache returns the informer cache of kinds over the namespaces f serves (own first), with
-// selectors per kind (the part-of label, plus extra).
+// selectors per kind (the part-of label, plus extra). waitForNone: starting waits for no namespace (the shared
+// instance controller's own namespace grants it nothing unless an instance there opts in).
 func newNamespaceCache(cs kubernetes.Interface, own string, f FleetOptions, kinds []nscache.Kind, extra map[nscache.Kind]string,
-	h cache.ResourceEventHandler, onRemoved func(string), log *slog.Logger) *nscache.Cache {
+	h cache.ResourceEventHandler, onRemoved func(string), log *slog.Logger, waitForNone bool) *nscache.Cache {
 	sel := map[nscache.Kind]string{}
 	for _, k := range kinds {
 		sel[k] = spec.LabelPartOf + "=" + spec.PartOfValue
@@ -61,7 +62,7 @@ func newNamespaceCache(cs kubernetes.Interface, own string, f FleetOptions, kind
 		}
 	}
 	return nscache.New(cs, nscache.Options{Selectors: sel, Kinds: kinds, Namespaces: f.namespaces(own),
-		NamespaceSelector: f.NamespaceSelector, Handler: h, OnRemoved: onRemoved, Log: log})
+		NamespaceSelector: f.NamespaceSelector, Handler: h, OnRemoved: onRemoved, Log: log, WaitForNone: waitForNone})
 }
 
 // instanceKey is the work-queue key of an instance: "<namespace>/<name>".

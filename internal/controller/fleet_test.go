@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
@@ -127,7 +128,8 @@ func (f *fleet) run(c interface {
 // instances in two namespaces on one quorum. Every node of four of them is paused (SIGSTOP: connections are
 // accepted, no command is ever answered, so each of their passes waits out its command timeouts); the fifth
 // fails over and its role labels follow +switch-master within 1 s, as with a dedicated controller (S21).
-// An instance of the same namespaces that did not opt in (controller.mode dedicated) is never served.
+// An instance of the same namespaces that did not opt in (controller.mode dedicated) is never served, and
+// the controller's own namespace, which grants it nothing (the charts' RBAC), does not hold it up.
 func TestSharedControllerIsolatesAStuckInstance(t *testing.T) {
 	id := spec.ServiceAccountRef{Namespace: "platform", Name: "q-instance-controller"}
 	f := startFleet(t, []string{"t1", "t1", "t2", "t2", "t2"}, true, func(_ int, in *spec.Instance) { in.InstanceController = &id })
@@ -136,6 +138,10 @@ func TestSharedControllerIsolatesAStuckInstance(t *testing.T) {
 	_, err := testenv.AddInstance(f.cs, other, "desc-own", f.insts[0].top.Passwords)
 	require.NoError(t, err)
 
+	// as the chart's RBAC has it: the shared controller's own namespace grants it no list or watch
+	for _, res := range []string{"pods", "configmaps", "statefulsets"} {
+		kubefault.ForbidNamespaces(f.cs, res).Set("platform", true)
+	}
 	m := metrics.New()
 	// a short resync keeps the stuck instances' lanes busy (each pass waits out a timeout of 1-3 s)
 	c := NewInstanceController(f.cs, InstanceOptions{Namespace: "platform", Resync: 500 * time.Millisecond,

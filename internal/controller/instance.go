@@ -149,7 +149,7 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 	}
 	// the namespaces this controller serves (its own, and a shared controller's others; fleet.go)
 	c.cache = newNamespaceCache(cs, o.Namespace, o.Fleet, []nscache.Kind{nscache.Pods, nscache.ConfigMaps, nscache.StatefulSets}, extra, h,
-		c.forgetNamespace, log)
+		c.forgetNamespace, log, !o.Fleet.Identity.IsZero())
 	c.pods, c.cms, c.stss = c.cache.Pods(), c.cache.ConfigMaps(), c.cache.StatefulSets()
 	return c
 }

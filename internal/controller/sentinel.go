@@ -124,7 +124,7 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	}
 	// descriptors and Sentinel info of every namespace the quorum serves (its own and o.Fleet's)
 	c.cmCache = newNamespaceCache(cs, o.Namespace, o.Fleet, []nscache.Kind{nscache.ConfigMaps}, nil, h,
-		func(string) { c.queue.Add(o.Release) }, log)
+		func(string) { c.queue.Add(o.Release) }, log, false)
 	c.pods, c.cms, c.stss = podInf.Lister(), c.cmCache.ConfigMaps(), stsInf.Lister()
 	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, stsInf.Informer().HasSynced}
 	_, _ = podInf.Informer().AddEventHandler(h)

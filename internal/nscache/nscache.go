@@ -48,9 +48,13 @@ type Options struct {
 	Selectors map[Kind]string
 	// Kinds are the kinds cached in every served namespace.
 	Kinds []Kind
-	// Namespaces are always served. The first is the controller's own: WaitForSync waits for it; the others
-	// (tenant namespaces) are served once they sync and never hold up the rest.
+	// Namespaces are always served. The first is the controller's own: WaitForSync waits for it (unless
+	// WaitForNone); the others (tenant namespaces) are served once they sync and never hold up the rest.
 	Namespaces []string
+	// WaitForNone makes WaitForSync wait for no namespace, the own one included (a shared instance
+	// controller: its own namespace need not hold an instance that granted it anything, and may not be
+	// readable at all).
+	WaitForNone bool
 	// NamespaceSelector, when not nil and not empty, also serves every namespace whose labels match it
 	// (a cluster-wide namespace informer: RBAC get/list/watch on namespaces).
 	NamespaceSelector labels.Selector
@@ -138,7 +142,7 @@ func (c *Cache) Start(ctx context.Context) {
 func (c *Cache) WaitForSync(ctx context.Context) bool {
 	var synced []cache.InformerSynced
 	c.mu.Lock()
-	if len(c.opts.Namespaces) > 0 {
+	if len(c.opts.Namespaces) > 0 && !c.opts.WaitForNone {
 		for _, inf := range c.spaces[c.opts.Namespaces[0]].informers {
 			synced = append(synced, inf.HasSynced)
 		}

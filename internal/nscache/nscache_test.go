@@ -151,3 +151,27 @@ func TestNamespaceSelectionUnknownWhileForbidden(t *testing.T) {
 	known, _ := c.SelectionKnown()
 	assert.False(t, known, "a selection that cannot be listed is unknown, not empty")
 }
+
+// TestWaitForNone: a cache that waits for no namespace starts at once even when its own cannot be listed, and
+// serves another namespace as soon as that one syncs (the shared instance controller, whose own namespace
+// grants it nothing).
+func TestWaitForNone(t *testing.T) {
+	cs := fake.NewClientset(cm("tenant", "b-instance"))
+	kubefault.ForbidNamespaces(cs, "configmaps").Set("home", true)
+	c := New(cs, Options{Selector: sel, Kinds: []Kind{ConfigMaps}, Namespaces: []string{"home", "tenant"}, WaitForNone: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.Start(ctx)
+	done := make(chan bool, 1)
+	go func() { done <- c.WaitForSync(ctx) }()
+	select {
+	case ok := <-done:
+		require.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitForSync waited for the own namespace, which cannot be listed")
+	}
+	eventually(t, "tenant served", func() bool {
+		_, err := c.ConfigMaps().ConfigMaps("tenant").Get("b-instance")
+		return err == nil
+	})
+}
