@@ -40,12 +40,14 @@ const (
 // Deployment is what a test installs in its namespace: one charts/valkey-sentinel release (S) and one or
 // more charts/valkey releases (instances) whose instanceLabels it selects.
 type Deployment struct {
-	t         testing.TB
-	NS        string
-	Helm      *Helm
-	Label     string // value of quorumLabel on the instances and in the Sentinel selector
-	S         string // Sentinel release and fullname
-	Sentinels int
+	t     testing.TB
+	NS    string
+	Helm  *Helm
+	Label string // value of quorumLabel on the instances and in the Sentinel selector
+	S     string // Sentinel release and fullname
+	// SentinelNS is the Sentinel release's namespace when it is not NS (a cross-namespace quorum, TestFleet)
+	SentinelNS string
+	Sentinels  int
 	// SentinelExtra is YAML merged over the base Sentinel values on install and upgrade.
 	SentinelExtra string
 	Instances     []*Instance
@@ -262,13 +264,21 @@ func (d *Deployment) SentinelPod(j int) string { return contract.SentinelPod(d.S
 
 // SentinelFQDN is the announced FQDN of Sentinel pod j.
 func (d *Deployment) SentinelFQDN(j int) string {
-	return contract.SentinelHost(d.S, j, d.NS, clusterDomain)
+	return contract.SentinelHost(d.S, j, d.sentinelNS(), clusterDomain)
+}
+
+// sentinelNS is the namespace of the Sentinel release.
+func (d *Deployment) sentinelNS() string {
+	if d.SentinelNS != "" {
+		return d.SentinelNS
+	}
+	return d.NS
 }
 
 // SentinelFQDNRE matches any Sentinel FQDN of this quorum.
 func (d *Deployment) SentinelFQDNRE() *regexp.Regexp {
 	q := regexp.QuoteMeta
-	return regexp.MustCompile(fmt.Sprintf(`^%s-[0-9]+\.%s-headless\.%s\.svc\.%s$`, q(d.S), q(d.S), q(d.NS), q(clusterDomain)))
+	return regexp.MustCompile(fmt.Sprintf(`^%s-[0-9]+\.%s-headless\.%s\.svc\.%s$`, q(d.S), q(d.S), q(d.sentinelNS()), q(clusterDomain)))
 }
 
 // SentinelSelector selects the Sentinel pods.
@@ -378,7 +388,7 @@ func (in *Instance) DBSize(ctx context.Context, pod string) (int, error) {
 func (d *Deployment) Sentinel(ctx context.Context, j int, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return ValkeyCLI(ctx, d.NS, d.SentinelPod(j), CLI{Container: "sentinel", Port: sentinelPort}, args...)
+	return ValkeyCLI(ctx, d.sentinelNS(), d.SentinelPod(j), CLI{Container: "sentinel", Port: sentinelPort}, args...)
 }
 
 // SentinelJSON runs valkey-cli --json (RESP3: maps become objects) on Sentinel j and decodes the reply.
@@ -442,7 +452,7 @@ func (d *Deployment) QuerySentinels(ctx context.Context, cmds ...[]string) ([][]
 		fmt.Fprintf(&script, "echo '@@ %d'; printf '%%s\\n' '%s' | valkey-cli -h %s -p %d --json 2>&1 || echo 'EXEC-FAILED'\n",
 			j, strings.Join(lines, "' '"), d.SentinelFQDN(j), sentinelPort)
 	}
-	pods, err := ListPods(ctx, d.NS, d.SentinelSelector())
+	pods, err := ListPods(ctx, d.sentinelNS(), d.SentinelSelector())
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +462,7 @@ func (d *Deployment) QuerySentinels(ctx context.Context, cmds ...[]string) ([][]
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		out, _, err := Exec(cctx, d.NS, pods[i].Name, "sentinel", nil, "sh", "-c", script.String())
+		out, _, err := Exec(cctx, d.sentinelNS(), pods[i].Name, "sentinel", nil, "sh", "-c", script.String())
 		cancel()
 		if err != nil {
 			lastErr = err
@@ -718,7 +728,7 @@ func (in *Instance) SentinelFailover(t testing.TB) (old, primary int) {
 func (d *Deployment) WaitConverged(t testing.TB, timeout time.Duration, ctl bool) {
 	t.Helper()
 	Eventually(t, timeout, time.Second, "deployment converged", func(ctx context.Context) (bool, error) {
-		sp, err := ListPods(ctx, d.NS, d.SentinelSelector())
+		sp, err := ListPods(ctx, d.sentinelNS(), d.SentinelSelector())
 		if err != nil {
 			return false, err
 		}
