@@ -383,7 +383,7 @@ func (in *Instance) DBSize(ctx context.Context, pod string) (int, error) {
 // ---- talking to Sentinels -----------------------------------------------------------------------------
 
 // SentinelCredential returns the user and password of one of the quorum's Sentinel users (acl.SentinelAdmin,
-// Instance or Client) from Secret S-auth-<user>, which the quorum's controller generates (Sentinel auth is
+// Instance or Client) from Secret S-auth-<user>, which the quorum's credentials Job generates (Sentinel auth is
 // on by default); empty when the quorum runs without auth (no such Secret). The harness speaks to the
 // Sentinels as _admin, an operator would; application-like clients use _client.
 func (d *Deployment) SentinelCredential(ctx context.Context, user string) (string, string, error) {

@@ -632,12 +632,17 @@ func TestRBACVerbsExact(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{sentinelRel + "-0", sentinelRel + "-1", sentinelRel + "-2"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin", sentinelRel + "-auth-instance", sentinelRel + "-auth-client"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-	}, srole.Rules, "the sentinel controller reads only its quorum's own credentials (and generates them)")
+	}, srole.Rules, "the sentinel controller reads only its own Sentinel user's password; it creates and changes no Secret")
+	cred := sobjs.get(t, "Role", sentinelRel+"-credentials").(*rbacv1.Role)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin", sentinelRel + "-auth-instance", sentinelRel + "-auth-client"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{sentinelRel + "-config"}, Verbs: []string{"get"}},
+	}, cred.Rules, "the credentials Job creates the quorum's three Secrets and never updates one")
 	ssa := sobjs.get(t, "ServiceAccount", sentinelRel+"-controller")
 	assert.NotNil(t, ssa, "each quorum has its own controller ServiceAccount")
 	srb := sobjs.get(t, "RoleBinding", sentinelRel+"-controller").(*rbacv1.RoleBinding)

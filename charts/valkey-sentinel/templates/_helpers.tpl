@@ -719,9 +719,9 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- $S := include "vs.fullname" . -}}
 {{- $name := include "vs.podServiceAccount" . -}}
-{{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) -}}
+{{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) (printf "%s-credentials" $S) -}}
 {{- if eq $name $other -}}
-{{- fail (printf "serviceAccount.name: %q is the ServiceAccount of the controller or of the helm test, which holds rights (and reads instances' _sentinel passwords) the Sentinel pods must not have; choose another name, or leave it empty for %s" $name $S) -}}
+{{- fail (printf "serviceAccount.name: %q is the ServiceAccount of the controller, the credentials Job or the helm test, which holds rights (and reads instances' _sentinel passwords) the Sentinel pods must not have; choose another name, or leave it empty for %s" $name $S) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

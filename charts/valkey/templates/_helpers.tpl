@@ -838,8 +838,8 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- fail (printf "%s: %s ms is more than a day, which means no failover at all (the controllers' timers overflow past 292 years); set at most 86400000, or failover.mode: None to turn automatic failover off" $field $ms) -}}
 {{- end -}}
 {{- end -}}
-{{- if and (eq .Values.failover.mode "Sentinel") (not .Values.sentinel.controllerServiceAccount) -}}
-{{- fail "sentinel.controllerServiceAccount: empty, so no Sentinel controller could read the _sentinel password and no quorum could monitor this instance; set it to S-controller of the valkey-sentinel release (sentinel-controller for a release named sentinel), or failover.mode: None" -}}
+{{- if and (eq .Values.failover.mode "Sentinel") (not .Values.sentinel.release) -}}
+{{- fail "sentinel.release: empty, so this instance names no quorum: no Sentinel controller could read its _sentinel password and its pods would have no Sentinel credential; set it to the full name of the valkey-sentinel release that monitors it (sentinel by default), or failover.mode: None" -}}
 {{- end -}}
 {{- if gt (int (.Values.sentinel.quorum | default 0)) 15 -}}
 {{- fail (printf "sentinel.quorum: %d is more than the largest Sentinel release (15 Sentinels) could ever agree on, so failover would never happen; set it to at most the Sentinel count, or 0 for a majority" (int .Values.sentinel.quorum)) -}}
@@ -1132,7 +1132,7 @@ S-controller), and this instance's pods, controller and helm test use its _insta
 S-auth-instance (spec.SentinelSecretName), which that release publishes.
 */}}
 {{- define "valkey.sentinelRelease" -}}
-{{- .Values.sentinel.release | default "sentinel" -}}
+{{- .Values.sentinel.release -}}
 {{- end -}}
 
 {{- define "valkey.sentinelControllerSA" -}}
