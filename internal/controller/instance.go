@@ -749,8 +749,15 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 		}
 	}
 	if h := d.Topology.HandingOff; h != nil && c.reported.changed(name+"/handing-off/"+h.Pod, w.Node(h.Index).PodUID) {
-		c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryHandingOff",
-			"primary pod %s is terminating: its preStop hook hands the primary role off; no repair or planned handoff until it is done", h.Pod)
+		if why := handoffObstacle(w, *h); why != "" {
+			// the hook's own reason is in the pod's log only (the kubelet's FailedPreStopHook Event carries
+			// no hook output), so say here what stops it
+			c.recorder.Eventf(desc, corev1.EventTypeWarning, "HandoffUnavailable",
+				"primary pod %s is terminating but its preStop hook cannot hand off: %s; Sentinel fails over once it sees the primary down (down-after-milliseconds)", h.Pod, why)
+		} else {
+			c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryHandingOff",
+				"primary pod %s is terminating: its preStop hook hands the primary role off; no repair or planned handoff until it is done", h.Pod)
+		}
 	}
 	if d.Refused != "" && c.reported.changed(name+"/refused", d.Refused) {
 		c.recorder.Event(desc, corev1.EventTypeWarning, "StepRefused", d.Refused)
@@ -878,4 +885,37 @@ func (c *InstanceController) forget(name string) {
 			c.pool.drop(a)
 		}
 	}
+}
+
+// handoffObstacle returns why the preStop hook of the terminating primary n cannot hand off, as this pass
+// observed it (the checks the hook makes, handoff.Obstacle), or "": no quorum, or the first Sentinel that
+// knows the monitor sees the primary down or lists no replica it may promote while no replica reports
+// itself promotable either (the hook waits for the Sentinels' view of a replica whose priority was just
+// restored). Unmonitored instances: "" (FAILOVER TO needs no Sentinel).
+func handoffObstacle(w plan.World, n spec.Node) string {
+	if !w.Monitored() {
+		return ""
+	}
+	if w.QuorumAsked && !w.Quorum.OK {
+		return "no Sentinel quorum (" + w.Quorum.Message + ")"
+	}
+	for _, s := range w.Sentinels {
+		if !s.Answered() || !s.Found || s.ReplicasErr != "" {
+			continue
+		}
+		r, why := handoff.Obstacle(w.Instance.Addr(n), s.Monitor, s.Replicas)
+		switch r {
+		case handoff.ReasonPrimaryDown:
+			return "Sentinel " + s.Addr + ": " + why
+		case handoff.ReasonNoGoodReplica:
+			for _, o := range w.Nodes {
+				if o.Reachable && o.Repl.Role == valkey.RoleReplica && o.Repl.LinkUp && o.Repl.ReplicaPriority > 0 {
+					return ""
+				}
+			}
+			return "Sentinel " + s.Addr + ": " + why
+		}
+		return ""
+	}
+	return "no Sentinel answered"
 }

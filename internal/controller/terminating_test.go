@@ -82,3 +82,33 @@ func TestPrimaryPodTerminatingIsHandingOff(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, valkey.RoleReplica, r.Role)
 }
+
+// TestTerminatingPrimaryThatCannotHandOffIsReported: the primary's pod is terminating and its only replica
+// has replica-priority 0, so the preStop hook cannot hand off. The kubelet's FailedPreStopHook Event carries
+// no hook output, so the instance controller says why in a HandoffUnavailable Warning.
+func TestTerminatingPrimaryThatCannotHandOffIsReported(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, ExtraServerLines: []string{"replica-priority 0"}})
+	e.publishSentinels()
+	e.startInstanceController(InstanceOptions{Resync: 30 * time.Second})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
+	drainEvents(e.rec, "")
+	ctx := context.Background()
+	pod, err := e.cs.CoreV1().Pods(ns).Get(ctx, "vk-0-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	deadline := metav1.NewTime(time.Now().Add(30 * time.Second))
+	pod.DeletionTimestamp = &deadline
+	_, err = e.cs.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	var evs []string
+	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "HandoffUnavailable reported", func() error {
+		evs = append(evs, drainEvents(e.rec, "HandoffUnavailable")...)
+		if len(evs) != 1 {
+			return fmt.Errorf("events %v", evs)
+		}
+		return nil
+	})
+	t.Log(evs[0])
+	assert.Contains(t, evs[0], "priority 0")
+	assert.Contains(t, evs[0], "vk-0-0")
+	assert.Empty(t, drainEvents(e.rec, "PrimaryHandingOff"))
+}

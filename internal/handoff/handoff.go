@@ -393,6 +393,25 @@ func planCandidates(reps []valkey.SentinelReplica) []candidate {
 	return out
 }
 
+// Obstacle returns why a Sentinel-led handoff of the primary at primary ("host:port") cannot start from
+// what one Sentinel reports (its SENTINEL MASTER view m and SENTINEL REPLICAS list reps), with its Reason,
+// or "" when nothing in that view stops it: the Sentinel names another primary, runs a failover, sees the
+// primary down, or lists no replica it may promote (step 1 of the package doc). The preStop hook's handoff
+// and the instance controller's report of a terminating primary use it.
+func Obstacle(primary string, m valkey.Monitor, reps []valkey.SentinelReplica) (Reason, string) {
+	switch {
+	case !sameAddr(primary, m.Host, m.Port):
+		return ReasonNotPrimary, fmt.Sprintf("Sentinel names %s as primary", joinAddr(m.Host, m.Port))
+	case m.FailoverInProgress():
+		return ReasonFailoverInFlight, fmt.Sprintf("Sentinel runs a failover (%s)", m.FailoverState)
+	case m.SubjectivelyDown() || m.ObjectivelyDown():
+		return ReasonPrimaryDown, "Sentinel flags the primary " + strings.Join(m.Flags, ",")
+	case len(planCandidates(reps)) == 0:
+		return ReasonNoGoodReplica, describeReplicas(reps)
+	}
+	return "", ""
+}
+
 func describeReplicas(reps []valkey.SentinelReplica) string {
 	if len(reps) == 0 {
 		return "Sentinel lists no replica"

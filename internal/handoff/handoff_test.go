@@ -36,6 +36,30 @@ func TestPlanCandidates(t *testing.T) {
 	assert.Empty(t, planCandidates(nil))
 }
 
+func TestObstacle(t *testing.T) {
+	ok := valkey.SentinelReplica{Host: "r", Port: 6379, Priority: 100, Flags: []string{"slave"}}
+	never := valkey.SentinelReplica{Host: "r", Port: 6379, Priority: 0, Flags: []string{"slave"}}
+	m := func(host string, flags ...string) valkey.Monitor {
+		return valkey.Monitor{Host: host, Port: 6379, Flags: append([]string{"master"}, flags...), FailoverState: "none"}
+	}
+	for _, tc := range []struct {
+		m    valkey.Monitor
+		reps []valkey.SentinelReplica
+		want Reason
+	}{
+		{m("p"), []valkey.SentinelReplica{ok}, ""},
+		{m("other"), []valkey.SentinelReplica{ok}, ReasonNotPrimary},
+		{m("p", "failover_in_progress"), []valkey.SentinelReplica{ok}, ReasonFailoverInFlight},
+		{m("p", "s_down"), []valkey.SentinelReplica{ok}, ReasonPrimaryDown},
+		{m("p"), []valkey.SentinelReplica{never}, ReasonNoGoodReplica},
+		{m("p"), nil, ReasonNoGoodReplica},
+	} {
+		r, why := Obstacle("p:6379", tc.m, tc.reps)
+		assert.Equal(t, tc.want, r, "%+v %+v: %s", tc.m, tc.reps, why)
+		assert.Equal(t, r == "", why == "")
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  Config
