@@ -112,18 +112,7 @@ type instanceMemory struct {
 
 // NewInstanceController wires informers (label-filtered) and the queue. Call Run to start.
 func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metrics.Metrics, rec record.EventRecorder, log *slog.Logger) *InstanceController {
-	if o.Resync <= 0 {
-		o.Resync = contract.DefaultInstanceResync
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = time.Second
-	}
-	if o.CommandTimeout <= 0 {
-		o.CommandTimeout = 3 * time.Second
-	}
-	if o.TLSCAFile == "" {
-		o.TLSCAFile = valkey.DefaultCAFile
-	}
+	connDefaults(&o.Resync, contract.DefaultInstanceResync, &o.DialTimeout, &o.CommandTimeout, &o.TLSCAFile)
 	c := &InstanceController{opts: o, cs: cs, log: log, metrics: m, recorder: rec, pool: newPool(),
 		state: map[string]*instanceMemory{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -347,7 +336,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, name string) (requeu
 	return true, applyErr
 }
 
-// The instance controller's gather (docs/design.md, "Gather"): everything one pass decides from, read once
+// The instance controller's gather (docs/design.md, "Gather, plan, apply"): everything one pass decides from, read once
 // (pods, StatefulSets and ConfigMaps from the informer caches; INFO replication from every running node and
 // each Sentinel's SENTINEL MASTER + REPLICAS in one pipeline, all at once; CKQUORUM from one Sentinel). A part
 // that cannot be read is recorded with its error; only a missing credential fails the pass (then nothing can
@@ -552,7 +541,7 @@ func (c *InstanceController) operatorPassword(ctx context.Context, in spec.Insta
 	return pw, nil
 }
 
-// The instance controller's applier (docs/design.md, "Apply"): it executes a Decision as planned and
+// The instance controller's applier (docs/design.md, "Gather, plan, apply"): it executes a Decision as planned and
 // decides nothing. A repair runs before the role labels, a roll step or a SENTINEL RESET after them (and
 // only when they were applied). Writes carry what was observed as preconditions (a label patch the pod's
 // resourceVersion, a pod delete its UID and resourceVersion), so a step decided from a stale cache fails with

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -79,5 +80,22 @@ func (p *pool) close() {
 	for k, c := range p.clients {
 		c.c.Close()
 		delete(p.clients, k)
+	}
+}
+
+// connDefaults fills the zero values of a controller's timing options: resync (def), dial 1 s, command 3 s,
+// the CA file valkey.DefaultCAFile.
+func connDefaults(resync *time.Duration, def time.Duration, dial, command *time.Duration, caFile *string) {
+	if *resync <= 0 {
+		*resync = def
+	}
+	if *dial <= 0 {
+		*dial = time.Second
+	}
+	if *command <= 0 {
+		*command = 3 * time.Second
+	}
+	if *caFile == "" {
+		*caFile = valkey.DefaultCAFile
 	}
 }

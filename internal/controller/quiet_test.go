@@ -101,12 +101,12 @@ func TestPoolReplacesAClientOnAPasswordChange(t *testing.T) {
 // metric series.
 func TestForgetReleasesEverything(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{})
-	e.publishSentinels()
+	e.PublishSentinels()
 	m := metrics.New()
-	c := NewInstanceController(e.cs, InstanceOptions{Namespace: ns, Instance: "vk", Resync: 200 * time.Millisecond}, m, e.rec, quietLog())
+	c := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk", Resync: 200 * time.Millisecond}, m, e.Rec, quietLog())
 	testenv.Run(t, func(ctx context.Context) error { return c.Run(ctx, nil) })
-	testenv.RecordEvents(t, e.rec)
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
+	testenv.RecordEvents(t, e.Rec)
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
 	c.mu.Lock()
 	sub := c.state["vk"].sub
 	c.mu.Unlock()
@@ -114,7 +114,7 @@ func TestForgetReleasesEverything(t *testing.T) {
 	assert.Positive(t, c.pool.size(), "pooled clients")
 	assert.Positive(t, testutil.CollectAndCount(m.InstanceNodes))
 
-	require.NoError(t, e.cs.CoreV1().ConfigMaps(ns).Delete(context.Background(), "vk-instance", metav1.DeleteOptions{}))
+	require.NoError(t, e.CS.CoreV1().ConfigMaps(ns).Delete(context.Background(), "vk-instance", metav1.DeleteOptions{}))
 	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "forgotten", func() error {
 		c.mu.Lock()
 		_, remembered := c.state["vk"]

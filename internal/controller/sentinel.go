@@ -87,18 +87,7 @@ type SentinelController struct {
 
 // NewSentinelController wires label-filtered informers over the Sentinel pods and this project's ConfigMaps.
 func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metrics.Metrics, rec record.EventRecorder, log *slog.Logger) *SentinelController {
-	if o.Resync <= 0 {
-		o.Resync = contract.DefaultSentinelResync
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = time.Second
-	}
-	if o.CommandTimeout <= 0 {
-		o.CommandTimeout = 3 * time.Second
-	}
-	if o.TLSCAFile == "" {
-		o.TLSCAFile = valkey.DefaultCAFile
-	}
+	connDefaults(&o.Resync, contract.DefaultSentinelResync, &o.DialTimeout, &o.CommandTimeout, &o.TLSCAFile)
 	if o.Selector == nil {
 		o.Selector = labels.Nothing()
 	}
@@ -216,7 +205,7 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// The sentinel controller's gather (docs/design.md, "Gather"): the selected descriptors from the cache
+// The sentinel controller's gather (docs/design.md, "Gather, plan, apply"): the selected descriptors from the cache
 // first (they say which monitors to ask CKQUORUM for), then every Sentinel at once, SENTINEL MASTERS and
 // CKQUORUM of each selected monitor in one pipeline, then each selected instance resolved (its _sentinel
 // Secret, where its primary is). Only a failed list of the descriptors fails the pass.
@@ -441,7 +430,7 @@ func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorl
 	}
 }
 
-// The sentinel controller's applier (docs/design.md, "Apply"): registration actions, then the Sentinel
+// The sentinel controller's applier (docs/design.md, "Gather, plan, apply"): registration actions, then the Sentinel
 // info documents (published for every resolved instance, withdrawn for the instances no longer selected),
 // then, only when all of that succeeded, the one Sentinel pod the plan replaces.
 
@@ -509,7 +498,7 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 			return err
 		}
 		c.metrics.Removals.WithLabelValues(a.Name).Inc()
-		// removing a monitor silently removes HA (seed 000, Risks): always a Warning
+		// removing a monitor silently removes failover: always a Warning (docs/design.md, "The sentinel controller's pass")
 		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "MonitorRemoved", fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason))
 	}
 	c.log.Info("sentinel "+string(a.Kind), "monitor", a.Name, "sentinel", a.Sentinel, "reason", a.Reason)

@@ -263,12 +263,11 @@ func (h *handoff) lock(ctx context.Context) (*valkey.Client, error) {
 	if err != nil {
 		return nil, fail(ReasonUnreachable, err, "primary %s (handoff lock)", h.cfg.Primary)
 	}
-	v, err := c.Do(ctx, "CLIENT", "LIST", "TYPE", "normal")
+	list, err := c.ClientList(ctx, "normal")
 	if err != nil {
 		return c, fail(ReasonCommandFailed, err, "CLIENT LIST on %s (handoff lock)", h.cfg.Primary)
 	}
-	text, _ := v.(string)
-	mine, holders := lockHolders(text, name)
+	mine, holders := lockHolders(list, name)
 	for _, o := range holders {
 		if mine < 0 || o.id < mine {
 			return c, fail(ReasonFailoverInFlight, nil, "another handoff runs on %s (connection %s, id %d)", h.cfg.Primary, o.name, o.id)
@@ -282,34 +281,17 @@ type lockHolder struct {
 	name string
 }
 
-// lockHolders parses CLIENT LIST: the id of the connection called mine (-1 if absent) and every other
+// lockHolders reads CLIENT LIST: the id of the connection called mine (-1 if absent) and every other
 // connection whose name starts with LockName.
-func lockHolders(clientList, mine string) (int64, []lockHolder) {
+func lockHolders(list []valkey.ClientEntry, mine string) (int64, []lockHolder) {
 	own := int64(-1)
 	var out []lockHolder
-	for _, line := range strings.Split(clientList, "\n") {
-		var id int64 = -1
-		name := ""
-		for _, f := range strings.Fields(line) {
-			k, v, ok := strings.Cut(f, "=")
-			if !ok {
-				continue
-			}
-			switch k {
-			case "id":
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-					id = n
-				}
-			case "name":
-				name = v
-			}
-		}
+	for _, e := range list {
 		switch {
-		case id < 0:
-		case name == mine:
-			own = id
-		case strings.HasPrefix(name, LockName):
-			out = append(out, lockHolder{id: id, name: name})
+		case e.Name == mine:
+			own = e.ID
+		case strings.HasPrefix(e.Name, LockName):
+			out = append(out, lockHolder{id: e.ID, name: e.Name})
 		}
 	}
 	return own, out

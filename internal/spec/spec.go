@@ -219,7 +219,7 @@ func NormalizeHost(h string) string { return strings.TrimSuffix(strings.ToLower(
 func (in Instance) Addr(n Node) string { return net.JoinHostPort(n.Host, strconv.Itoa(in.PortOf(n))) }
 
 // ReservedSentinelKeys are per-monitor keys the controller owns; a descriptor's sentinelConfig may not set
-// them (seed 000, "Configuration surface": credentials and structure are operator-only).
+// them (docs/design.md, "Credential boundaries": credentials and structure are the controller's).
 var ReservedSentinelKeys = map[string]bool{
 	"auth-user": true, "auth-pass": true, "quorum": true, "monitor": true,
 	"client-reconfig-script": true, "notification-script": true,
