@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -93,4 +94,43 @@ func TestSentinelCommandsPerSteadyPass(t *testing.T) {
 		total, perPass, testenv.FormatCounts(counts))
 	// a pass still running at either end of the window is counted in part: allow one pass's worth
 	assert.LessOrEqual(t, float64(total), 7*float64(n+1), "at most 7 Sentinel commands per steady pass: %s", testenv.FormatCounts(counts))
+}
+
+// TestPassesPerFailover counts (issue 13, "Measure") the instance controller's passes from +switch-master to
+// quiet, with the periodic resync out of the way (1 min): the passes a failover triggers through the
+// +switch-master subscription and the informers. The controller's own status writes and label patches must
+// not trigger passes of their own (quiet event handling): once the labels moved, the next 5 s see no pass.
+func TestPassesPerFailover(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{})
+	e.publishSentinels()
+	passes := e.startCountedInstanceController(InstanceOptions{Resync: time.Minute})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
+	quiet := func(d time.Duration) uint64 {
+		t.Helper()
+		var last uint64
+		var since time.Time
+		valkeytest.Eventually(t, 60*time.Second, 50*time.Millisecond, fmt.Sprintf("no pass for %s", d), func() error {
+			if n := passes(); n != last || since.IsZero() {
+				last, since = n, time.Now()
+			}
+			if time.Since(since) < d {
+				return fmt.Errorf("last pass %s ago", time.Since(since).Round(time.Millisecond))
+			}
+			return nil
+		})
+		return last
+	}
+	quiet(3 * time.Second)
+	time.Sleep(300 * time.Millisecond) // the controller's SUBSCRIBE reached every Sentinel long ago; settle anyway
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := passes()
+	require.NoError(t, e.top.Sentinels[0].Client(valkey.Options{}).SentinelFailover(ctx, e.in.MonitorName))
+	newPort := e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 20*time.Second)
+	valkeytest.Eventually(t, 20*time.Second, 20*time.Millisecond, "labels follow", func() error { return e.labelsMatch(newPort) })
+	labelled := passes()
+	after := quiet(5 * time.Second)
+	t.Logf("passes per failover: %d until the labels moved, %d in all until 5 s without a pass", labelled-before, after-before)
+	assert.Equal(t, labelled, after, "no pass after the labels moved (none triggered by the controller's own writes)")
 }

@@ -112,10 +112,19 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	stsInf := podFactory.Apps().V1().StatefulSets()
 	c.pods, c.cms, c.stss = podInf.Lister(), cmInf.Lister(), stsInf.Lister()
 	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, cmInf.Informer().HasSynced, stsInf.Informer().HasSynced}
+	enqueue := func(obj any) {
+		if c.relevant(obj) {
+			c.queue.Add(o.Release)
+		}
+	}
 	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.queue.Add(o.Release) },
-		UpdateFunc: func(_, _ any) { c.queue.Add(o.Release) },
-		DeleteFunc: func(any) { c.queue.Add(o.Release) },
+		AddFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			if !quietUpdate(old, obj) {
+				enqueue(obj)
+			}
+		},
+		DeleteFunc: enqueue,
 	}
 	_, _ = podInf.Informer().AddEventHandler(h)
 	_, _ = cmInf.Informer().AddEventHandler(h)
@@ -137,10 +146,8 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 	}
 	c.log.Info("sentinel controller started", "namespace", c.opts.Namespace, "release", c.opts.Release, "selector", c.opts.Selector.String())
 	c.queue.Add(c.opts.Release)
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
+	stop := context.AfterFunc(ctx, c.queue.ShutDown)
+	defer stop()
 	for {
 		key, quit := c.queue.Get()
 		if quit {
@@ -161,6 +168,27 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, c.opts.Resync)
 	}
+}
+
+// relevant reports whether a change of obj may change this quorum's pass (docs/design.md, "Events"): not the
+// status documents (the controllers' own writes) nor the Sentinel info this quorum published itself; every
+// descriptor, the quorum document, the StatefulSet, a Sentinel pod and another quorum's Sentinel info are.
+func (c *SentinelController) relevant(obj any) bool {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	mo, ok := obj.(metav1.Object)
+	if !ok {
+		return true
+	}
+	l := mo.GetLabels()
+	switch l[contract.LabelComponent] {
+	case contract.ComponentStatus:
+		return false
+	case contract.ComponentSentinelInfo:
+		return l[contract.LabelSentinel] != c.opts.Release
+	}
+	return true
 }
 
 // Reconcile runs one pass over every selected instance and every Sentinel (docs/design.md, "The sentinel
