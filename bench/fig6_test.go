@@ -262,7 +262,7 @@ func handoffCoordinatedNudged(ctx context.Context, top *valkeytest.Topology) err
 	for time.Now().Before(deadline) {
 		_, p, found, err := sc.SentinelPrimaryAddr(ctx, top.Cfg.MonitorName)
 		if err == nil && found && p != old {
-			_, err := sc.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
+			_, err := sc.ClientKillPubSub(ctx)
 			return err
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 )
 
 // The multi-node scenarios (make chaos-cluster: NODES=3 hack/cluster.sh up, then go test -tags 'e2e chaos'
@@ -159,8 +161,13 @@ func (c *chaos) majorityPrimary(ctx context.Context) (int, error) {
 			answers = append(answers, fmt.Sprintf("%s: no pod IP (%v)", c.d.SentinelPod(j), err))
 			continue
 		}
+		user, pw, err := c.d.SentinelCredential(ctx, acl.SentinelClient)
+		if err != nil {
+			answers = append(answers, fmt.Sprintf("%s: %v", c.d.SentinelPod(j), err))
+			continue
+		}
 		opt := valkey.ClientOption{InitAddress: []string{net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(sentinelPort))},
-			DisableCache: true, ForceSingleClient: true, Dialer: net.Dialer{Timeout: time.Second}}
+			Username: user, Password: pw, DisableCache: true, ForceSingleClient: true, Dialer: net.Dialer{Timeout: time.Second}}
 		cl, err := valkey.NewClient(opt)
 		if err != nil {
 			answers = append(answers, fmt.Sprintf("%s: %v", c.d.SentinelPod(j), err))

@@ -238,7 +238,9 @@ func preStopLines(log string) []string {
 // time the preStop hook hands the role off: one failover, 0 acknowledged writes lost for a Sentinel-aware
 // valkey-go writer, writes wait well under down-after-milliseconds (printed), and the hook's log is in the
 // container's log. While the evicted primary is still terminating, evicting a replica is refused by the
-// PodDisruptionBudget: a drain never takes the last healthy replica while the primary is disrupted.
+// PodDisruptionBudget: a drain never takes the last healthy replica while the primary is disrupted. Last, with
+// the Sentinels scaled to zero, the hook cannot hand off: its reason (NoQuorum) is in the container log, and
+// the kubelet records a FailedPreStopHook Warning for the pod.
 func TestPrimaryPodDeleteAndEvictHandOff(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "handoff", DeployOpts{DataExtra: appUsers})
@@ -303,6 +305,54 @@ func TestPrimaryPodDeleteAndEvictHandOff(t *testing.T) {
 		}
 	}
 	t.Logf("primary pod deleted / evicted with the preStop hook (down-after %s):\n%s", downAfter, strings.Join(rows, "\n"))
+
+	// a hook that cannot hand off says why: the Sentinels are gone (scaled to zero), so the hook on the
+	// primary finds no quorum; its reason is in the container log, and the failed hook is a kubelet Event
+	ctx := context.Background()
+	sc, err := kube.AppsV1().StatefulSets(d.NS).GetScale(ctx, d.S, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Spec.Replicas = 0
+	if _, err := kube.AppsV1().StatefulSets(d.NS).UpdateScale(ctx, d.S, sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 2*time.Minute, time.Second, "no Sentinel pod left", func(ctx context.Context) (bool, error) {
+		pods, err := ListPods(ctx, d.NS, d.SentinelSelector())
+		return err == nil && len(pods) == 0, err
+	})
+	primary := -1
+	for i := 0; i < in.Nodes(); i++ {
+		if r, err := in.ReplRole(ctx, i); err == nil && r.Role == "master" {
+			primary = i
+		}
+	}
+	if primary < 0 {
+		t.Fatal("no node reports master")
+	}
+	logs := FollowLogs(t, d.NS, in.Pod(primary), "valkey")
+	DeletePod(t, d.NS, in.Pod(primary), nil)
+	var ev corev1.Event
+	Eventually(t, time.Minute, time.Second, "the kubelet records FailedPreStopHook for the pod", func(ctx context.Context) (bool, error) {
+		evs, err := FindEvents(ctx, d.NS, "FailedPreStopHook", "")
+		for _, e := range evs {
+			if e.InvolvedObject.Name == in.Pod(primary) {
+				ev = e
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	// the kubelet keeps the hook's output out of the Event ("PreStopHook failed"): the reason is in the log
+	t.Logf("event %s %s: %s", ev.Type, ev.Reason, ev.Message)
+	if ev.Type != corev1.EventTypeWarning {
+		t.Errorf("FailedPreStopHook is not a Warning: %+v", ev)
+	}
+	hook := strings.Join(preStopLines(logs.Wait(30*time.Second)), "\n")
+	t.Logf("hook log: %s", hook)
+	if !strings.Contains(hook, `"reason":"NoQuorum"`) {
+		t.Errorf("the container log does not carry the hook's reason: %s", hook)
+	}
 }
 
 // TestPrimaryPodDeletedRepeatedly (issue 14, "a lost primary pod must not cost 24 s"): the primary's pod is

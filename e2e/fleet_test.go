@@ -14,7 +14,7 @@ import (
 
 // TestFleet (issue 17): one quorum and one shared instance controller (valkey-sentinel release "fleet",
 // instanceController.enabled) in a namespace of their own serve five instances of 1 primary + 1 replica in
-// two other namespaces, each of which grants them access (controller.mode shared, sentinel.controllerNamespace).
+// two other namespaces, each of which grants them access (controller.mode shared, sentinel.namespace).
 // No instance runs a controller pod. The API server (SubjectAccessReview) allows the shared controller and
 // the quorum what each instance granted and refuses the rest. Then one instance fails over while another
 // rolls (a server-config change): both converge, with role labels true, by the one shared controller.
@@ -28,7 +28,7 @@ func TestFleet(t *testing.T) {
 		SentinelExtra: fmt.Sprintf("namespaces: [%s, %s]\ninstanceController: {enabled: true, resources: {cpu: 100m, memory: 128Mi}}\n", tenants[0], tenants[1])}
 	grant := fmt.Sprintf(`
 controller: {mode: shared, shared: {namespace: %s, serviceAccount: fleet-instance-controller}}
-sentinel: {controllerNamespace: %s, controllerServiceAccount: fleet-controller}
+sentinel: {namespace: %s, controllerServiceAccount: fleet-controller}
 `, platform, platform)
 	var ds []*Deployment
 	start := time.Now()

@@ -20,6 +20,8 @@ import (
 	"github.com/valkey-io/valkey-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 )
 
 // ---- reaching the cluster like a client inside it --------------------------------------------------------
@@ -94,6 +96,13 @@ func (in *Instance) StartSentinelWriter(t testing.TB, user, password, prefix str
 	d := in.d
 	opt := clusterClientOption(dialer, user, password, net.JoinHostPort(fmt.Sprintf("%s.%s.svc.%s", d.S, d.NS, clusterDomain), strconv.Itoa(sentinelPort)))
 	opt.Sentinel = valkey.SentinelOption{MasterSet: in.F, TopologyRefreshInterval: 5 * time.Second}
+	// as an application would: the Sentinels take the quorum's _client user (Secret S-auth-client), the data
+	// nodes the application's own
+	su, spw, err := d.SentinelCredential(ctx, acl.SentinelClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Sentinel.Username, opt.Sentinel.Password = su, spw
 	var client valkey.Client
 	Eventually(t, time.Minute, time.Second, "valkey-go Sentinel client for "+in.F+" connects", func(ctx context.Context) (bool, error) {
 		c, err := valkey.NewClient(opt)

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 )
 
 // lineWriter calls fn with every complete line written to it and the time it arrived.
@@ -369,9 +371,14 @@ func (d *Deployment) WatchSwitchMaster(t testing.TB, in *Instance) *SwitchWatche
 		}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
+		// as _client, whose password the sentinel container has in REDISCLI_AUTH (the chart's probes use it)
+		cli := []string{"timeout", "300", "valkey-cli", "-p", strconv.Itoa(sentinelPort)}
+		if user, _, err := d.SentinelCredential(ctx, acl.SentinelClient); err == nil && user != "" {
+			cli = append(cli, "--user", user)
+		}
 		go func() {
 			defer close(done)
-			_ = ExecStream(ctx, d.NS, pod, "sentinel", nil, lw, lw, "timeout", "300", "valkey-cli", "-p", strconv.Itoa(sentinelPort), "subscribe", "+switch-master")
+			_ = ExecStream(ctx, d.NS, pod, "sentinel", nil, lw, lw, append(cli, "subscribe", "+switch-master")...)
 		}()
 		w.stops = append(w.stops, func() { cancel(); <-done })
 	}

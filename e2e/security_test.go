@@ -51,10 +51,28 @@ func TestSecurityRBACOnTheAPIServer(t *testing.T) {
 		{sa(in.F + "-credentials"), "update", "secrets", contract.SystemSecret(in.F), false},
 		{sa(in.F + "-credentials"), "update", "secrets", contract.SentinelAuthSecret(in.F), false},
 		{sa(in.F + "-credentials"), "get", "secrets", contract.SystemSecret(in.F), true},
-		{sa(in.F + "-credentials"), "get", "secrets", d.S + "-auth", false},
+		{sa(in.F + "-credentials"), "get", "secrets", d.S + "-auth-instance", false},
 		{sa(in.F + "-credentials"), "list", "secrets", "", false},
 		{sa(in.F + "-credentials"), "delete", "pods", contract.NodePod(in.F, 0), false},
 		{sa(contract.Controller(in.F)), "create", "secrets", "", false},
+		// the quorum's credentials (Sentinel auth, on by default): the instance naming the quorum reads its
+		// _instance Secret, the quorum's controller its _admin, its credentials Job creates the three
+		{sa(in.F + "-controller"), "get", "secrets", d.S + "-auth-instance", true},
+		{sa(in.F + "-test"), "get", "secrets", d.S + "-auth-instance", true},
+		{sa(in.F + "-controller"), "get", "secrets", d.S + "-auth-admin", false},
+		{sa(in.F + "-controller"), "get", "secrets", d.S + "-auth-client", false},
+		{sa(in.F), "get", "secrets", d.S + "-auth-instance", false},
+		{sa(d.S + "-controller"), "get", "secrets", d.S + "-auth-admin", true},
+		{sa(d.S + "-controller"), "get", "secrets", d.S + "-auth-client", false},
+		{sa(d.S + "-controller"), "create", "secrets", "", false},
+		{sa(d.S + "-controller"), "update", "secrets", d.S + "-auth-admin", false},
+		{sa(d.S + "-credentials"), "create", "secrets", "", true},
+		{sa(d.S + "-credentials"), "get", "secrets", d.S + "-auth-instance", true},
+		{sa(d.S + "-credentials"), "update", "secrets", d.S + "-auth-admin", false},
+		{sa(d.S + "-credentials"), "get", "secrets", in.F + "-system", false},
+		{sa(d.S + "-test"), "get", "secrets", d.S + "-auth-client", false},
+		{sa(d.S), "get", "secrets", d.S + "-auth-admin", false},
+		{sa("default"), "get", "secrets", d.S + "-auth-instance", false},
 	}
 	for _, c := range cases {
 		r, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"regexp"
@@ -19,8 +20,12 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
 // Sentinel tuning every test installs (the charts/valkey sentinel.config values) and the deadlines derived
@@ -53,6 +58,9 @@ type Deployment struct {
 	Instances     []*Instance
 	// ChartDefaults keeps the charts' default resources (no lean overrides).
 	ChartDefaults bool
+
+	credMu     sync.Mutex
+	sentinelPW map[string]string // Sentinel user -> password ("" = no auth), see SentinelCredential
 }
 
 // Instance is one charts/valkey release.
@@ -290,7 +298,12 @@ func (d *Deployment) SentinelSelector() string {
 
 // SecretKey reads one key of a Secret in the deployment's namespace.
 func (d *Deployment) SecretKey(ctx context.Context, name, key string) (string, error) {
-	s, err := kube.CoreV1().Secrets(d.NS).Get(ctx, name, metav1.GetOptions{})
+	return d.secretKeyIn(ctx, d.NS, name, key)
+}
+
+// secretKeyIn is SecretKey in namespace ns (the quorum's Secrets live in d.sentinelNS()).
+func (d *Deployment) secretKeyIn(ctx context.Context, ns, name, key string) (string, error) {
+	s, err := kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -384,11 +397,46 @@ func (in *Instance) DBSize(ctx context.Context, pod string) (int, error) {
 
 // ---- talking to Sentinels -----------------------------------------------------------------------------
 
-// Sentinel runs valkey-cli against Sentinel pod j (no auth: the chart's default).
+// SentinelCredential returns the user and password of one of the quorum's Sentinel users (acl.SentinelAdmin,
+// Instance or Client) from Secret S-auth-<user>, which the quorum's credentials Job generates (Sentinel auth is
+// on by default); empty when the quorum runs without auth (no such Secret). The harness speaks to the
+// Sentinels as _admin, an operator would; application-like clients use _client.
+func (d *Deployment) SentinelCredential(ctx context.Context, user string) (string, string, error) {
+	d.credMu.Lock()
+	defer d.credMu.Unlock()
+	if pw, ok := d.sentinelPW[user]; ok {
+		if pw == "" {
+			return "", "", nil
+		}
+		return user, pw, nil
+	}
+	pw, err := d.secretKeyIn(ctx, d.sentinelNS(), spec.SentinelSecretName(d.S, user), "password")
+	if apierrors.IsNotFound(err) {
+		pw, err = "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if d.sentinelPW == nil {
+		d.sentinelPW = map[string]string{}
+	}
+	d.sentinelPW[user] = pw
+	if pw == "" {
+		return "", "", nil
+	}
+	return user, pw, nil
+}
+
+// Sentinel runs valkey-cli against Sentinel pod j as the quorum's _admin user (Sentinel auth is on by
+// default).
 func (d *Deployment) Sentinel(ctx context.Context, j int, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return ValkeyCLI(ctx, d.sentinelNS(), d.SentinelPod(j), CLI{Container: "sentinel", Port: sentinelPort}, args...)
+	user, pw, err := d.SentinelCredential(ctx, acl.SentinelAdmin)
+	if err != nil {
+		return "", err
+	}
+	return ValkeyCLI(ctx, d.sentinelNS(), d.SentinelPod(j), CLI{Container: "sentinel", Port: sentinelPort, User: user, Password: pw}, args...)
 }
 
 // SentinelJSON runs valkey-cli --json (RESP3: maps become objects) on Sentinel j and decodes the reply.
@@ -447,10 +495,20 @@ func (d *Deployment) QuerySentinels(ctx context.Context, cmds ...[]string) ([][]
 	for _, c := range cmds {
 		lines = append(lines, strings.Join(c, " "))
 	}
+	user, pw, err := d.SentinelCredential(ctx, acl.SentinelAdmin)
+	if err != nil {
+		return nil, err
+	}
 	var script strings.Builder
+	auth := ""
+	if pw != "" {
+		// the password arrives on stdin (never in argv); every valkey-cli below logs in as _admin
+		script.WriteString("read -r REDISCLI_AUTH && export REDISCLI_AUTH\n")
+		auth = " --user " + user
+	}
 	for j := 0; j < d.Sentinels; j++ {
-		fmt.Fprintf(&script, "echo '@@ %d'; printf '%%s\\n' '%s' | valkey-cli -h %s -p %d --json 2>&1 || echo 'EXEC-FAILED'\n",
-			j, strings.Join(lines, "' '"), d.SentinelFQDN(j), sentinelPort)
+		fmt.Fprintf(&script, "echo '@@ %d'; printf '%%s\\n' '%s' | valkey-cli%s -h %s -p %d --json 2>&1 || echo 'EXEC-FAILED'\n",
+			j, strings.Join(lines, "' '"), auth, d.SentinelFQDN(j), sentinelPort)
 	}
 	pods, err := ListPods(ctx, d.sentinelNS(), d.SentinelSelector())
 	if err != nil {
@@ -462,7 +520,11 @@ func (d *Deployment) QuerySentinels(ctx context.Context, cmds ...[]string) ([][]
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		out, _, err := Exec(cctx, d.sentinelNS(), pods[i].Name, "sentinel", nil, "sh", "-c", script.String())
+		var stdin io.Reader
+		if pw != "" {
+			stdin = strings.NewReader(pw + "\n")
+		}
+		out, _, err := Exec(cctx, d.sentinelNS(), pods[i].Name, "sentinel", stdin, "sh", "-c", script.String())
 		cancel()
 		if err != nil {
 			lastErr = err

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -178,7 +179,11 @@ func startSentinelPod(t *testing.T, objs objects) {
 	conf := moveToDir("\n"+string(b), 26379, port, filepath.Join(dir, "data"), tls)
 	p := valkeytest.StartWithConfig(t, e, true, port, conf)
 	p.TLS = tls
-	cl := p.Client(valkey.Options{})
+	o := valkey.Options{}
+	if strings.Contains(string(b), "sentinel sentinel-user") {
+		o.Username, o.Password = acl.SentinelAdmin, sentinelPasswords[acl.SentinelAdmin]
+	}
+	cl := p.Client(o)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, cl.Ping(ctx), p.Logs())

@@ -104,7 +104,7 @@ var (
 func renderFleet(t *testing.T, extraSentinel string) (quorum objects, shared, dedicated, tenant2 objects) {
 	quorum = decode(t, mustRender(t, "valkey-sentinel", "instanceController: {enabled: true}\nnamespaces: [t1, t2]\n"+extraSentinel,
 		renderOpts{release: fleetRel, namespace: platformNS}))
-	grant := "sentinel: {controllerServiceAccount: fleet-controller, controllerNamespace: platform}\n"
+	grant := "sentinel: {controllerServiceAccount: fleet-controller, namespace: platform}\n"
 	sharedMode := "controller: {mode: shared, shared: {serviceAccount: fleet-instance-controller, namespace: platform}}\n"
 	shared = decode(t, mustRender(t, "valkey", grant+sharedMode+usersValues, renderOpts{release: "cache", namespace: "t1"}))
 	dedicated = decode(t, mustRender(t, "valkey", grant, renderOpts{release: "own", namespace: "t1"}))
@@ -184,7 +184,7 @@ func TestSecuritySharedControllerRBAC(t *testing.T) {
 }
 
 // TestSecurityCrossNamespaceGrant (issue 17): an instance in t1 grants the quorum of namespace platform
-// (sentinel.controllerNamespace) its _sentinel password, the discovery of its descriptor and F-sentinels,
+// (sentinel.namespace) its _sentinel password, the discovery of its descriptor and F-sentinels,
 // nothing else; another quorum of platform and every other namespace get nothing. A namespaceSelector adds a
 // ClusterRole with get/list/watch on namespaces only.
 func TestSecurityCrossNamespaceGrant(t *testing.T) {

@@ -54,7 +54,8 @@ func TestImageDefaults(t *testing.T) {
 			"controller": defaultCtlImage, "credentials": defaultCtlImage, "test": defaultCtlImage,
 		},
 		"valkey-sentinel": {
-			"sentinel": "valkey/valkey:9.1", "metrics": "oliver006/redis_exporter:v1.67.0", "controller": defaultCtlImage, "test": defaultCtlImage,
+			"sentinel": "valkey/valkey:9.1", "metrics": "oliver006/redis_exporter:v1.67.0", "controller": defaultCtlImage,
+			"credentials": defaultCtlImage, "test": defaultCtlImage,
 		},
 	}
 	for chart, byContainer := range want {

@@ -177,13 +177,16 @@ func TestSecurityOnlyOneQuorumReadsTheSentinelPassword(t *testing.T) {
 	}
 }
 
-// TestSentinelNotesNameTheServiceAccountToGrant: the Sentinel chart's NOTES say which
-// sentinel.controllerServiceAccount the monitored valkey releases must set.
+// TestSentinelNotesNameTheServiceAccountToGrant: the Sentinel chart's NOTES say which sentinel.release the
+// monitored valkey releases must set, and when they must also set sentinel.controllerServiceAccount.
 func TestSentinelNotesNameTheServiceAccountToGrant(t *testing.T) {
 	notes := mustRender(t, "valkey-sentinel", "", renderOpts{release: "quorum", withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
-	assert.Contains(t, notes, "sentinel.controllerServiceAccount=quorum-controller (the valkey chart's default, sentinel-controller, is another quorum's)")
+	assert.Contains(t, notes, "sentinel.release=quorum (its pods then use _instance from\nquorum-auth-instance); its _sentinel password goes to quorum-controller.")
+	notes = mustRender(t, "valkey-sentinel", "controller: {serviceAccountName: q-ctl}\n", renderOpts{release: "quorum", withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
+	assert.Contains(t, notes, "goes to q-ctl (set the valkey chart's sentinel.controllerServiceAccount to it).")
 	notes = mustRender(t, "valkey-sentinel", "", renderOpts{release: "sentinel", withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
-	assert.Contains(t, notes, "sentinel.controllerServiceAccount=sentinel-controller.")
+	assert.Contains(t, notes, "sentinel.release=sentinel")
+	assert.Contains(t, notes, "user _client with\nthe password in Secret sentinel-auth-client", "how applications connect")
 }
 
 // TestSecurityCredentialsJobRBAC (issue 15): the credentials Job may create Secrets (create cannot be bound to

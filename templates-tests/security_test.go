@@ -302,7 +302,8 @@ func TestSecurityDataPodsMountOnlyTheirCredentials(t *testing.T) {
 			reach[c.Name] = keys
 		}
 		sys := valkeyF + "-system/"
-		assert.Equal(t, map[string]bool{sys + "_probe": true, sys + "_replication": true, valkeyF + "-acl/*": true}, reach["valkey"], "%s: server container", sts.Name)
+		assert.Equal(t, map[string]bool{sys + "_probe": true, sys + "_replication": true, valkeyF + "-acl/*": true,
+			"sentinel-auth-instance/password": true}, reach["valkey"], "%s: server container (and the quorum's _instance password only)", sts.Name)
 		assert.Equal(t, map[string]bool{sys + "_exporter": true}, reach["metrics"], "%s: exporter", sts.Name)
 		assert.Empty(t, reach["install-ctl"], "%s: init container", sts.Name)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/cli"
 	"github.com/valkey-ha/valkey-ha/internal/prestop"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -125,18 +126,22 @@ func TestSentinelPreStopHook(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, "terminationGracePeriodSeconds: 30 is shorter than the preStop wait for a running failover (preStop.timeoutSeconds 40) and 2 s for Sentinel to exit; set at least 42, lower preStop.timeoutSeconds, or set preStop.enabled: false", refusal(err))
 
-	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1, DownAfterMs: 1000, FailoverTimeoutMs: 4000})
+	// Sentinel auth on (the chart's default): the hook asks as _client with REDISCLI_AUTH, as the pod's
+	// environment gives it (vs.cli)
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1, DownAfterMs: 1000, FailoverTimeoutMs: 4000, SentinelAuth: true})
 	s := top.Sentinels[0]
 	dir := t.TempDir()
 	stdout := filepath.Join(dir, "stdout")
 	require.NoError(t, os.WriteFile(stdout, nil, 0o600))
 	run := func(cmd []string) (time.Duration, string, error) {
 		require.Equal(t, []string{"sh", "-c"}, cmd[:2])
-		sc := strings.ReplaceAll(cmd[2], "valkey-cli -p 26379", fmt.Sprintf("%s -h %s -p %d", cliPath, valkeytest.Host, s.Port))
+		sc := strings.ReplaceAll(cmd[2], "valkey-cli --user _client -p 26379", fmt.Sprintf("%s --user _client -h %s -p %d", cliPath, valkeytest.Host, s.Port))
+		require.NotEqual(t, cmd[2], sc, "the hook asks its own Sentinel as _client")
 		sc = strings.ReplaceAll(sc, "/proc/1/fd/1", stdout)
-		require.NotEqual(t, cmd[2], sc)
 		start := time.Now()
-		out, err := exec.Command("sh", "-c", sc).CombinedOutput()
+		c := exec.Command("sh", "-c", sc)
+		c.Env = append(os.Environ(), "REDISCLI_AUTH="+top.SentinelPasswords[acl.SentinelClient])
+		out, err := c.CombinedOutput()
 		return time.Since(start), string(out), err
 	}
 
@@ -166,7 +171,7 @@ func TestSentinelPreStopHook(t *testing.T) {
 	assert.False(t, m.FailoverInProgress())
 
 	// a wait that runs out fails the hook (a fresh topology: the first one's replica was promoted late)
-	top = valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1, DownAfterMs: 1000, FailoverTimeoutMs: 4000})
+	top = valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1, DownAfterMs: 1000, FailoverTimeoutMs: 4000, SentinelAuth: true})
 	s = top.Sentinels[0]
 	failover()
 	took, out, err = run(script("preStop: {timeoutSeconds: 1}\nterminationGracePeriodSeconds: 3\n"))

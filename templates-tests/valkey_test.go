@@ -447,7 +447,7 @@ func TestCaseS16MasterauthAndMasteruserOnEveryNode(t *testing.T) {
 			"--secrets-dir", "/etc/valkey-ha/system",
 			"--config-template", "/etc/valkey-ha/config/valkey.conf",
 			"--config-out", "/etc/valkey-ha/runtime/valkey.conf", "--data-dir", "/data",
-			"--cluster-domain", "cluster.local", "--exec", "valkey-server",
+			"--cluster-domain", "cluster.local", "--sentinel-auth-dir", "/etc/valkey-ha/sentinel-auth", "--exec", "valkey-server",
 		}, c.Command, s.Name)
 		assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "system", MountPath: "/etc/valkey-ha/system", ReadOnly: true})
 		vol := volume(t, spec, "system")
@@ -480,8 +480,18 @@ func TestDataPodContract(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		"config": "/etc/valkey-ha/config", "instance": "/etc/valkey-ha/instance", "sentinels": "/etc/valkey-ha/sentinels",
 		"system": "/etc/valkey-ha/system", "acl": "/etc/valkey-ha/acl", "runtime": "/etc/valkey-ha/runtime",
-		"bin": "/opt/valkey-ha/bin", "data": "/data",
+		"bin": "/opt/valkey-ha/bin", "data": "/data", "sentinel-auth": "/etc/valkey-ha/sentinel-auth",
 	}, mounts)
+	// the quorum's _instance password: the one key, optional (the quorum generates it at run time)
+	qa := volume(t, spec, "sentinel-auth").Secret
+	require.NotNil(t, qa)
+	assert.Equal(t, "sentinel-auth-instance", qa.SecretName)
+	assert.True(t, *qa.Optional)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "password", Path: "password"}}, qa.Items)
+	none := decode(t, mustRender(t, "valkey", "failover: {mode: None}\n")).statefulSets()[0].Spec.Template.Spec
+	for _, v := range none.Volumes {
+		assert.NotEqual(t, "sentinel-auth", v.Name, "an unmonitored instance mounts no Sentinel credential")
+	}
 	assert.Equal(t, valkeyF+"-config", volume(t, spec, "config").ConfigMap.Name)
 	assert.Equal(t, valkeyF+"-instance", volume(t, spec, "instance").ConfigMap.Name)
 	sv := volume(t, spec, "sentinels")
@@ -557,7 +567,7 @@ func TestDescriptorMatchesContract(t *testing.T) {
 	assert.Equal(t, "main", cm.Labels["example.com/sentinel"])
 	d := descriptor(t, objs)
 	assert.Equal(t, []string{"aclSecret", "engine", "failoverMode", "monitorName", "name", "namespace", "nodes", "persistence",
-		"podSelector", "port", "quorum", "release", "sentinelAuth", "sentinelConfig", "sentinelGrant", "systemSecret", "tls", "version"}, keys(d))
+		"podSelector", "port", "quorum", "release", "sentinelAuth", "sentinelConfig", "sentinelGrant", "sentinelRelease", "systemSecret", "tls", "version"}, keys(d))
 	// the controller's own parser reads the rendered descriptor at its version, knowing every field
 	in, err := spec.ParseInstance([]byte(cm.Data["instance.json"]))
 	require.NoError(t, err)
@@ -575,7 +585,7 @@ func TestDescriptorMatchesContract(t *testing.T) {
 		"port":           6379.0, "tls": map[string]any{"enabled": false, "secretName": ""}, "persistence": false,
 		"podSelector":  map[string]any{"valkey.io/instance": valkeyF},
 		"sentinelAuth": map[string]any{"user": "_sentinel", "secretName": valkeyF + "-sentinel-auth", "secretKey": "password"},
-		"systemSecret": valkeyF + "-system", "aclSecret": valkeyF + "-acl",
+		"systemSecret": valkeyF + "-system", "aclSecret": valkeyF + "-acl", "sentinelRelease": "sentinel",
 		"sentinelGrant": map[string]any{"namespace": testNamespace, "serviceAccount": "sentinel-controller"},
 	}
 	for k, v := range want {
@@ -603,7 +613,7 @@ func TestRBACVerbsExact(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{valkeyF + "-status"}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{valkeyF + "-system", valkeyF + "-acl"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{valkeyF + "-system", valkeyF + "-acl", "sentinel-auth-instance"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{valkeyF + "-controller"}, Verbs: []string{"get", "update"}},
@@ -623,10 +633,17 @@ func TestRBACVerbsExact(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{sentinelRel + "-0", sentinelRel + "-1", sentinelRel + "-2"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-	}, srole.Rules, "the sentinel controller gets no Secret access of its own")
+	}, srole.Rules, "the sentinel controller reads only its own Sentinel user's password; it creates and changes no Secret")
+	cred := sobjs.get(t, "Role", sentinelRel+"-credentials").(*rbacv1.Role)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin", sentinelRel + "-auth-instance", sentinelRel + "-auth-client"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{sentinelRel + "-config"}, Verbs: []string{"get"}},
+	}, cred.Rules, "the credentials Job creates the quorum's three Secrets and never updates one")
 	ssa := sobjs.get(t, "ServiceAccount", sentinelRel+"-controller")
 	assert.NotNil(t, ssa, "each quorum has its own controller ServiceAccount")
 	srb := sobjs.get(t, "RoleBinding", sentinelRel+"-controller").(*rbacv1.RoleBinding)

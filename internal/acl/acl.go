@@ -1,7 +1,7 @@
 // Package acl holds the system users as data, renders ACL rule lines (Valkey docs, "ACL rules") and builds
 // the arguments of ACL SETUSER for live sync. Every rendered definition starts from a clean slate
 // (resetpass resetkeys resetchannels nocommands), so applying it twice is harmless and applying it again fully
-// replaces the user (seed 003, "Two classes of configuration"). Passwords appear only as SHA-256 hashes.
+// replaces the user (docs/design.md, "Access"). Passwords appear only as SHA-256 hashes.
 package acl
 
 import (
@@ -220,8 +220,9 @@ func RenderFile(users []DesiredUser, now time.Time) (string, error) {
 }
 
 // Presets are the customer access levels (the chart's `users[].access`), rendered after nocommands. They
-// follow seed 003's customer rules, adapted to replication: ACL rules instead of rename-command, so the
-// system users keep REPLICAOF, CONFIG REWRITE and FAILOVER while customers cannot reach them. A user whose
+// follow the customer rules (docs/design.md, "Access"; README, Security model), adapted to replication: ACL
+// rules instead of rename-command, so the system users keep REPLICAOF, CONFIG REWRITE and FAILOVER while
+// customers cannot reach them. A user whose
 // key patterns are not exactly ["*"] also gets RestrictedKeyRules (CustomerRules adds them).
 var Presets = map[string]string{
 	// read commands only; -@admin also drops CLIENT KILL/PAUSE that @connection would grant. ROLE (an @admin
@@ -267,8 +268,9 @@ var patternRE = regexp.MustCompile(`^[^\s"'\\]{1,64}$`)
 
 // CustomerRules returns the rules of a customer user after its password hashes, in the order the chart
 // renders them: resetkeys ~<key>... resetchannels &<channel>... nocommands <preset> [RestrictedKeyRules]. It
-// refuses an unknown access level, a pattern with whitespace, quotes or a backslash (seed 003: a pattern must
-// not smuggle a second rule) and a channel pattern that could match a __sentinel__: channel.
+// refuses an unknown access level, a pattern with whitespace, quotes or a backslash (docs/design.md,
+// "Access": a pattern must not smuggle a second rule) and a channel pattern that could match a __sentinel__:
+// channel.
 func CustomerRules(access string, keys, channels []string) (string, error) {
 	preset, ok := Presets[access]
 	if !ok {

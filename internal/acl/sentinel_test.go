@@ -46,7 +46,7 @@ func TestSentinelRulesPerEngine(t *testing.T) {
 // refused sends args on c and returns "" when the reply is the wanted refusal (NOAUTH, NOPERM or WRONGPASS),
 // else what happened.
 func refused(ctx context.Context, c *valkey.Client, want string, args ...string) string {
-	v, err := c.Do(ctx, args...)
+	v, err := c.Command(ctx, args...)
 	if err != nil && strings.Contains(err.Error(), want) {
 		return ""
 	}
@@ -126,7 +126,7 @@ func TestSecuritySentinelAuthRefusesWhoMayNot(t *testing.T) {
 			}
 			for _, args := range [][]string{{"SENTINEL", "MASTERS"}, {"SENTINEL", "REPLICAS", top.Cfg.MonitorName},
 				{"SENTINEL", "SENTINELS", top.Cfg.MonitorName}, {"SENTINEL", "CKQUORUM", top.Cfg.MonitorName}, {"INFO", "sentinel"}} {
-				if _, err := c.Do(ctx, args...); err != nil {
+				if _, err := c.Command(ctx, args...); err != nil {
 					bad = append(bad, fmt.Sprintf("%s %s: %v", user, strings.Join(args, " "), err))
 				}
 			}
@@ -200,8 +200,8 @@ func TestSentinelAuthQuorumFailsOver(t *testing.T) {
 					return fmt.Errorf("node %d is %v (%v)", port, role.Role, err)
 				}
 				// the client follows the Sentinels: its writes land on the node they name
-				v, err := top.NodeByPort(port).Client(top.Options(acl.Operator)).Do(ctx, "DBSIZE")
-				if err != nil || v == int64(0) {
+				v, err := top.NodeByPort(port).Client(top.Options(acl.Operator)).DBSize(ctx)
+				if err != nil || v == 0 {
 					return fmt.Errorf("no key on %d yet (%v, %v)", port, v, err)
 				}
 				return nil

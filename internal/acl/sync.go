@@ -142,7 +142,7 @@ func BuildNodeSync(desired []DesiredUser, node NodeACL, now time.Time) (SyncPlan
 }
 
 // BuildSync computes the plan at time now. Hashes whose ValidUntil has passed are dropped, which is how a
-// rotation's previous password is revoked (seed 003, "Password rotation is declarative"). current is the
+// rotation's previous password is revoked (docs/design.md, "Access"). current is the
 // node's ACL USERS reply; nil means "not listed" and yields no deletions. System users, the node-local
 // PreStop and FirstSync users and "default" are never deleted.
 func BuildSync(desired []DesiredUser, current []string, now time.Time) (SyncPlan, error) {

@@ -94,10 +94,10 @@ func load(t *testing.T, top *valkeytest.Topology, n int) {
 	ctx := context.Background()
 	p := top.Nodes[0].Client(top.Options(acl.Operator))
 	for i := 0; i < n; i++ {
-		_, err := p.Do(ctx, "SET", "__valkey-ha:"+strconv.Itoa(i), "v")
+		err := p.Set(ctx, "__valkey-ha:"+strconv.Itoa(i), "v", 0)
 		require.NoError(t, err)
 	}
-	_, err := p.Do(ctx, "WAIT", strconv.Itoa(len(top.Nodes)-1), "5000")
+	_, err := p.Wait(ctx, len(top.Nodes)-1, 5*time.Second)
 	require.NoError(t, err)
 }
 

@@ -144,7 +144,7 @@ func TestF5PersistedDataAsTheServerLoadsIt(t *testing.T) {
 
 			replica.Start()
 			top.WaitReplicationUp(20 * time.Second)
-			_, err = top.Nodes[0].Client(top.Options(acl.Operator)).Do(context.Background(), "SET", "__valkey-ha:k", "v")
+			err = top.Nodes[0].Client(top.Options(acl.Operator)).Set(context.Background(), "__valkey-ha:k", "v", 0)
 			require.NoError(t, err)
 			valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "replicated", func() error {
 				k, err := replica.Client(top.Options(acl.Operator)).DBSize(context.Background())

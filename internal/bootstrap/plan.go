@@ -1,5 +1,5 @@
 // Package bootstrap decides, before a data node's server starts, whether it starts as the primary or as a
-// replica of whom (DESIGN.md "Boot-time role discovery"). It runs in every data pod, also when every
+// replica of whom (docs/design.md, "The boot step"). It runs in every data pod, also when every
 // controller is scaled to zero, so a restarted node rejoins as a replica (case S05) and an empty node that
 // Sentinel still names primary never wipes its replicas (case S08). With persistence, a cold start is led by
 // the node whose disk holds the newest dataset (issue 12, F5): a waiting node publishes what its disk holds on

@@ -104,10 +104,10 @@ func TestCaseS08EmptyPrimaryNeverWipesReplicas(t *testing.T) {
 	p := top.Nodes[0].Client(top.Options(acl.Operator))
 	const keys = 2000
 	for i := 0; i < keys; i++ {
-		_, err := p.Do(ctx, "SET", "__valkey-ha:"+strconv.Itoa(i), "v")
+		err := p.Set(ctx, "__valkey-ha:"+strconv.Itoa(i), "v", 0)
 		require.NoError(t, err)
 	}
-	_, err := p.Do(ctx, "WAIT", "2", "5000")
+	_, err := p.Wait(ctx, 2, 5*time.Second)
 	require.NoError(t, err)
 
 	// sample the survivors' DBSIZE while the scenario runs

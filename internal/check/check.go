@@ -168,7 +168,7 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clu
 		if err != nil {
 			rs = append(rs, fail("probe-least-privilege", "%s cannot log in: %v", acl.Probe, err))
 		} else {
-			_, err := pc.Do(ctx, "SET", "__valkey-ha:probe", "1")
+			err := pc.Set(ctx, "__valkey-ha:probe", "1", 0)
 			pc.Close()
 			if err != nil && strings.Contains(err.Error(), "NOPERM") {
 				rs = append(rs, pass("probe-least-privilege", "%s may not write", acl.Probe))
@@ -241,7 +241,7 @@ func checkWriteReadBack(ctx context.Context, in spec.Instance, clients map[int]*
 	pc := clients[primary]
 	key := "__valkey-ha:helm-test"
 	val := strconv.FormatInt(time.Now().UnixNano(), 10)
-	if _, err := pc.Do(ctx, "SET", key, val, "EX", "300"); err != nil {
+	if err := pc.Set(ctx, key, val, 300*time.Second); err != nil {
 		return fail(name, "SET on the primary: %v", err)
 	}
 	deadline := time.Now().Add(timeout)
@@ -254,7 +254,7 @@ func checkWriteReadBack(ctx context.Context, in spec.Instance, clients map[int]*
 			return fail(name, "%s unreachable", n.Pod)
 		}
 		for {
-			v, err := c.Do(ctx, "GET", key)
+			v, _, err := c.Get(ctx, key)
 			if err == nil && v == val {
 				break
 			}
@@ -264,7 +264,7 @@ func checkWriteReadBack(ctx context.Context, in spec.Instance, clients map[int]*
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	_, _ = pc.Do(ctx, "DEL", key)
+	_, _ = pc.Del(ctx, key)
 	return pass(name, "a write on the primary was read back from %d replica(s)", len(in.Nodes)-1)
 }
 
@@ -315,7 +315,7 @@ func checkSentinelAuth(ctx context.Context, addr string, o valkey.Options) Resul
 	anon := o
 	anon.Username, anon.Password = "", ""
 	if c, err := valkey.Dial(ctx, addr, anon); err == nil {
-		_, err = c.Do(ctx, "SENTINEL", "MASTERS")
+		_, err = c.SentinelMasters(ctx)
 		c.Close()
 		if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 			return fail(name, "%s answers SENTINEL MASTERS without credentials (%v)", addr, err)
@@ -328,7 +328,7 @@ func checkSentinelAuth(ctx context.Context, addr string, o valkey.Options) Resul
 		return fail(name, "%s as %s: %v", addr, o.Username, err)
 	}
 	defer c.Close()
-	if _, err := c.Do(ctx, "SENTINEL", "REMOVE", "valkey-ha-helm-test-no-such-monitor"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+	if err := c.SentinelRemove(ctx, "valkey-ha-helm-test-no-such-monitor"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		return fail(name, "%s lets %s run SENTINEL REMOVE (%v)", addr, o.Username, err)
 	}
 	return pass(name, "%s refuses unauthenticated clients (NOAUTH) and SENTINEL REMOVE by %s (NOPERM)", addr, o.Username)

@@ -79,7 +79,7 @@ from the command line. make demo uses it to write and read a key both ways.`,
 				return err
 			}
 			defer c.Close()
-			reply, err := c.Do(ctx, args...)
+			reply, err := c.Command(ctx, args...)
 			if err != nil && !valkey.IsNil(err) {
 				return err
 			}

@@ -260,8 +260,8 @@ type SentinelCmdOptions struct {
 	ClusterDomain  string
 	Selector       string
 	Resync         time.Duration
-	// Auth makes the controller authenticate as the quorum's _admin user, generating the quorum's credential
-	// Secrets first when they do not exist (ensureSentinelAuth).
+	// Auth makes the controller authenticate as the quorum's _admin user with the password of Secret
+	// S-auth-admin (the chart's credentials Job, sentinel-credentials, creates it; the controller waits for it).
 	Auth bool
 }
 
@@ -317,7 +317,7 @@ data pods, refuses an instance another quorum already monitors, and never remove
 				Selector: sel, Resync: o.Resync, Fleet: fleet}
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error {
 				if o.Auth {
-					pw, err := ensureSentinelAuth(ctx, cs, o.Namespace, o.Release, slog.Default())
+					pw, err := readSentinelAdmin(ctx, cs, o.Namespace, o.Release, 2*time.Second, slog.Default())
 					if err != nil {
 						return err
 					}
@@ -342,7 +342,7 @@ data pods, refuses an instance another quorum already monitors, and never remove
 	var ignoredTLS bool
 	f.BoolVar(&ignoredTLS, "tls", false, "ignored: read from the quorum document")
 	_ = f.MarkDeprecated("tls", "TLS is read from the quorum document <release>-quorum")
-	f.BoolVar(&o.Auth, "auth", false, "authenticate to the Sentinels as _admin, generating Secrets <release>-auth-admin, -instance and -client first when they do not exist")
+	f.BoolVar(&o.Auth, "auth", false, "authenticate to the Sentinels as _admin with the password of Secret <release>-auth-admin (waits until it exists)")
 	f.StringVar(&o.ServiceAccount, "service-account", "", "this controller's ServiceAccount in --namespace: instances grant it by name (sentinelGrant); empty: only descriptors of --namespace, without a grant check")
 	o.bindFleet(cmd)
 	return cmd

@@ -29,7 +29,7 @@ type PreStopOptions struct {
 	Timeout         time.Duration
 	DialTimeout     time.Duration
 	// LogFile receives the log lines instead of stderr: the kubelet discards what an exec hook prints unless
-	// the hook fails (then it goes into the FailedPreStopHook Event), so the chart points it at the
+	// the hook fails (and even then keeps it out of the FailedPreStopHook Event), so the chart points it at the
 	// container's own stdout, /proc/1/fd/1, where `kubectl logs` shows it.
 	LogFile string
 }
@@ -58,7 +58,7 @@ promoted, it hands off with the planned roll's code (pause writes, wait until th
 primary's offset, SENTINEL FAILOVER, wait until the Sentinel names the new primary, demote, unpause), or with
 FAILOVER TO when the instance is not monitored. On a replica it returns at once unless a failover runs (then
 it waits for its end). It ends within --timeout. When it could not hand off it logs why and exits 1 with a
-one-line reason, which the kubelet shows as a FailedPreStopHook Event; the container stops either way. See
+one-line reason: the kubelet records a FailedPreStopHook Event; the container stops either way. See
 internal/prestop.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, closeLog := o.logger()
@@ -75,8 +75,8 @@ internal/prestop.`,
 			}
 			if out.Action == prestop.Skipped {
 				log.Warn("prestop: no handoff; the shutdown goes on (the server still waits for lagging replicas)", attrs...)
-				// a failed hook is what the kubelet reports (Event FailedPreStopHook, with this message); it
-				// stops the container all the same
+				// a failed hook is what the kubelet reports (Event FailedPreStopHook; the message stays in the
+				// kubelet's log); it stops the container all the same
 				return fmt.Errorf("prestop: no handoff (%s): %s; the stop goes on (the server waits up to shutdown-timeout for lagging replicas)",
 					out.Reason, out.Detail)
 			}

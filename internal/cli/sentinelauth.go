@@ -2,43 +2,132 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/credentials"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
-// generatePassword returns a random password: crypto/rand.Text, 26 base32 characters (130 bits).
-func generatePassword() string { return rand.Text() }
+// sentinelUsers are the users whose credential Secrets a quorum publishes, in the order they are created.
+var sentinelUsers = []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient}
+
+// SentinelCredentialsOptions are the flags of `sentinel-credentials`.
+type SentinelCredentialsOptions struct {
+	Kubeconfig string
+	Namespace  string
+	Release    string
+	Timeout    time.Duration
+	Interval   time.Duration
+}
+
+// Validate checks the options.
+func (o *SentinelCredentialsOptions) Validate() error {
+	if o.Namespace == "" {
+		return errors.New("--namespace is required (or set POD_NAMESPACE)")
+	}
+	if o.Release == "" {
+		return errors.New("--release is required: the quorum's fullname S")
+	}
+	if o.Timeout <= 0 || o.Interval <= 0 {
+		return errors.New("--timeout and --interval must be > 0")
+	}
+	return nil
+}
+
+func newSentinelCredentialsCmd() *cobra.Command {
+	o := &SentinelCredentialsOptions{}
+	cmd := &cobra.Command{
+		Use:   "sentinel-credentials",
+		Short: "Create a Sentinel quorum's credential Secrets once (the valkey-sentinel chart's credentials Job)",
+		Long: `sentinel-credentials creates Secrets <S>-auth-admin, <S>-auth-instance and <S>-auth-client (keys username,
+password: the Sentinels' users _admin, _instance and _client) with random passwords when they do not exist,
+never overwriting one (a Secret created beforehand is the way to bring your own), owned by ConfigMap
+<S>-config so helm uninstall removes them. The Sentinel pods wait for them. It retries until ConfigMap
+<S>-config exists and every Secret holds a one-line password, and exits 0, or 1 after --timeout with the reason.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cs, err := kube.NewClient(o.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.Timeout)
+			defer cancel()
+			_, err = ensureSentinelAuth(ctx, cs, o.Namespace, o.Release, o.Interval, slog.Default())
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	f.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the quorum")
+	f.StringVar(&o.Release, "release", "", "the quorum's fullname S")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
+	f.DurationVar(&o.Interval, "interval", 2*time.Second, "pause between attempts that could not complete")
+	return cmd
+}
 
 // ensureSentinelAuth makes sure the quorum's three credential Secrets exist (docs/contract.md: S-auth-admin,
 // S-auth-instance, S-auth-client, keys username and password) and returns the _admin password. A missing
 // Secret is generated here, at run time, never at render time (no Helm lookup: offline renders stay
-// identical); an existing one is used as it is, whoever created it. Generated Secrets are owned by ConfigMap
-// S-config, so `helm uninstall` removes them. It retries every 2 s until it succeeds or ctx ends: the
-// Sentinel pods mount these Secrets and start once they exist.
-func ensureSentinelAuth(ctx context.Context, cs kubernetes.Interface, namespace, release string, log *slog.Logger) (string, error) {
-	for {
-		pw, err := ensureSentinelAuthOnce(ctx, cs, namespace, release, log)
-		if err == nil {
-			return pw, nil
+// identical; passwords from credentials.GeneratePassword, as the instances' credentials Job makes them); an
+// existing one is used as it is, whoever created it. Generated Secrets are owned by ConfigMap S-config, so
+// `helm uninstall` removes them. It retries every interval until it succeeds or ctx ends.
+func ensureSentinelAuth(ctx context.Context, cs kubernetes.Interface, namespace, release string, interval time.Duration, log *slog.Logger) (string, error) {
+	return retry(ctx, interval, log, "Sentinel credentials not ready", func() (string, error) {
+		return ensureSentinelAuthOnce(ctx, cs, namespace, release, log)
+	})
+}
+
+// readSentinelAdmin returns the _admin password of Secret S-auth-admin (the sentinel controller's --auth),
+// waiting every interval while it does not exist yet (the credentials Job creates it) or holds no one-line
+// password, until ctx ends.
+func readSentinelAdmin(ctx context.Context, cs kubernetes.Interface, namespace, release string, interval time.Duration, log *slog.Logger) (string, error) {
+	name := spec.SentinelSecretName(release, acl.SentinelAdmin)
+	return retry(ctx, interval, log, "waiting for the quorum's _admin credential (the credentials Job creates it)", func() (string, error) {
+		s, err := cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
 		}
-		log.Warn("Sentinel credentials not ready; retrying", "error", err)
+		return oneLinePassword(s)
+	})
+}
+
+func retry(ctx context.Context, interval time.Duration, log *slog.Logger, what string, fn func() (string, error)) (string, error) {
+	for {
+		v, err := fn()
+		if err == nil {
+			return v, nil
+		}
+		log.Warn(what+"; retrying", "error", err)
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("Sentinel credentials: %w (last error: %w)", ctx.Err(), err)
-		case <-time.After(2 * time.Second):
+			return "", fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
+		case <-time.After(interval):
 		}
 	}
+}
+
+// oneLinePassword returns key password of s without a trailing line break, refusing an empty one or one that
+// holds a line break (it could not be written into sentinel.conf).
+func oneLinePassword(s *corev1.Secret) (string, error) {
+	pw := strings.TrimRight(string(s.Data["password"]), "\r\n")
+	if pw == "" || strings.ContainsAny(pw, "\r\n") {
+		return "", fmt.Errorf("secret %s/%s: key password is empty or holds a line break; give it one line (or delete the Secret to have one generated)", s.Namespace, s.Name)
+	}
+	return pw, nil
 }
 
 func ensureSentinelAuthOnce(ctx context.Context, cs kubernetes.Interface, namespace, release string, log *slog.Logger) (string, error) {
@@ -47,15 +136,17 @@ func ensureSentinelAuthOnce(ctx context.Context, cs kubernetes.Interface, namesp
 		return "", fmt.Errorf("get configmap %s/%s-config (owner of the generated Secrets): %w", namespace, release, err)
 	}
 	admin := ""
-	for _, u := range []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient} {
+	for _, u := range sentinelUsers {
 		name := spec.SentinelSecretName(release, u)
 		want := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
-				Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentSentinl,
-					spec.LabelSentinel: release, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl"},
+				// the labels of the instances' credentials Job (never app.kubernetes.io/instance: GitOps tools
+				// would take a run-time Secret for part of the application and prune it)
+				Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl",
+					spec.LabelComponent: "credentials", spec.LabelSentinel: release},
 				OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(owner)}},
 			Type: corev1.SecretTypeOpaque,
-			Data: map[string][]byte{"username": []byte(u), "password": []byte(generatePassword())},
+			Data: map[string][]byte{"username": []byte(u), "password": []byte(credentials.GeneratePassword())},
 		}
 		s, created, err := kube.EnsureSecret(ctx, cs, want)
 		if err != nil {
@@ -64,9 +155,9 @@ func ensureSentinelAuthOnce(ctx context.Context, cs kubernetes.Interface, namesp
 		if created {
 			log.Info("generated Sentinel credential", "secret", name, "user", u)
 		}
-		pw := strings.TrimRight(string(s.Data["password"]), "\r\n")
-		if pw == "" || strings.ContainsAny(pw, "\r\n") {
-			return "", fmt.Errorf("secret %s/%s: key password is empty or holds a line break; give it one line (or delete the Secret to have one generated)", namespace, name)
+		pw, err := oneLinePassword(s)
+		if err != nil {
+			return "", err
 		}
 		if u == acl.SentinelAdmin {
 			admin = pw

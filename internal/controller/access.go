@@ -14,10 +14,10 @@ import (
 )
 
 // aclResync is how often a node is synced even when nothing changed: it heals a pod that restarted with an
-// older ACL file (Secret volumes update eventually; seed 003).
+// older ACL file (Secret volumes update eventually; docs/design.md, "Access").
 const aclResync = 10 * time.Minute
 
-// aclBudget bounds one node's sync (seed 003: a 5-second budget).
+// aclBudget bounds one node's sync (docs/design.md, "Access").
 const aclBudget = 5 * time.Second
 
 type aclApplied struct {

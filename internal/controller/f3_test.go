@@ -45,12 +45,12 @@ import (
 // removed afterwards (the last phase), so the test would see a REMOVE if one happened.
 func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true})
-	transient := kubefault.FailReads(e.cs, "secrets", "vk-sentinel-auth", kubefault.Unavailable)
-	forbidden := kubefault.FailReads(e.cs, "secrets", "vk-sentinel-auth", kubefault.Forbidden)
+	transient := kubefault.FailReads(e.CS, "secrets", "vk-sentinel-auth", kubefault.Unavailable)
+	forbidden := kubefault.FailReads(e.CS, "secrets", "vk-sentinel-auth", kubefault.Forbidden)
 	ctx := context.Background()
 	// the quorum status is written only while the Sentinel StatefulSet exists
-	_, err := e.cs.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns,
-		Labels: partOf(map[string]string{contract.LabelSentinel: "q"})}}, metav1.CreateOptions{})
+	_, err := e.CS.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns,
+		Labels: testenv.PartOf(map[string]string{contract.LabelSentinel: "q"})}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	// every deletion of the Sentinel info, seen by a watch of our own
@@ -58,7 +58,7 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 	infoDeleted := 0
 	wctx, wcancel := context.WithCancel(ctx)
 	t.Cleanup(wcancel)
-	w, err := e.cs.CoreV1().ConfigMaps(ns).Watch(wctx, metav1.ListOptions{})
+	w, err := e.CS.CoreV1().ConfigMaps(ns).Watch(wctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	go func() {
 		for ev := range w.ResultChan() {
@@ -71,42 +71,29 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 	}()
 	deleted := func() int { delMu.Lock(); defer delMu.Unlock(); return infoDeleted }
 
-	var evMu sync.Mutex
-	var events []string
-	stopEvents := valkeytest.Sample(50*time.Millisecond, func() {
-		evMu.Lock()
-		events = append(events, drainEvents(e.rec, "")...)
-		evMu.Unlock()
-	})
-	t.Cleanup(stopEvents)
-	takeEvents := func() []string {
-		evMu.Lock()
-		defer evMu.Unlock()
-		out := append(events, drainEvents(e.rec, "")...)
-		events = nil
-		return out
-	}
+	events := testenv.RecordEvents(t, e.Rec) // drained continuously: the shared FakeRecorder never blocks a controller
+	takeEvents := events.Take
 
 	m := metrics.New()
 	passReg := prometheus.NewRegistry()
 	passReg.MustRegister(m.ReconcileSeconds)
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
-	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
-		Selector: sel, Resync: 300 * time.Millisecond}, m, e.rec, quietLog())
+	testenv.PublishQuorum(t, e.CS, ns, "q", testenv.SentinelAddrs(e.Top), false)
+	c := NewSentinelController(e.CS, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 300 * time.Millisecond}, m, e.Rec, quietLog())
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = c.Run(cctx, nil); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	e.top.WaitSentinelsConverged(30*time.Second, 2, 2)
+	e.Top.WaitSentinelsConverged(30*time.Second, 2, 2)
 	valkeytest.Eventually(t, 5*time.Second, 100*time.Millisecond, "sentinel info published", func() error {
-		_, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-sentinels", metav1.GetOptions{})
+		_, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-sentinels", metav1.GetOptions{})
 		return err
 	})
-	base := s10Audited(s10Events(e))
-	require.Equal(t, map[string]int{"+monitor": 3}, s10Count(base), "registration: one SENTINEL MONITOR per Sentinel")
+	base := testenv.Audited(s10Events(e))
+	require.Equal(t, map[string]int{"+monitor": 3}, testenv.CountEvents(base), "registration: one SENTINEL MONITOR per Sentinel")
 	takeEvents()
 
 	// passes waits for n more completed passes of the sentinel controller (and at least min time).
@@ -122,18 +109,18 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 		}
 	}
 	setDescriptor := func(mutate func(map[string]any)) {
-		desc, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
+		desc, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
 		require.NoError(t, err)
 		var doc map[string]any
 		require.NoError(t, json.Unmarshal([]byte(desc.Data[contract.KeyInstance]), &doc))
 		mutate(doc)
 		b, _ := json.Marshal(doc)
 		desc.Data[contract.KeyInstance] = string(b)
-		_, err = e.cs.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
+		_, err = e.CS.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
 	quorumStatus := func() string {
-		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "q-status", metav1.GetOptions{})
+		cm, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "q-status", metav1.GetOptions{})
 		if err != nil {
 			return ""
 		}
@@ -147,7 +134,7 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 	}
 	var results []phaseResult
 	phase := func(name, reported string, start, stop func()) {
-		audited := len(s10Audited(s10Events(e)))
+		audited := len(testenv.Audited(s10Events(e)))
 		del := deleted()
 		start()
 		if reported != "" {
@@ -160,7 +147,7 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 		passes(name, 10, 3*time.Second)
 		stop()
 		passes(name+": recovered", 5, time.Second)
-		got := s10Count(s10Audited(s10Events(e))[audited:])
+		got := testenv.CountEvents(testenv.Audited(s10Events(e))[audited:])
 		r := phaseResult{name: name, remove: got["-monitor"], monitor: got["+monitor"], delete: deleted() - del}
 		for _, ev := range takeEvents() {
 			if strings.HasPrefix(ev, corev1.EventTypeWarning) {
@@ -199,21 +186,21 @@ func TestF3ReadErrorsKeepMonitors(t *testing.T) {
 	for _, r := range results[1:] {
 		assert.Len(t, r.events, 1, "%s: one Warning event for the whole failure, not one per pass: %q", r.name, r.events)
 	}
-	for _, s := range e.top.Sentinels {
-		_, found, err := s.Client(valkey.Options{}).SentinelMaster(ctx, e.in.MonitorName)
+	for _, s := range e.Top.Sentinels {
+		_, found, err := s.Client(valkey.Options{}).SentinelMaster(ctx, e.In.MonitorName)
 		require.NoError(t, err)
 		assert.True(t, found, "%s still monitors the instance", s.Addr())
 	}
 
 	// positively deselected: removed everywhere (the audit sees REMOVEs when they happen)
-	audited := len(s10Audited(s10Events(e)))
-	desc, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
+	audited := len(testenv.Audited(s10Events(e)))
+	desc, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
 	require.NoError(t, err)
 	desc.Labels["tier"] = "other"
-	_, err = e.cs.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
+	_, err = e.CS.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "deselected: removed on every Sentinel", func() error {
-		if got := s10Count(s10Audited(s10Events(e))[audited:])["-monitor"]; got != 3 {
+		if got := testenv.CountEvents(testenv.Audited(s10Events(e))[audited:])["-monitor"]; got != 3 {
 			return fmt.Errorf("%d REMOVEs", got)
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -24,19 +25,19 @@ import (
 // Sentinel is reset exactly once (one at a time) and none lists it any more; then it is quiet again.
 func TestF6ForeignReplicaNoResetLoop(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{})
-	e.publishSentinels()
+	e.PublishSentinels()
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
 	ctx := context.Background()
-	primary := e.top.Nodes[0]
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(primary.Port) })
+	primary := e.Top.Nodes[0]
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(primary.Port) })
 
 	aclPath := filepath.Join(t.TempDir(), "users.acl")
-	require.NoError(t, writeFile(aclPath, valkeytest.RenderSystemACL(e.top.Passwords)))
-	foreign := valkeytest.StartServer(t, e.top.Cfg.Engine, valkeytest.ServerConfig{ReplicaOf: primary.Addr(),
-		Lines: []string{"aclfile " + aclPath, "masteruser " + acl.Replication, "masterauth " + e.top.Passwords[acl.Replication]}})
+	require.NoError(t, writeFile(aclPath, valkeytest.RenderSystemACL(e.Top.Passwords)))
+	foreign := valkeytest.StartServer(t, e.Top.Cfg.Engine, valkeytest.ServerConfig{ReplicaOf: primary.Addr(),
+		Lines: []string{"aclfile " + aclPath, "masteruser " + acl.Replication, "masterauth " + e.Top.Passwords[acl.Replication]}})
 	listed := func(want bool) error {
-		for _, s := range e.top.Sentinels {
-			reps, err := s.Client(valkey.Options{}).SentinelReplicas(ctx, e.in.MonitorName)
+		for _, s := range e.Top.Sentinels {
+			reps, err := s.Client(valkey.Options{}).SentinelReplicas(ctx, e.In.MonitorName)
 			if err != nil {
 				return err
 			}
@@ -54,7 +55,7 @@ func TestF6ForeignReplicaNoResetLoop(t *testing.T) {
 	}
 	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "every Sentinel lists the foreign replica", func() error { return listed(true) })
 
-	resets := func() int { return s10Count(s10Audited(s10Events(e)))["+reset-master"] }
+	resets := func() int { return testenv.CountEvents(testenv.Audited(s10Events(e)))["+reset-master"] }
 	base := resets()
 	time.Sleep(15 * time.Second) // the steady window: the controller runs ~50 passes (what is asserted is the count)
 	steady := resets() - base
@@ -66,9 +67,9 @@ func TestF6ForeignReplicaNoResetLoop(t *testing.T) {
 	foreign.Kill()
 	base = resets()
 	valkeytest.Eventually(t, 60*time.Second, 300*time.Millisecond, "no Sentinel lists the dead foreign replica", func() error { return listed(false) })
-	e.top.WaitSentinelsConverged(30*time.Second, 2, 2)
+	e.Top.WaitSentinelsConverged(30*time.Second, 2, 2)
 	time.Sleep(3 * time.Second) // a few more passes
 	gone := resets() - base
 	t.Logf("after the foreign replica died: %d SENTINEL RESET", gone)
-	assert.Equal(t, len(e.top.Sentinels), gone, "one RESET per Sentinel once the replica is down")
+	assert.Equal(t, len(e.Top.Sentinels), gone, "one RESET per Sentinel once the replica is down")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -92,7 +91,7 @@ func (f *fleet) publish(in spec.Instance) {
 	b, _ := json.Marshal(si)
 	_, err := f.cs.CoreV1().ConfigMaps(in.Namespace).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name + "-sentinels", Namespace: in.Namespace,
-			Labels: partOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: in.Name, spec.LabelSentinel: "q"})},
+			Labels: testenv.PartOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: in.Name, spec.LabelSentinel: "q"})},
 		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
 	require.NoError(f.t, err)
 }
@@ -206,9 +205,9 @@ func TestSharedControllerIsolatesAStuckInstance(t *testing.T) {
 	assert.True(t, err != nil, "an instance that did not opt in is never served by the shared controller")
 }
 
-// TestSwitchHubOneSubscriptionPerSentinel (issue 17): two instances on one quorum share one +switch-master
-// subscription per Sentinel (before: one per instance and Sentinel), and a switch reaches only the instances
-// of its monitor.
+// TestSwitchHubOneSubscriptionPerSentinel (issue 17): two instances on one quorum share one topology-event
+// subscription per Sentinel (before: one per instance and Sentinel), and an event reaches only the
+// instances of its monitor.
 func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	f := startFleet(t, []string{"t1", "t2"}, true, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -222,17 +221,23 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	opts := func(context.Context) valkey.Options { return valkey.Options{DialTimeout: time.Second} }
 	for _, fi := range f.insts {
 		name := fi.in.Name
-		h.watch(fi.in.MonitorName, addrs, opts, func(valkey.SwitchPrimary) { got <- name })
+		h.watch(fi.in.MonitorName, addrs, opts, func(valkey.MonitorEvent) { got <- name })
 	}
 	assert.Equal(t, 3, h.subscriptions(), "one subscription per Sentinel")
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "subscribed", func() error {
 		for _, s := range f.sentinels {
 			// Sentinel has no PUBSUB command: count the subscribed clients
-			out, err := s.Client(valkey.Options{}).Do(ctx, "CLIENT", "LIST")
+			clients, err := s.Client(valkey.Options{}).ClientList(ctx, "")
 			if err != nil {
 				return err
 			}
-			if n := strings.Count(fmt.Sprint(out), " sub=1 "); n != 1 {
+			n := 0
+			for _, cl := range clients {
+				if cl.Fields["sub"] != "0" && cl.Fields["sub"] != "" {
+					n++
+				}
+			}
+			if n != 1 {
 				return fmt.Errorf("%s: %d subscribed clients", s.Addr(), n)
 			}
 		}
@@ -243,7 +248,7 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	case name := <-got:
 		assert.Equal(t, "vk1", name)
 	case <-time.After(20 * time.Second):
-		t.Fatal("no +switch-master delivered")
+		t.Fatal("no topology event delivered")
 	}
 	time.Sleep(500 * time.Millisecond) // the other Sentinels publish the same switch
 	for len(got) > 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
@@ -26,18 +27,20 @@ import (
 // wrote returns at once and proves nothing).
 func TestF1HandoffWaitsForALaggingReplica(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, FaultLinks: true})
-	e.publishSentinels()
-	e.top.DelayReplication(800 * time.Millisecond)
-	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
-	w := startWriter(t, e.top)
+	e.PublishSentinels()
+	e.Top.DelayReplication(800 * time.Millisecond)
+	e.MarkStale([]string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
+	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
 	time.Sleep(time.Second) // the writer has found the primary and the replica trails it
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
-	newPrimary := e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 30*time.Second)
+	newPrimary := e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 30*time.Second)
 	time.Sleep(time.Second) // the writer writes to the new primary too
-	acked, failures, longest := w.finish()
+	w.Finish()
+	r := w.Result()
+	acked, failures, longest := r.Acked, r.Failed, r.Longest
 
 	require.NotEmpty(t, acked)
-	missing := lost(t, e.top.NodeByPort(newPrimary).Client(e.top.Options(acl.Operator)), acked)
+	missing := lost(t, e.Top.NodeByPort(newPrimary).Client(e.Top.Options(acl.Operator)), acked)
 	t.Logf("F1: handoff over an 800 ms replication delay: writes acked %d, lost %d, failed %d, longest error window %s",
 		len(acked), len(missing), failures, longest.Round(time.Millisecond))
 	assert.Empty(t, firstFew(missing), "every acknowledged write survives the handoff (%d of %d lost)", len(missing), len(acked))
@@ -77,15 +80,15 @@ func onSentinelEvent(t *testing.T, top *valkeytest.Topology, channel string, fn 
 // takes writes again while the failover may still promote the replica.
 func TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
-	e.publishSentinels()
-	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
-	replica := e.top.Nodes[1]
+	e.PublishSentinels()
+	e.MarkStale([]string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
+	replica := e.Top.Nodes[1]
 	stopped := make(chan time.Time, 1)
-	onSentinelEvent(t, e.top, "+try-failover", func(string) {
+	onSentinelEvent(t, e.Top, "+try-failover", func(string) {
 		stopped <- time.Now()
 		replica.PauseFor(11 * time.Second)
 	})
-	w := startWriter(t, e.top)
+	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
 	time.Sleep(500 * time.Millisecond)
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
 	var at time.Time
@@ -94,18 +97,20 @@ func TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no failover was started")
 	}
-	newPrimary := e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 40*time.Second)
+	newPrimary := e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 40*time.Second)
 	t.Logf("primary moved %s after the replica was stopped", time.Since(at).Round(time.Millisecond))
 	time.Sleep(2 * time.Second) // the writer writes to the new primary too
-	acked, failures, longest := w.finish()
+	w.Finish()
+	r := w.Result()
+	acked, failures, longest := r.Acked, r.Failed, r.Longest
 
 	require.NotEmpty(t, acked)
-	missing := lost(t, e.top.NodeByPort(newPrimary).Client(e.top.Options(acl.Operator)), acked)
+	missing := lost(t, e.Top.NodeByPort(newPrimary).Client(e.Top.Options(acl.Operator)), acked)
 	t.Logf("F2: handoff with the replica stopped 11 s: writes acked %d, lost %d, failed %d, longest error window %s; failovers %d",
 		len(acked), len(missing), failures, longest.Round(time.Millisecond), e.failovers(t))
 	assert.Empty(t, firstFew(missing), "every acknowledged write survives the handoff (%d of %d lost)", len(missing), len(acked))
 	assert.Equal(t, 1, e.failovers(t), "one failover: the write pause never outlasts down-after-milliseconds")
-	for _, s := range e.top.Sentinels {
+	for _, s := range e.Top.Sentinels {
 		assert.NotContains(t, s.Logs(), "+odown master", "no Sentinel declared the paused primary down")
 	}
 }
@@ -125,30 +130,30 @@ func firstFew(keys []string) []string {
 // changes).
 func TestRollWithoutPromotableReplicaWaitsAndSaysWhy(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, ExtraServerLines: []string{"replica-priority 0"}})
-	e.publishSentinels()
-	markStale(t, e, []string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
+	e.PublishSentinels()
+	e.MarkStale([]string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
 	e.startInstanceController(InstanceOptions{Resync: 200 * time.Millisecond})
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "the roll says why it waits", func() error {
-		if doc := e.statusDoc(); doc == nil || doc["roll"] != roll.NoPromotableReplica {
+		if doc := e.StatusDoc(); doc == nil || doc["roll"] != roll.NoPromotableReplica {
 			return fmt.Errorf("roll: %v", doc["roll"])
 		}
 		return nil
 	})
 	time.Sleep(2 * time.Second) // about ten more passes
-	assert.Len(t, drainEvents(e.rec, "HandoffImpossible"), 1, "one Event, not one per pass")
-	assert.Empty(t, drainEvents(e.rec, "RollDeferred"), "no handoff was tried")
+	assert.Len(t, testenv.DrainEvents(e.Rec, "HandoffImpossible"), 1, "one Event, not one per pass")
+	assert.Empty(t, testenv.DrainEvents(e.Rec, "RollDeferred"), "no handoff was tried")
 	assert.Zero(t, e.failovers(t), "no failover")
-	p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), "vk-0-0", metav1.GetOptions{})
+	p, err := e.CS.CoreV1().Pods(ns).Get(context.Background(), "vk-0-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "r1", p.Labels[revisionLabel], "the primary's pod was not replaced")
 
-	replica := e.top.Nodes[1]
+	replica := e.Top.Nodes[1]
 	replica.Stop()
 	require.NoError(t, writeFile(replica.ConfPath, replica.Config()+"replica-priority 100\n"))
 	replica.Start()
-	e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 40*time.Second)
+	e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 40*time.Second)
 	assert.Equal(t, 1, e.failovers(t))
-	refused := drainEvents(e.rec, "RollDeferred")
-	assert.LessOrEqual(t, len(refused), len(e.top.Sentinels), "a refusal is retried only when a view changed: %v", refused)
+	refused := testenv.DrainEvents(e.Rec, "RollDeferred")
+	assert.LessOrEqual(t, len(refused), len(e.Top.Sentinels), "a refusal is retried only when a view changed: %v", refused)
 	t.Logf("refusals before Sentinel saw the new priority: %d: %v", len(refused), refused)
 }

@@ -38,23 +38,23 @@ import (
 // Sentinels' own logs (+reset-master): none from the partition until 15 s after the heal.
 func TestNoResetWhenAPartitionHeals(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 2000, FailoverTimeoutMs: 5000, FaultLinks: true})
-	top := e.top
+	top := e.Top
 	p0, c := top.Nodes[0], top.Sentinels[2]
 	toC := testenv.NewProxy(t, c.Addr())
 	hosts := []string{top.Sentinels[0].Addr(), top.Sentinels[1].Addr(), toC.Addr()}
-	b, _ := json.Marshal(spec.SentinelInfo{MonitorName: e.in.MonitorName, SentinelRelease: "q", Port: 26379, Hosts: hosts})
-	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+	b, _ := json.Marshal(spec.SentinelInfo{MonitorName: e.In.MonitorName, SentinelRelease: "q", Port: 26379, Hosts: hosts})
+	_, err := e.CS.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "vk-sentinels", Namespace: ns,
-			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: "vk", contract.LabelSentinel: "q"})},
+			Labels: testenv.PartOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: "vk", contract.LabelSentinel: "q"})},
 		Data: map[string]string{contract.KeySentinels: string(b)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	// no +switch-master subscription: its dials to C would take the proxy's one refusal
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond, NoSubscribe: true})
-	events := testenv.RecordEvents(t, e.rec)
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(p0.Port) })
+	events := testenv.RecordEvents(t, e.Rec)
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(p0.Port) })
 	resets := func() []testenv.SentinelEvent {
 		var out []testenv.SentinelEvent
-		for _, ev := range testenv.SentinelEvents(top, e.in.MonitorName) {
+		for _, ev := range testenv.SentinelEvents(top, e.In.MonitorName) {
 			if ev.Kind == "+reset-master" {
 				out = append(out, ev)
 			}
@@ -83,7 +83,7 @@ func TestNoResetWhenAPartitionHeals(t *testing.T) {
 	var r int
 	valkeytest.Eventually(t, 30*time.Second, 100*time.Millisecond, "A and B name a new primary, their failover over", func() error {
 		for _, s := range top.Sentinels[:2] {
-			m, found, err := s.Client(valkey.Options{}).SentinelMaster(context.Background(), e.in.MonitorName)
+			m, found, err := s.Client(valkey.Options{}).SentinelMaster(context.Background(), e.In.MonitorName)
 			if err != nil || !found || m.Port == p0.Port || !m.Healthy() {
 				return fmt.Errorf("%s names %d, flags %v (%v)", s.Addr(), m.Port, m.Flags, err)
 			}
@@ -93,11 +93,11 @@ func TestNoResetWhenAPartitionHeals(t *testing.T) {
 	})
 	valkeytest.Eventually(t, 30*time.Second, 100*time.Millisecond, "C names P0 and flags R s_down", func() error {
 		cl := c.Client(valkey.Options{})
-		_, port, _, err := cl.SentinelPrimaryAddr(context.Background(), e.in.MonitorName)
+		_, port, _, err := cl.SentinelPrimaryAddr(context.Background(), e.In.MonitorName)
 		if err != nil || port != p0.Port {
 			return fmt.Errorf("C names %d (%v)", port, err)
 		}
-		reps, err := cl.SentinelReplicas(context.Background(), e.in.MonitorName)
+		reps, err := cl.SentinelReplicas(context.Background(), e.In.MonitorName)
 		if err != nil {
 			return err
 		}
@@ -148,9 +148,9 @@ func TestNoResetWhenAPartitionHeals(t *testing.T) {
 // setPodPhase sets a pod's status.phase (Running / Unknown) in the fake clientset.
 func setPodPhase(t *testing.T, e *env, name string, phase corev1.PodPhase) {
 	t.Helper()
-	p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	p, err := e.CS.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	p.Status.Phase = phase
-	_, err = e.cs.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	_, err = e.CS.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -102,14 +103,16 @@ type InstanceController struct {
 // instanceMemory is what the controller remembers between passes of one instance. Nothing here is needed
 // for correctness after a restart: it bounds timers and avoids repeated work.
 type instanceMemory struct {
-	plan         plan.Memory
-	subKey       string
-	subCancel    context.CancelFunc
-	operatorPW   string
-	operatorPWAt time.Time
-	aclUsers     []acl.DesiredUser
-	aclReadAt    time.Time
-	aclApplied   map[string]aclApplied
+	plan plan.Memory
+	// sub is the +switch-master subscription (nil: none)
+	sub *subscription
+	// addrs are the node and Sentinel addresses of the last pass (closed in the pool when forgotten)
+	nodeAddrs, sentinelAddrs []string
+	operatorPW               string
+	operatorPWAt             time.Time
+	aclUsers                 []acl.DesiredUser
+	aclReadAt                time.Time
+	aclApplied               map[string]aclApplied
 	// statusPrint fingerprints the last written status without timestamps and offsets
 	statusPrint   string
 	statusWritten time.Time
@@ -117,18 +120,7 @@ type instanceMemory struct {
 
 // NewInstanceController wires informers (label-filtered) and the queue. Call Run to start.
 func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metrics.Metrics, rec record.EventRecorder, log *slog.Logger) *InstanceController {
-	if o.Resync <= 0 {
-		o.Resync = contract.DefaultInstanceResync
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = time.Second
-	}
-	if o.CommandTimeout <= 0 {
-		o.CommandTimeout = 3 * time.Second
-	}
-	if o.TLSCAFile == "" {
-		o.TLSCAFile = valkey.DefaultCAFile
-	}
+	connDefaults(&o.Resync, contract.DefaultInstanceResync, &o.DialTimeout, &o.CommandTimeout, &o.TLSCAFile)
 	if o.ObserveTimeout <= 0 {
 		o.ObserveTimeout = 10 * time.Second
 	}
@@ -143,8 +135,12 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 		extra[nscache.StatefulSets] = contract.LabelInstance + "=" + o.Instance
 	}
 	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueObj,
-		UpdateFunc: func(_, obj any) { c.enqueueObj(obj) },
+		AddFunc: c.enqueueObj,
+		UpdateFunc: func(old, obj any) {
+			if !quietUpdate(old, obj) {
+				c.enqueueObj(obj)
+			}
+		},
 		DeleteFunc: c.enqueueObj,
 	}
 	// the namespaces this controller serves (its own, and a shared controller's others; fleet.go)
@@ -167,21 +163,60 @@ func (c *InstanceController) keyOf(obj any) string {
 	return instanceKey(mo.GetNamespace(), name)
 }
 
-// instanceOf maps a data pod, StatefulSet or ConfigMap of this project to its instance: the valkey.io/instance
-// label, or for a descriptor its name without -instance.
+// instanceOf routes an object to its instance (docs/design.md, "Events"): a descriptor is the instance's own
+// object (F-instance); an object owned by a descriptor (F-sentinels) goes to its owner; a data pod or
+// StatefulSet carries valkey.io/instance. Status ConfigMaps are the controllers' own writes: they route
+// nowhere, so writing one never triggers a pass.
 func instanceOf(obj any) string {
 	mo, ok := obj.(metav1.Object)
 	if !ok {
 		return ""
 	}
-	key := mo.GetLabels()[contract.LabelInstance]
-	if key == "" {
-		if _, isCM := obj.(*corev1.ConfigMap); isCM && strings.HasSuffix(mo.GetName(), spec.InstanceSuffix) &&
-			mo.GetLabels()[contract.LabelComponent] == contract.ComponentInstance {
-			key = strings.TrimSuffix(mo.GetName(), spec.InstanceSuffix)
+	l := mo.GetLabels()
+	switch l[contract.LabelComponent] {
+	case contract.ComponentStatus:
+		return ""
+	case contract.ComponentInstance:
+		if f, ok := contract.InstanceOf(mo.GetName()); ok {
+			return f
 		}
 	}
-	return key
+	for _, ref := range mo.GetOwnerReferences() {
+		if ref.Kind == "ConfigMap" {
+			if f, ok := contract.InstanceOf(ref.Name); ok {
+				return f
+			}
+		}
+	}
+	return l[contract.LabelInstance]
+}
+
+// quietUpdate reports an update that is no news: the same resourceVersion (a relist), or a pod whose only
+// change is its valkey.io/role label (the instance controller's own patch).
+func quietUpdate(old, obj any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
+	if !ok1 || !ok2 {
+		return false
+	}
+	if rv := o.GetResourceVersion(); rv != "" && rv == n.GetResourceVersion() {
+		return true // the API server bumps resourceVersion on every change
+	}
+	if equality.Semantic.DeepEqual(old, obj) {
+		return true // no resourceVersion (a fake clientset) and nothing changed
+	}
+	op, ok1 := old.(*corev1.Pod)
+	np, ok2 := obj.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return false
+	}
+	strip := func(p *corev1.Pod) *corev1.Pod {
+		p = p.DeepCopy()
+		p.ResourceVersion, p.ManagedFields = "", nil
+		delete(p.Labels, contract.LabelRole)
+		return p
+	}
+	return equality.Semantic.DeepEqual(strip(op), strip(np))
 }
 
 func (c *InstanceController) enqueueObj(obj any) {
@@ -222,12 +257,10 @@ func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) er
 	c.queue.ShutDown()
 	c.lanes.wg.Wait()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, st := range c.state {
-		if st.subCancel != nil {
-			st.subCancel()
-		}
+		st.sub.stop()
 	}
-	c.mu.Unlock()
 	return nil
 }
 
@@ -296,8 +329,12 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 	if err != nil {
 		return true, err
 	}
+	mem.nodeAddrs, mem.sentinelAddrs = addrs(w)
 	d := plan.Instance(w, mem.plan)
 	out, applyErr := c.apply(ctx, desc, w, &d, mem)
+	if out.LastAction != "" {
+		c.queue.Add(name) // one disruptive step per pass, then observe again at once
+	}
 	c.report(desc, w, d, mem)
 	mem.plan = d.Memory
 	if !c.opts.NoSubscribe {
@@ -311,7 +348,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 	return true, applyErr
 }
 
-// The instance controller's gather (docs/design.md, "Gather"): everything one pass decides from, read once
+// The instance controller's gather (docs/design.md, "Gather, plan, apply"): everything one pass decides from, read once
 // (pods, StatefulSets and ConfigMaps from the informer caches; INFO replication from every running node and
 // each Sentinel's SENTINEL MASTER + REPLICAS in one pipeline, all at once; CKQUORUM from one Sentinel). A part
 // that cannot be read is recorded with its error; only a missing credential fails the pass (then nothing can
@@ -516,7 +553,7 @@ func (c *InstanceController) operatorPassword(ctx context.Context, in spec.Insta
 	return pw, nil
 }
 
-// The instance controller's applier (docs/design.md, "Apply"): it executes a Decision as planned and
+// The instance controller's applier (docs/design.md, "Gather, plan, apply"): it executes a Decision as planned and
 // decides nothing. A repair runs before the role labels, a roll step or a SENTINEL RESET after them (and
 // only when they were applied). Writes carry what was observed as preconditions (a label patch the pod's
 // resourceVersion, a pod delete its UID and resourceVersion), so a step decided from a stale cache fails with
@@ -690,6 +727,17 @@ func (c *InstanceController) sentinelOpts(ctx context.Context, in spec.Instance,
 	return o
 }
 
+// addrs are the node and Sentinel addresses a World was gathered from.
+func addrs(w plan.World) (nodes, sentinels []string) {
+	for _, n := range w.Instance.Nodes {
+		nodes = append(nodes, w.Instance.Addr(n))
+	}
+	for _, s := range w.Sentinels {
+		sentinels = append(sentinels, s.Addr)
+	}
+	return nodes, sentinels
+}
+
 // report sends the Events of conditions that last many passes once per change of reason (the policy's
 // refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook) and
 // the one-off PrimaryChanged.
@@ -702,8 +750,15 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 		}
 	}
 	if h := d.Topology.HandingOff; h != nil && c.reported.changed(name+"/handing-off/"+h.Pod, w.Node(h.Index).PodUID) {
-		c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryHandingOff",
-			"primary pod %s is terminating: its preStop hook hands the primary role off; no repair or planned handoff until it is done", h.Pod)
+		if why := handoffObstacle(w, *h); why != "" {
+			// the hook's own reason is in the pod's log only (the kubelet's FailedPreStopHook Event carries
+			// no hook output), so say here what stops it
+			c.recorder.Eventf(desc, corev1.EventTypeWarning, "HandoffUnavailable",
+				"primary pod %s is terminating but its preStop hook cannot hand off: %s; Sentinel fails over once it sees the primary down (down-after-milliseconds)", h.Pod, why)
+		} else {
+			c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryHandingOff",
+				"primary pod %s is terminating: its preStop hook hands the primary role off; no repair or planned handoff until it is done", h.Pod)
+		}
 	}
 	if d.Refused != "" && c.reported.changed(name+"/refused", d.Refused) {
 		c.recorder.Event(desc, corev1.EventTypeWarning, "StepRefused", d.Refused)
@@ -804,12 +859,64 @@ func (c *InstanceController) putStatus(ctx context.Context, desc *corev1.ConfigM
 	return err
 }
 
+// forget drops everything the controller holds for an instance that no longer exists: its memory, its
+// subscription (waiting for its goroutines), its pooled clients (its Sentinels' only when no other
+// instance uses them) and its metric series.
 func (c *InstanceController) forget(name string) {
 	c.metrics.ForgetInstance(name)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.state[name]; ok && st.subCancel != nil {
-		st.subCancel()
-	}
+	st, ok := c.state[name]
 	delete(c.state, name)
+	inUse := map[string]bool{}
+	for _, other := range c.state {
+		for _, a := range other.sentinelAddrs {
+			inUse[a] = true
+		}
+	}
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	st.sub.stop()
+	for _, a := range st.nodeAddrs {
+		c.pool.drop(a)
+	}
+	for _, a := range st.sentinelAddrs {
+		if !inUse[a] {
+			c.pool.drop(a)
+		}
+	}
+}
+
+// handoffObstacle returns why the preStop hook of the terminating primary n cannot hand off, as this pass
+// observed it (the checks the hook makes, handoff.Obstacle), or "": no quorum, or the first Sentinel that
+// knows the monitor sees the primary down or lists no replica it may promote while no replica reports
+// itself promotable either (the hook waits for the Sentinels' view of a replica whose priority was just
+// restored). Unmonitored instances: "" (FAILOVER TO needs no Sentinel).
+func handoffObstacle(w plan.World, n spec.Node) string {
+	if !w.Monitored() {
+		return ""
+	}
+	if w.QuorumAsked && !w.Quorum.OK {
+		return "no Sentinel quorum (" + w.Quorum.Message + ")"
+	}
+	for _, s := range w.Sentinels {
+		if !s.Answered() || !s.Found || s.ReplicasErr != "" {
+			continue
+		}
+		r, why := handoff.Obstacle(w.Instance.Addr(n), s.Monitor, s.Replicas)
+		switch r {
+		case handoff.ReasonPrimaryDown:
+			return "Sentinel " + s.Addr + ": " + why
+		case handoff.ReasonNoGoodReplica:
+			for _, o := range w.Nodes {
+				if o.Reachable && o.Repl.Role == valkey.RoleReplica && o.Repl.LinkUp && o.Repl.ReplicaPriority > 0 {
+					return ""
+				}
+			}
+			return "Sentinel " + s.Addr + ": " + why
+		}
+		return ""
+	}
+	return "no Sentinel answered"
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -26,18 +27,18 @@ import (
 func (e *env) publishSentinelProxies() []*testenv.Proxy {
 	var hosts []string
 	var ps []*testenv.Proxy
-	for _, s := range e.top.Sentinels {
-		p := testenv.NewProxy(e.t, s.Addr())
+	for _, s := range e.Top.Sentinels {
+		p := testenv.NewProxy(e.T, s.Addr())
 		ps = append(ps, p)
 		hosts = append(hosts, p.Addr())
 	}
-	si := spec.SentinelInfo{MonitorName: e.in.MonitorName, SentinelRelease: "q", Port: 26379, Hosts: hosts}
+	si := spec.SentinelInfo{MonitorName: e.In.MonitorName, SentinelRelease: "q", Port: 26379, Hosts: hosts}
 	b, _ := json.Marshal(si)
-	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+	_, err := e.CS.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "vk-sentinels", Namespace: ns,
-			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: "vk", contract.LabelSentinel: "q"})},
+			Labels: testenv.PartOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: "vk", contract.LabelSentinel: "q"})},
 		Data: map[string]string{contract.KeySentinels: string(b)}}, metav1.CreateOptions{})
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	return ps
 }
 
@@ -48,9 +49,9 @@ func (e *env) startCountedInstanceController(o InstanceOptions) (passes func() u
 	m := metrics.New()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.ReconcileSeconds)
-	c := NewInstanceController(e.cs, o, m, e.rec, quietLog())
-	testenv.Run(e.t, func(ctx context.Context) error { return c.Run(ctx, nil) })
-	testenv.RecordEvents(e.t, e.rec)
+	c := NewInstanceController(e.CS, o, m, e.Rec, quietLog())
+	testenv.Run(e.T, func(ctx context.Context) error { return c.Run(ctx, nil) })
+	testenv.RecordEvents(e.T, e.Rec)
 	return func() uint64 { return s10Passes(reg, "instance") }
 }
 
@@ -64,9 +65,9 @@ func TestSentinelCommandsPerSteadyPass(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{})
 	proxies := e.publishSentinelProxies()
 	passes := e.startCountedInstanceController(InstanceOptions{Resync: 200 * time.Millisecond, NoSubscribe: true})
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "Ready", func() error {
-		if c := e.condition("Ready"); c != "True" {
+		if c := e.Condition("Ready"); c != "True" {
 			return fmt.Errorf("Ready %q", c)
 		}
 		return nil
@@ -93,4 +94,43 @@ func TestSentinelCommandsPerSteadyPass(t *testing.T) {
 		total, perPass, testenv.FormatCounts(counts))
 	// a pass still running at either end of the window is counted in part: allow one pass's worth
 	assert.LessOrEqual(t, float64(total), 7*float64(n+1), "at most 7 Sentinel commands per steady pass: %s", testenv.FormatCounts(counts))
+}
+
+// TestPassesPerFailover counts (issue 13, "Measure") the instance controller's passes from +switch-master to
+// quiet, with the periodic resync out of the way (1 min): the passes a failover triggers through the
+// +switch-master subscription and the informers. The controller's own status writes and label patches must
+// not trigger passes of their own (quiet event handling): once the labels moved, the next 5 s see no pass.
+func TestPassesPerFailover(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{})
+	e.PublishSentinels()
+	passes := e.startCountedInstanceController(InstanceOptions{Resync: time.Minute})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
+	quiet := func(d time.Duration) uint64 {
+		t.Helper()
+		var last uint64
+		var since time.Time
+		valkeytest.Eventually(t, 60*time.Second, 50*time.Millisecond, fmt.Sprintf("no pass for %s", d), func() error {
+			if n := passes(); n != last || since.IsZero() {
+				last, since = n, time.Now()
+			}
+			if time.Since(since) < d {
+				return fmt.Errorf("last pass %s ago", time.Since(since).Round(time.Millisecond))
+			}
+			return nil
+		})
+		return last
+	}
+	quiet(3 * time.Second)
+	time.Sleep(300 * time.Millisecond) // the controller's SUBSCRIBE reached every Sentinel long ago; settle anyway
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := passes()
+	require.NoError(t, e.Top.Sentinels[0].Client(valkey.Options{}).SentinelFailover(ctx, e.In.MonitorName))
+	newPort := e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 20*time.Second)
+	valkeytest.Eventually(t, 20*time.Second, 20*time.Millisecond, "labels follow", func() error { return e.LabelsMatch(newPort) })
+	labelled := passes()
+	after := quiet(5 * time.Second)
+	t.Logf("passes per failover: %d until the labels moved, %d in all until 5 s without a pass", labelled-before, after-before)
+	assert.Equal(t, labelled, after, "no pass after the labels moved (none triggered by the controller's own writes)")
 }

@@ -24,7 +24,7 @@ import (
 func TestInstanceMetricsFollowTheTopology(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Sentinels: 0})
 	m := metrics.New()
-	c := NewInstanceController(e.cs, InstanceOptions{Namespace: ns, Instance: "vk"}, m, e.rec, quietLog())
+	c := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk"}, m, e.Rec, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.cache.Start(ctx)
@@ -54,20 +54,20 @@ func TestInstanceMetricsFollowTheTopology(t *testing.T) {
 	assert.Equal(t, 0.0, testutil.ToFloat64(m.InstanceRollHeldSeconds.WithLabelValues(inst)))
 
 	// a paused replica does not answer: one node less, and its link series goes
-	e.top.Nodes[2].Pause()
+	e.Top.Nodes[2].Pause()
 	pass()
-	e.top.Nodes[2].Resume()
+	e.Top.Nodes[2].Resume()
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.InstanceNodesReachable.WithLabelValues(inst)))
 	assert.Equal(t, 1, testutil.CollectAndCount(m.ReplicaLinkUp), "the paused replica's series is deleted")
 
 	// a replica promoted behind the controller's back: the pass that sees it reports two primaries
-	_, err := e.opClient(e.top.Nodes[1]).Do(ctx, "REPLICAOF", "NO", "ONE")
+	err := e.opClient(e.Top.Nodes[1]).PromoteToPrimary(ctx)
 	require.NoError(t, err)
 	pass()
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.InstancePrimaries.WithLabelValues(inst)), "two primaries observed")
 
 	// the instance goes: every series of it goes
-	require.NoError(t, e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "vk-instance", metav1.DeleteOptions{}))
+	require.NoError(t, e.CS.CoreV1().ConfigMaps(ns).Delete(ctx, "vk-instance", metav1.DeleteOptions{}))
 	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "series released", func() error {
 		if _, err := c.Reconcile(ctx, "vk"); err != nil {
 			return err
@@ -88,16 +88,16 @@ func TestSentinelMetricsFollowTheQuorum(t *testing.T) {
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
 	m := metrics.New()
-	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
-		Selector: sel, Resync: 200 * time.Millisecond}, m, e.rec, quietLog())
+	testenv.PublishQuorum(t, e.CS, ns, "q", testenv.SentinelAddrs(e.Top), false)
+	c := NewSentinelController(e.CS, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 200 * time.Millisecond}, m, e.Rec, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx, nil); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
 	const q = ns + "/q"
-	mon := e.in.MonitorName
+	mon := e.In.MonitorName
 	valkeytest.Eventually(t, 30*time.Second, 100*time.Millisecond, "monitor on every Sentinel, quorum OK", func() error {
 		if r := testutil.ToFloat64(m.MonitorRegistered.WithLabelValues(q, mon)); r != 3 {
 			return fmt.Errorf("registered on %v Sentinels", r)
@@ -114,7 +114,7 @@ func TestSentinelMetricsFollowTheQuorum(t *testing.T) {
 	stamp := testutil.ToFloat64(m.LastReconcileSuccess.WithLabelValues("sentinel", q))
 	assert.InDelta(t, float64(time.Now().Unix()), stamp, 30, "last success is a recent Unix time")
 
-	e.top.Sentinels[2].Kill()
+	e.Top.Sentinels[2].Kill()
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "a dead Sentinel counts", func() error {
 		if v := testutil.ToFloat64(m.SentinelReachable.WithLabelValues(q, "q-2")); v != 0 {
 			return fmt.Errorf("q-2 reachable %v", v)

@@ -6,8 +6,8 @@ import (
 )
 
 // reportOnce remembers, per key (an object and what is reported about it), the last reason reported, so a
-// condition that lasts many passes produces one Event per change of reason instead of one per pass (seed:
-// "Events that repeat every pass are emitted on change only"). A key not reported in a pass is forgotten at
+// condition that lasts many passes produces one Event per change of reason instead of one per pass
+// (docs/design.md, "The instance controller's pass", "Report"). A key not reported in a pass is forgotten at
 // the end of it, so the same condition coming back later is reported again.
 type reportOnce struct {
 	mu   sync.Mutex

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,10 +96,10 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 				t.Logf("%s", ev)
 			}
 			if os.Getenv("S10_DUMP") != "" {
-				for i, s := range e.top.Sentinels {
+				for i, s := range e.Top.Sentinels {
 					_ = os.WriteFile(fmt.Sprintf("%s/sentinel-%d.log", os.Getenv("S10_DUMP"), i), []byte(s.Logs()), 0o600)
 				}
-				for i, n := range e.top.Nodes {
+				for i, n := range e.Top.Nodes {
 					_ = os.WriteFile(fmt.Sprintf("%s/node-%d-%d.log", os.Getenv("S10_DUMP"), i, n.Port), []byte(n.Logs()), 0o600)
 				}
 			}
@@ -108,26 +107,19 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 	})
 
 	// events are drained continuously so the shared FakeRecorder never blocks a controller
-	var evMu sync.Mutex
-	var recorded []string
-	stopEvents := valkeytest.Sample(50*time.Millisecond, func() {
-		evMu.Lock()
-		recorded = append(recorded, drainEvents(e.rec, "")...)
-		evMu.Unlock()
-	})
-	t.Cleanup(stopEvents)
+	events := testenv.RecordEvents(t, e.Rec)
 
 	// the fake kubelet: a deleted data pod comes back once most Sentinels name another primary, as its replica
 	procs := map[string]*valkeytest.Proc{}
-	for i, n := range e.in.Nodes {
-		procs[n.Pod] = e.top.Nodes[i]
+	for i, n := range e.In.Nodes {
+		procs[n.Pod] = e.Top.Nodes[i]
 	}
 	var restartMu sync.Mutex
 	restartedAt := map[string]time.Time{}
-	runKubelet(t, e, procs, "r1", func(pod string, p *valkeytest.Proc) {
+	e.RunKubelet(procs, "r1", func(pod string, p *valkeytest.Proc) {
 		deadline := time.Now().Add(tFo + 5*time.Second)
 		for time.Now().Before(deadline) {
-			if port, ok := s10MajorityPrimary(e); ok && port != p.Port {
+			if port, ok := testenv.MajorityPrimary(e.Top); ok && port != p.Port {
 				var keep []string
 				for _, l := range strings.Split(p.Config(), "\n") {
 					if l != "" && !strings.HasPrefix(l, "replicaof ") {
@@ -151,10 +143,10 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 	passReg.MustRegister(m.ReconcileSeconds)
 	sel, err := labels.Parse("tier=cache")
 	require.NoError(t, err)
-	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
-	sc := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
-		Selector: sel, Resync: sentinelResync}, m, e.rec, quietLog())
-	ic := NewInstanceController(e.cs, InstanceOptions{Namespace: ns, Instance: "vk", Resync: instanceResync}, m, e.rec, quietLog())
+	testenv.PublishQuorum(t, e.CS, ns, "q", testenv.SentinelAddrs(e.Top), false)
+	sc := NewSentinelController(e.CS, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: sentinelResync}, m, e.Rec, quietLog())
+	ic := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk", Resync: instanceResync}, m, e.Rec, quietLog())
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -162,17 +154,17 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 	go func() { defer wg.Done(); _ = ic.Run(cctx, nil) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	e.top.WaitSentinelsConverged(30*time.Second, 2, 2)
+	e.Top.WaitSentinelsConverged(30*time.Second, 2, 2)
 	valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "settled before the baseline", func() error {
-		return s10Settled(e, e.top.Nodes[0].Port)
+		return s10Settled(e, e.Top.Nodes[0].Port)
 	})
 
 	// baseline: the registration is the only audited command so far, one MONITOR per Sentinel
 	base := s10Events(e)
-	baseAudit := s10Audited(base)
-	assert.Equal(t, map[string]int{"+monitor": 3}, s10Count(baseAudit), "registration: exactly one SENTINEL MONITOR per Sentinel, nothing else")
+	baseAudit := testenv.Audited(base)
+	assert.Equal(t, map[string]int{"+monitor": 3}, testenv.CountEvents(baseAudit), "registration: exactly one SENTINEL MONITOR per Sentinel, nothing else")
 	baseline := len(baseAudit)
-	baseSets := s10Count(base)["+set"]
+	baseSets := testenv.CountEvents(base)["+set"]
 
 	// steady state
 	steadyStart := time.Now()
@@ -185,9 +177,9 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 		return nil
 	})
 	steadyEnd := time.Now()
-	steadyAudit := s10Audited(s10Events(e))[baseline:]
+	steadyAudit := testenv.Audited(s10Events(e))[baseline:]
 	t.Logf("steady state: %s, %d instance and %d sentinel passes, audited commands %v",
-		steadyEnd.Sub(steadyStart).Round(time.Millisecond), s10Passes(passReg, "instance")-p0i, s10Passes(passReg, "sentinel")-p0s, s10Count(steadyAudit))
+		steadyEnd.Sub(steadyStart).Round(time.Millisecond), s10Passes(passReg, "instance")-p0i, s10Passes(passReg, "sentinel")-p0s, testenv.CountEvents(steadyAudit))
 	assert.Empty(t, steadyAudit, "no SENTINEL RESET, REMOVE or MONITOR in steady state: %v", steadyAudit)
 
 	// chaos
@@ -204,16 +196,16 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 		sampleMu.Unlock()
 	})
 	chaosStart := time.Now()
-	chaosBase := len(s10Audited(s10Events(e)))
+	chaosBase := len(testenv.Audited(s10Events(e)))
 	for run := 1; run <= runs; run++ {
-		oldPort, err := e.top.SentinelPrimary()
+		oldPort, err := e.Top.SentinelPrimary()
 		require.NoError(t, err)
-		old := e.top.NodeByPort(oldPort)
+		old := e.Top.NodeByPort(oldPort)
 		require.NotNil(t, old)
 		oldPod := ""
-		for i, n := range e.top.Nodes {
+		for i, n := range e.Top.Nodes {
 			if n == old {
-				oldPod = e.in.Nodes[i].Pod
+				oldPod = e.In.Nodes[i].Pod
 			}
 		}
 		anchor := "instance"
@@ -231,7 +223,7 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 		time.Sleep(offset) // the fault lands at a random point of the controllers' cycle (not an assertion)
 		killAt := time.Now()
 		old.Kill()
-		require.NoError(t, e.cs.CoreV1().Pods(ns).Delete(ctx, oldPod, metav1.DeleteOptions{}))
+		require.NoError(t, e.CS.CoreV1().Pods(ns).Delete(ctx, oldPod, metav1.DeleteOptions{}))
 
 		var newPort int
 		valkeytest.Eventually(t, time.Until(killAt.Add(tFo)), 50*time.Millisecond,
@@ -253,13 +245,13 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 			"old primary restarted after %s; single primary (old one a replica, link up) after %s; new primary port %d",
 			run, oldPod, oldPort, offset.Round(time.Millisecond), anchor, first.Round(time.Millisecond), last.Round(time.Millisecond),
 			restarted.Sub(killAt).Round(time.Millisecond), singleAt.Sub(killAt).Round(time.Millisecond), newPort)
-		assert.Equal(t, 1, s10Count(s10Since(evs, killAt))["+failover-end"], "run %d: exactly one failover, the new primary stays put", run)
+		assert.Equal(t, 1, testenv.CountEvents(s10Since(evs, killAt))["+failover-end"], "run %d: exactly one failover, the new primary stays put", run)
 	}
 	stopSampling()
 	chaosEnd := time.Now()
 
 	evs := s10Events(e)
-	all := s10Audited(evs)
+	all := testenv.Audited(evs)
 	chaosAudit := all[chaosBase:]
 	windows := s10UnhealthyWindows(evs, chaosEnd)
 	var inWindow []string
@@ -305,96 +297,38 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 	t.Logf("chaos: %d runs in %s; %d per-Sentinel down/failover windows covering %s; controller passes ending inside them: "+
 		"instance %d, sentinel %d; audited commands %v; SENTINEL SET changes since the baseline %d",
 		runs, chaosEnd.Sub(chaosStart).Round(time.Millisecond), len(windows), windowTotal.Round(time.Millisecond), inI, inS,
-		s10Count(chaosAudit), s10Count(evs)["+set"]-baseSets)
+		testenv.CountEvents(chaosAudit), testenv.CountEvents(evs)["+set"]-baseSets)
 	assert.Empty(t, chaosAudit, "no SENTINEL RESET, REMOVE or MONITOR during the chaos phase (the replica set never changed): %v", chaosAudit)
 	assert.Empty(t, inWindow, "no RESET, REMOVE or MONITOR while a Sentinel had the primary s_down/o_down or failing over")
 	assert.Empty(t, closeResets, "no two Sentinels reset within %s of each other", resetSpacing)
 	assert.GreaterOrEqual(t, len(windows), runs, "every run produced a down/failover window on the Sentinels")
 	assert.NotZero(t, inI, "instance controller passes ran inside the down/failover windows")
 	assert.NotZero(t, inS, "sentinel controller passes ran inside the down/failover windows")
-	evMu.Lock()
 	var ctlResets []string
-	for _, ev := range recorded {
+	for _, ev := range events.All() {
 		if strings.Contains(ev, "SentinelReset") || strings.Contains(ev, "MonitorRemoved") || strings.Contains(ev, "MonitorRegistered") {
 			ctlResets = append(ctlResets, ev)
 		}
 	}
-	evMu.Unlock()
 	t.Logf("controller events about RESET/REMOVE/MONITOR: %d %v", len(ctlResets), ctlResets)
 
 	// canary: the audit does see a RESET (so the zeros above are not blindness)
-	n, err := e.top.Sentinels[0].Client(valkey.Options{}).SentinelReset(ctx, e.in.MonitorName)
+	n, err := e.Top.Sentinels[0].Client(valkey.Options{}).SentinelReset(ctx, e.In.MonitorName)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	valkeytest.Eventually(t, 5*time.Second, 50*time.Millisecond, "the audit sees the canary RESET", func() error {
-		got := s10Audited(s10Events(e))
+		got := testenv.Audited(s10Events(e))
 		if len(got) != len(all)+1 || got[len(got)-1].Kind != "+reset-master" || got[len(got)-1].Sentinel != 0 {
-			return fmt.Errorf("audited after the canary: %v", s10Count(got))
+			return fmt.Errorf("audited after the canary: %v", testenv.CountEvents(got))
 		}
 		return nil
 	})
 }
 
-// s10Event is one event a Sentinel logged about the test's monitor.
-type s10Event struct {
-	At       time.Time
-	Sentinel int
-	Kind     string
-	Text     string
-}
+// s10Event is one event a Sentinel logged about the test's monitor (testenv.SentinelEvents).
+type s10Event = testenv.SentinelEvent
 
-func (ev s10Event) String() string {
-	return fmt.Sprintf("sentinel-%d %s %s %s", ev.Sentinel, ev.At.Format("15:04:05.000"), ev.Kind, ev.Text)
-}
-
-// "1234:X 29 Nov 2026 21:45:20.856 # +reset-master master vk localhost 6379"
-var s10LogLine = regexp.MustCompile(`^\d+:X (\d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2}\.\d{3}) \S ([+-][a-z-]+) (.*)$`)
-
-// s10Events parses every Sentinel's log into its events about the monitor (the monitor itself, not its
-// replicas or peers), oldest first.
-func s10Events(e *env) []s10Event {
-	name := e.in.MonitorName
-	var out []s10Event
-	for i, s := range e.top.Sentinels {
-		for _, line := range strings.Split(s.Logs(), "\n") {
-			m := s10LogLine.FindStringSubmatch(line)
-			if m == nil {
-				continue
-			}
-			if !strings.HasPrefix(m[3], "master "+name+" ") && !(m[2] == "+switch-master" && strings.HasPrefix(m[3], name+" ")) {
-				continue
-			}
-			at, err := time.ParseInLocation("02 Jan 2006 15:04:05.000", m[1], time.Local)
-			if err != nil {
-				continue
-			}
-			out = append(out, s10Event{At: at, Sentinel: i, Kind: m[2], Text: m[3]})
-		}
-	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].At.Before(out[b].At) })
-	return out
-}
-
-// s10Audited keeps the events of the audited commands: MONITOR (+monitor), REMOVE (-monitor), RESET
-// (+reset-master).
-func s10Audited(evs []s10Event) []s10Event {
-	var out []s10Event
-	for _, ev := range evs {
-		switch ev.Kind {
-		case "+monitor", "-monitor", "+reset-master":
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func s10Count(evs []s10Event) map[string]int {
-	out := map[string]int{}
-	for _, ev := range evs {
-		out[ev.Kind]++
-	}
-	return out
-}
+func s10Events(e *env) []s10Event { return testenv.SentinelEvents(e.Top, e.In.MonitorName) }
 
 type s10Window struct {
 	from, to time.Time
@@ -488,35 +422,11 @@ func s10Passes(reg *prometheus.Registry, controller string) uint64 {
 	return 0
 }
 
-// s10MajorityPrimary returns the primary port most Sentinels name (the bootstrap's rule).
-func s10MajorityPrimary(e *env) (int, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	votes := map[int]int{}
-	for _, s := range e.top.Sentinels {
-		c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{DialTimeout: 500 * time.Millisecond})
-		if err != nil {
-			continue
-		}
-		_, port, found, err := c.SentinelPrimaryAddr(ctx, e.in.MonitorName)
-		c.Close()
-		if err == nil && found {
-			votes[port]++
-		}
-	}
-	for port, n := range votes {
-		if n*2 > len(e.top.Sentinels) {
-			return port, true
-		}
-	}
-	return 0, false
-}
-
 // s10SinglePrimary checks single_primary after old was killed: every Sentinel names the same primary, which
 // is not old; it is the only node reporting role master; every other node, old included, replicates from it
 // with its link up.
 func s10SinglePrimary(e *env, old *valkeytest.Proc) (int, error) {
-	p, err := e.top.SentinelPrimary()
+	p, err := e.Top.SentinelPrimary()
 	if err != nil {
 		return 0, err
 	}
@@ -524,8 +434,8 @@ func s10SinglePrimary(e *env, old *valkeytest.Proc) (int, error) {
 		return 0, fmt.Errorf("Sentinels still name the killed node %d", p)
 	}
 	masters := 0
-	for _, n := range e.top.Nodes {
-		r, err := e.top.Replication(n)
+	for _, n := range e.Top.Nodes {
+		r, err := e.Top.Replication(n)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", n.Addr(), err)
 		}
@@ -548,22 +458,22 @@ func s10SinglePrimary(e *env, old *valkeytest.Proc) (int, error) {
 // s10Settled checks the state a run starts from: labels match the primary, and every Sentinel sees the
 // primary healthy, its 2 peers and 2 replicas, none down.
 func s10Settled(e *env, primary int) error {
-	if p, err := e.top.SentinelPrimary(); err != nil {
+	if p, err := e.Top.SentinelPrimary(); err != nil {
 		return err
 	} else if p != primary {
 		return fmt.Errorf("the Sentinels name %d, not %d: the primary moved again", p, primary)
 	}
-	if err := e.labelsMatch(primary); err != nil {
+	if err := e.LabelsMatch(primary); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	for _, s := range e.top.Sentinels {
+	for _, s := range e.Top.Sentinels {
 		c, err := valkey.Dial(ctx, s.Addr(), valkey.Options{})
 		if err != nil {
 			return err
 		}
-		m, found, err := c.SentinelMaster(ctx, e.in.MonitorName)
+		m, found, err := c.SentinelMaster(ctx, e.In.MonitorName)
 		if err == nil && !found {
 			err = fmt.Errorf("%s does not know the monitor", s.Addr())
 		}
@@ -572,7 +482,7 @@ func s10Settled(e *env, primary int) error {
 		}
 		if err == nil {
 			var reps []valkey.SentinelReplica
-			reps, err = c.SentinelReplicas(ctx, e.in.MonitorName)
+			reps, err = c.SentinelReplicas(ctx, e.In.MonitorName)
 			for _, r := range reps {
 				if err == nil && (r.HasFlag("s_down") || r.HasFlag("disconnected")) {
 					err = fmt.Errorf("%s: replica %d flags %v", s.Addr(), r.Port, r.Flags)

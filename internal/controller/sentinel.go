@@ -95,18 +95,7 @@ type SentinelController struct {
 
 // NewSentinelController wires label-filtered informers over the Sentinel pods and this project's ConfigMaps.
 func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metrics.Metrics, rec record.EventRecorder, log *slog.Logger) *SentinelController {
-	if o.Resync <= 0 {
-		o.Resync = contract.DefaultSentinelResync
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = time.Second
-	}
-	if o.CommandTimeout <= 0 {
-		o.CommandTimeout = 3 * time.Second
-	}
-	if o.TLSCAFile == "" {
-		o.TLSCAFile = valkey.DefaultCAFile
-	}
+	connDefaults(&o.Resync, contract.DefaultSentinelResync, &o.DialTimeout, &o.CommandTimeout, &o.TLSCAFile)
 	if o.Selector == nil {
 		o.Selector = labels.Nothing()
 	}
@@ -117,10 +106,19 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	podFactory := kube.NewInformerFactory(cs, o.Namespace, contract.LabelSentinel+"="+o.Release, 0)
 	podInf := podFactory.Core().V1().Pods()
 	stsInf := podFactory.Apps().V1().StatefulSets()
+	enqueue := func(obj any) {
+		if c.relevant(obj) {
+			c.queue.Add(o.Release)
+		}
+	}
 	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.queue.Add(o.Release) },
-		UpdateFunc: func(_, _ any) { c.queue.Add(o.Release) },
-		DeleteFunc: func(any) { c.queue.Add(o.Release) },
+		AddFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			if !quietUpdate(old, obj) {
+				enqueue(obj)
+			}
+		},
+		DeleteFunc: enqueue,
 	}
 	// descriptors and Sentinel info of every namespace the quorum serves (its own and o.Fleet's)
 	c.cmCache = newNamespaceCache(cs, o.Namespace, o.Fleet, []nscache.Kind{nscache.ConfigMaps}, nil, h,
@@ -147,10 +145,8 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 	}
 	c.log.Info("sentinel controller started", "namespace", c.opts.Namespace, "release", c.opts.Release, "selector", c.opts.Selector.String())
 	c.queue.Add(c.opts.Release)
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
+	stop := context.AfterFunc(ctx, c.queue.ShutDown)
+	defer stop()
 	for {
 		key, quit := c.queue.Get()
 		if quit {
@@ -171,6 +167,27 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, c.opts.Resync)
 	}
+}
+
+// relevant reports whether a change of obj may change this quorum's pass (docs/design.md, "Events"): not the
+// status documents (the controllers' own writes) nor the Sentinel info this quorum published itself; every
+// descriptor, the quorum document, the StatefulSet, a Sentinel pod and another quorum's Sentinel info are.
+func (c *SentinelController) relevant(obj any) bool {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	mo, ok := obj.(metav1.Object)
+	if !ok {
+		return true
+	}
+	l := mo.GetLabels()
+	switch l[contract.LabelComponent] {
+	case contract.ComponentStatus:
+		return false
+	case contract.ComponentSentinelInfo:
+		return l[contract.LabelSentinel] != c.opts.Release
+	}
+	return true
 }
 
 // Reconcile runs one pass over every selected instance and every Sentinel (docs/design.md, "The sentinel
@@ -198,7 +215,7 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// The sentinel controller's gather (docs/design.md, "Gather"): the selected descriptors from the cache
+// The sentinel controller's gather (docs/design.md, "Gather, plan, apply"): the selected descriptors from the cache
 // first (they say which monitors to ask CKQUORUM for), then every Sentinel at once, SENTINEL MASTERS and
 // CKQUORUM of each selected monitor in one pipeline, then each selected instance resolved (its _sentinel
 // Secret, where its primary is). Only a failed list of the descriptors fails the pass.
@@ -442,7 +459,7 @@ func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorl
 	}
 }
 
-// The sentinel controller's applier (docs/design.md, "Apply"): registration actions, then the Sentinel
+// The sentinel controller's applier (docs/design.md, "Gather, plan, apply"): registration actions, then the Sentinel
 // info documents (published for every resolved instance, withdrawn for the instances no longer selected),
 // then, only when all of that succeeded, the one Sentinel pod the plan replaces.
 
@@ -514,7 +531,7 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 			return err
 		}
 		c.metrics.Removals.WithLabelValues(a.Name).Inc()
-		// removing a monitor silently removes HA (seed 000, Risks): always a Warning
+		// removing a monitor silently removes failover: always a Warning (docs/design.md, "The sentinel controller's pass")
 		msg := fmt.Sprintf("SENTINEL REMOVE %s on %s: %s", a.Name, a.Sentinel, a.Reason)
 		if why := c.removalReason(a.Name); why != "" {
 			msg += " (" + why + ")"

@@ -141,7 +141,7 @@ func TestCrossNamespaceQuorum(t *testing.T) {
 	// revoked: vk1 now grants another quorum
 	f.setGrant(1, &other)
 	f.waitMonitors("vk0")
-	removed := drainEvents(rec, "MonitorRemoved")
+	removed := testenv.DrainEvents(rec, "MonitorRemoved")
 	require.NotEmpty(t, removed)
 	assert.Contains(t, strings.Join(removed, "\n"), "grant revoked", "the Event says why")
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "vk1-sentinels withdrawn", func() error {
@@ -188,7 +188,7 @@ func TestCrossNamespaceQuorum(t *testing.T) {
 	go func() { _ = c.Run(ctx, nil); close(done) }()
 	stop = func() { cancel(); <-done }
 	f.waitMonitors("vk1")
-	assert.NotEmpty(t, drainEvents(rec, "MonitorRemoved"))
+	assert.NotEmpty(t, testenv.DrainEvents(rec, "MonitorRemoved"))
 }
 
 // TestKeepUnreadableByHostNamespace (issue 17, F3): the namespace of a registered monitor is read from its

@@ -18,7 +18,7 @@ import (
 // quorumCredentials caches the quorum passwords an instance controller sends to the Sentinels: the
 // acl.SentinelInstance password of Secret <S>-auth-instance, which charts/valkey lets this controller `get`
 // by name for the quorum named in sentinel.release (docs/contract.md). A read is kept a minute (a failed one
-// 10 s: the quorum's controller generates the Secret at its start), so a pass that dials every Sentinel
+// 10 s: the quorum's credentials Job creates the Secret at install), so a pass that dials every Sentinel
 // reads it at most once. The zero value is ready to use.
 type quorumCredentials struct {
 	mu      sync.Mutex

@@ -30,11 +30,11 @@ import (
 // primary without replicas, sharing the first instance's system passwords), its pod, descriptor (selected by
 // tier=cache, Sentinel timings downAfterMs / failoverTimeoutMs) and _sentinel Secret. It returns the server.
 func (e *env) addSingleNodeInstance(name string, downAfterMs, failoverTimeoutMs int) *valkeytest.Proc {
-	t, ctx := e.t, context.Background()
+	t, ctx := e.T, context.Background()
 	aclPath := filepath.Join(t.TempDir(), "users.acl")
-	require.NoError(t, writeFile(aclPath, valkeytest.RenderSystemACL(e.top.Passwords)))
-	p := valkeytest.StartServer(t, e.top.Cfg.Engine, valkeytest.ServerConfig{Lines: []string{"aclfile " + aclPath}})
-	in := e.in
+	require.NoError(t, writeFile(aclPath, valkeytest.RenderSystemACL(e.Top.Passwords)))
+	p := valkeytest.StartServer(t, e.Top.Cfg.Engine, valkeytest.ServerConfig{Lines: []string{"aclfile " + aclPath}})
+	in := e.In
 	in.Name, in.Release, in.MonitorName = name, name, name
 	in.PodSelector = map[string]string{contract.LabelInstance: name}
 	in.SentinelConfig = map[string]string{"down-after-milliseconds": strconv.Itoa(downAfterMs), "failover-timeout": strconv.Itoa(failoverTimeoutMs)}
@@ -43,16 +43,16 @@ func (e *env) addSingleNodeInstance(name string, downAfterMs, failoverTimeoutMs 
 	in.Nodes = []spec.Node{{Index: 0, Pod: name + "-0-0", StatefulSet: name + "-0", Host: valkeytest.Host, Port: p.Port}}
 	require.NoError(t, in.Validate())
 	b, _ := json.Marshal(in)
-	_, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+	_, err := e.CS.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-instance", Namespace: ns,
-			Labels: partOf(map[string]string{contract.LabelComponent: contract.ComponentInstance, "tier": "cache"})},
+			Labels: testenv.PartOf(map[string]string{contract.LabelComponent: contract.ComponentInstance, "tier": "cache"})},
 		Data: map[string]string{contract.KeyInstance: string(b)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = e.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-sentinel-auth", Namespace: ns},
-		Data: map[string][]byte{"password": []byte(e.top.Passwords[acl.Sentinel])}}, metav1.CreateOptions{})
+	_, err = e.CS.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-sentinel-auth", Namespace: ns},
+		Data: map[string][]byte{"password": []byte(e.Top.Passwords[acl.Sentinel])}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-0-0", Namespace: ns, Labels: partOf(map[string]string{contract.LabelInstance: name})},
+	_, err = e.CS.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-0-0", Namespace: ns, Labels: testenv.PartOf(map[string]string{contract.LabelInstance: name})},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -67,25 +67,21 @@ func (e *env) addSingleNodeInstance(name string, downAfterMs, failoverTimeoutMs 
 func TestSentinelRollPassesAPermanentlyDownInstance(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{})
 	ctx := context.Background()
-	for i, s := range e.top.Sentinels {
-		s.Kill()
-		require.NoError(t, writeFile(s.ConfPath, s.Config()+"sentinel myid "+stableMyID(fmt.Sprintf("q-%d", i))+"\n"))
-		s.Start()
-	}
+	testenv.RestartWithStableIDs(t, e.Top, ns, "q")
 	const failoverTimeout = 3 * time.Second
 	dead := e.addSingleNodeInstance("vd", 1000, int(failoverTimeout/time.Millisecond))
 
 	sentinelPods := []string{"q-0", "q-1", "q-2"}
 	sel, _ := labels.Parse("tier=cache")
-	testenv.PublishQuorum(t, e.cs, ns, "q", e.sentinelAddrs(), false)
-	c := NewSentinelController(e.cs, SentinelOptions{Namespace: ns, Release: "q",
-		Selector: sel, Resync: 300 * time.Millisecond}, metrics.New(), e.rec, quietLog())
+	testenv.PublishQuorum(t, e.CS, ns, "q", testenv.SentinelAddrs(e.Top), false)
+	c := NewSentinelController(e.CS, SentinelOptions{Namespace: ns, Release: "q",
+		Selector: sel, Resync: 300 * time.Millisecond}, metrics.New(), e.Rec, quietLog())
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = c.Run(cctx, nil); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "both instances registered on every Sentinel, which see their peers", func() error {
-		for _, s := range e.top.Sentinels {
+		for _, s := range e.Top.Sentinels {
 			for _, name := range []string{"vk", "vd"} {
 				m, found, err := s.Client(valkey.Options{}).SentinelMaster(ctx, name)
 				if err != nil || !found || m.NumOtherSentinels != 2 {
@@ -99,7 +95,7 @@ func TestSentinelRollPassesAPermanentlyDownInstance(t *testing.T) {
 	// the second instance dies for good, and stays down longer than its failover-timeout
 	dead.Kill()
 	valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "vd is o_down on every Sentinel", func() error {
-		for _, s := range e.top.Sentinels {
+		for _, s := range e.Top.Sentinels {
 			m, _, err := s.Client(valkey.Options{}).SentinelMaster(ctx, "vd")
 			if err != nil {
 				return err
@@ -111,20 +107,20 @@ func TestSentinelRollPassesAPermanentlyDownInstance(t *testing.T) {
 		return nil
 	})
 
-	markStale(t, e, []string{"q"}, sentinelPods, map[string]string{contract.LabelSentinel: "q"})
+	e.MarkStale([]string{"q"}, sentinelPods, map[string]string{contract.LabelSentinel: "q"})
 	procs := map[string]*valkeytest.Proc{}
 	for i, p := range sentinelPods {
-		procs[p] = e.top.Sentinels[i]
+		procs[p] = e.Top.Sentinels[i]
 	}
-	k := runKubelet(t, e, procs, "r2", func(pod string, p *valkeytest.Proc) {
+	k := e.RunKubelet(procs, "r2", func(pod string, p *valkeytest.Proc) {
 		cfg := "port " + strconv.Itoa(p.Port) + "\nbind 127.0.0.1 -::1\ndir " + p.Dir + "\nsentinel resolve-hostnames yes\n" +
-			"sentinel announce-hostnames yes\nsentinel announce-ip localhost\nsentinel myid " + stableMyID(pod) + "\n"
+			"sentinel announce-hostnames yes\nsentinel announce-ip localhost\nsentinel myid " + testenv.StableMyID(ns, pod) + "\n"
 		_ = writeFile(p.ConfPath, cfg)
 	})
 	var lastRoll string
 	deadline := time.Now().Add(120 * time.Second)
-	for e.allAtRevision(sentinelPods, "r2") != nil && time.Now().Before(deadline) {
-		if cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "q-status", metav1.GetOptions{}); err == nil {
+	for e.AllAtRevision(sentinelPods, "r2") != nil && time.Now().Before(deadline) {
+		if cm, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "q-status", metav1.GetOptions{}); err == nil {
 			var st struct {
 				Roll string `json:"roll"`
 			}
@@ -135,11 +131,11 @@ func TestSentinelRollPassesAPermanentlyDownInstance(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("replaced %v; last roll status %q", k.order(), lastRoll)
-	require.NoError(t, e.allAtRevision(sentinelPods, "r2"), "every Sentinel rolled despite the dead instance (last roll status %q)", lastRoll)
-	assert.Equal(t, sentinelPods, k.order(), "one at a time, in order")
+	t.Logf("replaced %v; last roll status %q", k.Order(), lastRoll)
+	require.NoError(t, e.AllAtRevision(sentinelPods, "r2"), "every Sentinel rolled despite the dead instance (last roll status %q)", lastRoll)
+	assert.Equal(t, sentinelPods, k.Order(), "one at a time, in order")
 	assert.True(t, strings.Contains(lastRoll, "vd"), "the dead monitor is reported: %q", lastRoll)
-	e.top.WaitSentinelsConverged(30*time.Second, 2, 2)
-	e.top.Nodes[0].Kill()
-	e.top.WaitPrimaryMoved(e.top.Nodes[0].Port, 30*time.Second)
+	e.Top.WaitSentinelsConverged(30*time.Second, 2, 2)
+	e.Top.Nodes[0].Kill()
+	e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 30*time.Second)
 }

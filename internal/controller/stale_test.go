@@ -90,8 +90,8 @@ func TestStaleCacheRollNeverDeletesAReplacedPod(t *testing.T) {
 	cs := fake.NewClientset()
 	kubefault.Strict(cs)
 	e := newEnvOn(t, valkeytest.TopologyConfig{}, cs)
-	e.publishSentinels()
-	markStale(t, e, []string{"vk-1"}, []string{"vk-1-0"}, map[string]string{contract.LabelInstance: "vk"})
+	e.PublishSentinels()
+	e.MarkStale([]string{"vk-1"}, []string{"vk-1-0"}, map[string]string{contract.LabelInstance: "vk"})
 	r := replaceBefore(t, cs, "delete", "vk-1-0", func(p *corev1.Pod) { p.Labels[revisionLabel] = "r2" })
 	e.startInstanceController(InstanceOptions{Resync: 200 * time.Millisecond})
 	r.wait(t, 20*time.Second)
@@ -101,7 +101,7 @@ func TestStaleCacheRollNeverDeletesAReplacedPod(t *testing.T) {
 	require.NoError(t, err, "the replacement pod was deleted")
 	assert.Equal(t, r.uid, p.(*corev1.Pod).UID)
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "roll done", func() error {
-		return e.allAtRevision([]string{"vk-1-0"}, "r2")
+		return e.AllAtRevision([]string{"vk-1-0"}, "r2")
 	})
 }
 
@@ -113,7 +113,7 @@ func TestStaleCacheNeverLabelsAReplacedPod(t *testing.T) {
 	cs := fake.NewClientset()
 	kubefault.Strict(cs)
 	e := newEnvOn(t, valkeytest.TopologyConfig{}, cs)
-	e.publishSentinels()
+	e.PublishSentinels()
 	r := replaceBefore(t, cs, "patch", "vk-0-0", func(p *corev1.Pod) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
 	})
@@ -121,14 +121,14 @@ func TestStaleCacheNeverLabelsAReplacedPod(t *testing.T) {
 	r.wait(t, 20*time.Second)
 
 	assert.True(t, apierrors.IsConflict(r.err), "the label patch decided on the old pod must fail with a Conflict, got %v", r.err)
-	assert.Empty(t, e.roleLabels()["vk-0-0"], "the replacement pod must not carry the label decided for the old one")
+	assert.Empty(t, e.RoleLabels()["vk-0-0"], "the replacement pod must not carry the label decided for the old one")
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "a pass saw the replacement", func() error {
-		doc := e.statusDoc()
+		doc := e.StatusDoc()
 		nodes, _ := doc["nodes"].([]any)
 		if len(nodes) == 0 || nodes[0].(map[string]any)["error"] != "pod not running" {
 			return fmt.Errorf("nodes: %v", doc["nodes"])
 		}
 		return nil
 	})
-	assert.Empty(t, e.roleLabels()["vk-0-0"], "a Pending pod is never labelled")
+	assert.Empty(t, e.RoleLabels()["vk-0-0"], "a Pending pod is never labelled")
 }

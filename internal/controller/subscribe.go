@@ -8,29 +8,45 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// ensureSubscription registers a monitored instance with the +switch-master subscriptions of its Sentinels
-// (switchHub: one per Sentinel for every instance); each event for this monitor enqueues the instance (key)
-// at once, so labels move within one pass of the switch (case S21).
+// subscription is one instance's registration for the Sentinels' topology events (valkey.TopologyEvents:
+// +switch-master, +convert-to-slave) of its monitor: each event enqueues the instance at once, so labels move
+// within one pass of the switch and of the old primary's demotion (case S21), with no pass of the
+// controller's own making. The subscriber connections are the switchHub's, one per Sentinel for every
+// instance (issue 17). stop unregisters and returns once the goroutines of every Sentinel subscription it
+// was the last registrant of have returned.
+type subscription struct {
+	key    string
+	cancel func()
+}
+
+// stop ends the registration and waits for the subscribers it ended.
+func (s *subscription) stop() {
+	if s == nil {
+		return
+	}
+	s.cancel()
+}
+
+// ensureSubscription keeps mem's subscription on si's Sentinels for in's monitor (none when si is nil),
+// replacing it when the Sentinels or the monitor changed.
 func (c *InstanceController) ensureSubscription(name string, in spec.Instance, si *spec.SentinelInfo, mem *instanceMemory) {
 	key := ""
 	if si != nil {
 		key = in.MonitorName + "|" + strings.Join(si.Addrs(), ",")
 	}
-	if key == mem.subKey {
+	if mem.sub != nil && key == mem.sub.key || mem.sub == nil && key == "" {
 		return
 	}
-	if mem.subCancel != nil {
-		mem.subCancel()
-		mem.subCancel = nil
-	}
-	mem.subKey = key
+	mem.sub.stop()
+	mem.sub = nil
 	if si == nil || c.runCtx == nil {
 		return
 	}
 	info, monitor := *si, in.MonitorName
-	mem.subCancel = c.switches.watch(monitor, si.Addrs(), func(ctx context.Context) valkey.Options { return c.sentinelOpts(ctx, in, info) },
-		func(sp valkey.SwitchPrimary) {
-			c.log.Info("+switch-master", "instance", name, "from", sp.OldHost, "to", sp.NewHost)
+	mem.sub = &subscription{key: key, cancel: c.switches.watch(monitor, si.Addrs(),
+		func(ctx context.Context) valkey.Options { return c.sentinelOpts(ctx, in, info) },
+		func(ev valkey.MonitorEvent) {
+			c.log.Info("Sentinel event", "instance", name, "event", ev.Channel, "message", ev.Payload)
 			c.queue.Add(name)
-		})
+		})}
 }

@@ -6,15 +6,17 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// switchHub keeps one +switch-master subscription per Sentinel (address, user and TLS) for every instance
-// whose monitor that Sentinel holds, and hands each message to the instances of its monitor name. One
-// controller serving K instances on one quorum so holds 3 subscriber connections instead of 3K (issue 17:
-// each would also be a client, and a file descriptor, of every Sentinel).
+// switchHub keeps one subscription to the topology events (valkey.TopologyEvents) per Sentinel (address,
+// user and TLS) for every instance whose monitor that Sentinel holds, and hands each event to the instances
+// of its monitor name. One controller serving K instances on one quorum so holds 3 subscriber connections
+// instead of 3K (issue 17: each would also be a client, and a file descriptor, of every Sentinel). Every
+// goroutine it starts is owned: the registration that ends a Sentinel's subscription waits for it.
 type switchHub struct {
 	ctx context.Context
 	log *slog.Logger
@@ -22,26 +24,29 @@ type switchHub struct {
 	mu   sync.Mutex
 	subs map[string]*switchSub
 	next int
+	// live counts the subscriber goroutines that have not returned yet
+	live atomic.Int32
 }
 
 // switchSub is the subscription to one Sentinel.
 type switchSub struct {
 	addr   string
 	cancel context.CancelFunc
+	done   chan struct{}
 	// opts returns the options to (re)dial with: the last registrant's (credentials are the quorum's).
 	opts func(context.Context) valkey.Options
 	// watchers maps a monitor name to the callbacks of the instances registered for it, by registration id
-	watchers map[string]map[int]func(valkey.SwitchPrimary)
+	watchers map[string]map[int]func(valkey.MonitorEvent)
 }
 
 func newSwitchHub(ctx context.Context, log *slog.Logger) *switchHub {
 	return &switchHub{ctx: ctx, log: log, subs: map[string]*switchSub{}}
 }
 
-// watch registers fn for +switch-master messages of monitor on every Sentinel of addrs (options from opts,
+// watch registers fn for the topology events of monitor on every Sentinel of addrs (options from opts,
 // asked again at each reconnect) and returns the function that unregisters it; a Sentinel's subscription
-// ends with its last registration.
-func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Context) valkey.Options, fn func(valkey.SwitchPrimary)) (cancel func()) {
+// ends with its last registration, and that function returns once its goroutine has.
+func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Context) valkey.Options, fn func(valkey.MonitorEvent)) (cancel func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.next++
@@ -53,18 +58,29 @@ func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Cont
 		s, ok := h.subs[key]
 		if !ok {
 			ctx, stop := context.WithCancel(h.ctx)
-			s = &switchSub{addr: addr, cancel: stop, watchers: map[string]map[int]func(valkey.SwitchPrimary){}}
+			s = &switchSub{addr: addr, cancel: stop, done: make(chan struct{}), watchers: map[string]map[int]func(valkey.MonitorEvent){}}
 			h.subs[key] = s
-			go h.run(ctx, s)
+			h.live.Add(1)
+			go func() {
+				defer close(s.done)
+				defer h.live.Add(-1)
+				h.run(ctx, s)
+			}()
 		}
 		s.opts = opts
 		if s.watchers[monitor] == nil {
-			s.watchers[monitor] = map[int]func(valkey.SwitchPrimary){}
+			s.watchers[monitor] = map[int]func(valkey.MonitorEvent){}
 		}
 		s.watchers[monitor][id] = fn
 		keys = append(keys, key)
 	}
 	return func() {
+		var ended []*switchSub
+		defer func() {
+			for _, s := range ended {
+				<-s.done
+			}
+		}()
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, key := range keys {
@@ -79,6 +95,7 @@ func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Cont
 			if len(s.watchers) == 0 {
 				s.cancel()
 				delete(h.subs, key)
+				ended = append(ended, s)
 			}
 		}
 	}
@@ -94,11 +111,11 @@ func (h *switchHub) run(ctx context.Context, s *switchSub) {
 		o.CommandTimeout = 0
 		cl, err := valkey.Dial(ctx, s.addr, o)
 		if err == nil {
-			err = cl.SubscribeSwitchPrimary(ctx, func(sp valkey.SwitchPrimary) { h.deliver(s, sp) })
+			err = cl.SubscribeTopology(ctx, func(ev valkey.MonitorEvent) { h.deliver(s, ev) })
 			cl.Close()
 		}
 		if err != nil && ctx.Err() == nil {
-			h.log.Debug("+switch-master subscription lost", "sentinel", s.addr, "error", err)
+			h.log.Debug("topology event subscription lost", "sentinel", s.addr, "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -107,21 +124,21 @@ func (h *switchHub) run(ctx context.Context, s *switchSub) {
 	}
 }
 
-// deliver calls every callback registered for sp's monitor (in registration order).
-func (h *switchHub) deliver(s *switchSub, sp valkey.SwitchPrimary) {
+// deliver calls every callback registered for ev's monitor (in registration order).
+func (h *switchHub) deliver(s *switchSub, ev valkey.MonitorEvent) {
 	h.mu.Lock()
-	ids := make([]int, 0, len(s.watchers[sp.Name]))
-	for id := range s.watchers[sp.Name] {
+	ids := make([]int, 0, len(s.watchers[ev.Monitor]))
+	for id := range s.watchers[ev.Monitor] {
 		ids = append(ids, id)
 	}
 	sort.Ints(ids)
-	fns := make([]func(valkey.SwitchPrimary), 0, len(ids))
+	fns := make([]func(valkey.MonitorEvent), 0, len(ids))
 	for _, id := range ids {
-		fns = append(fns, s.watchers[sp.Name][id])
+		fns = append(fns, s.watchers[ev.Monitor][id])
 	}
 	h.mu.Unlock()
 	for _, fn := range fns {
-		fn(sp)
+		fn(ev)
 	}
 }
 
@@ -131,3 +148,6 @@ func (h *switchHub) subscriptions() int {
 	defer h.mu.Unlock()
 	return len(h.subs)
 }
+
+// running returns the number of subscriber goroutines that have not returned (for tests).
+func (h *switchHub) running() int { return int(h.live.Load()) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -25,50 +26,50 @@ import (
 // old primary replica as soon as the handoff is done.
 func TestPrimaryPodTerminatingIsHandingOff(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
-	e.publishSentinels()
+	e.PublishSentinels()
 	e.startInstanceController(InstanceOptions{Resync: 30 * time.Second}) // the pod update and +switch-master drive it
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.labelsMatch(e.top.Nodes[0].Port) })
-	drainEvents(e.rec, "")
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
+	testenv.DrainEvents(e.Rec, "")
 	stopSampling := sampleLabels(t, e)
 
 	ctx := context.Background()
-	pod, err := e.cs.CoreV1().Pods(ns).Get(ctx, "vk-0-0", metav1.GetOptions{})
+	pod, err := e.CS.CoreV1().Pods(ns).Get(ctx, "vk-0-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	deadline := metav1.NewTime(time.Now().Add(30 * time.Second))
 	pod.DeletionTimestamp = &deadline
-	_, err = e.cs.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
+	_, err = e.CS.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	at := time.Now()
 	valkeytest.Eventually(t, 2*time.Second, 20*time.Millisecond, "the terminating primary loses its label", func() error {
-		if l := e.roleLabels()["vk-0-0"]; l != "" {
+		if l := e.RoleLabels()["vk-0-0"]; l != "" {
 			return fmt.Errorf("vk-0-0 labelled %q", l)
 		}
 		return nil
 	})
 	t.Logf("label off the terminating primary %s after the deletion timestamp", time.Since(at).Round(time.Millisecond))
 	valkeytest.Eventually(t, 2*time.Second, 20*time.Millisecond, "PrimaryHandingOff reported", func() error {
-		if evs := drainEvents(e.rec, "PrimaryHandingOff"); len(evs) != 1 {
+		if evs := testenv.DrainEvents(e.Rec, "PrimaryHandingOff"); len(evs) != 1 {
 			return fmt.Errorf("events %v", evs)
 		}
 		return nil
 	})
 
-	res, err := handoff.Run(ctx, handoff.Config{Primary: e.top.Nodes[0].Addr(), NodeOptions: e.top.Options(acl.Operator),
-		MonitorName: e.in.MonitorName, Sentinels: e.sentinelAddrs(), SentinelOptions: e.top.SentinelOptions()})
+	res, err := handoff.Run(ctx, handoff.Config{Primary: e.Top.Nodes[0].Addr(), NodeOptions: e.Top.Options(acl.Operator),
+		MonitorName: e.In.MonitorName, Sentinels: testenv.SentinelAddrs(e.Top), SentinelOptions: e.Top.SentinelOptions()})
 	require.NoError(t, err)
 	done := time.Now()
 	var newPort int
-	for _, n := range e.top.Nodes {
+	for _, n := range e.Top.Nodes {
 		if n.Addr() == res.NewPrimary {
 			newPort = n.Port
 		}
 	}
 	require.NotZero(t, newPort, res.NewPrimary)
 	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "labels follow the handoff", func() error {
-		if err := e.labelsMatchExcept(newPort, "vk-0-0"); err != nil {
+		if err := e.LabelsMatchExcept(newPort, "vk-0-0"); err != nil {
 			return err
 		}
-		if l := e.roleLabels()["vk-0-0"]; l != contract.RoleReplica {
+		if l := e.RoleLabels()["vk-0-0"]; l != contract.RoleReplica {
 			return fmt.Errorf("the old primary (still terminating, now a replica) labelled %q", l)
 		}
 		return nil
@@ -76,9 +77,39 @@ func TestPrimaryPodTerminatingIsHandingOff(t *testing.T) {
 	t.Logf("labels followed %s after the handoff returned (paused %s)", time.Since(done).Round(time.Millisecond), res.Paused.Round(time.Millisecond))
 	assert.Less(t, time.Since(done), 2*time.Second)
 	assert.Zero(t, stopSampling(), "never two pods labelled primary")
-	assert.Empty(t, drainEvents(e.rec, "Repaired"), "no repair while the primary handed off")
-	assert.Empty(t, drainEvents(e.rec, "PrimaryHandingOff"), "reported once")
-	r, err := e.top.Replication(e.top.Nodes[0])
+	assert.Empty(t, testenv.DrainEvents(e.Rec, "Repaired"), "no repair while the primary handed off")
+	assert.Empty(t, testenv.DrainEvents(e.Rec, "PrimaryHandingOff"), "reported once")
+	r, err := e.Top.Replication(e.Top.Nodes[0])
 	require.NoError(t, err)
 	assert.Equal(t, valkey.RoleReplica, r.Role)
+}
+
+// TestTerminatingPrimaryThatCannotHandOffIsReported: the primary's pod is terminating and its only replica
+// has replica-priority 0, so the preStop hook cannot hand off. The kubelet's FailedPreStopHook Event carries
+// no hook output, so the instance controller says why in a HandoffUnavailable Warning.
+func TestTerminatingPrimaryThatCannotHandOffIsReported(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, ExtraServerLines: []string{"replica-priority 0"}})
+	e.PublishSentinels()
+	e.startInstanceController(InstanceOptions{Resync: 30 * time.Second})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
+	testenv.DrainEvents(e.Rec, "")
+	ctx := context.Background()
+	pod, err := e.CS.CoreV1().Pods(ns).Get(ctx, "vk-0-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	deadline := metav1.NewTime(time.Now().Add(30 * time.Second))
+	pod.DeletionTimestamp = &deadline
+	_, err = e.CS.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	var evs []string
+	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "HandoffUnavailable reported", func() error {
+		evs = append(evs, testenv.DrainEvents(e.Rec, "HandoffUnavailable")...)
+		if len(evs) != 1 {
+			return fmt.Errorf("events %v", evs)
+		}
+		return nil
+	})
+	t.Log(evs[0])
+	assert.Contains(t, evs[0], "priority 0")
+	assert.Contains(t, evs[0], "vk-0-0")
+	assert.Empty(t, testenv.DrainEvents(e.Rec, "PrimaryHandingOff"))
 }

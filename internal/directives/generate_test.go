@@ -222,7 +222,7 @@ func verifyRule(t *testing.T, e valkeytest.Engine, name string, d Directive, r R
 
 func observeSentinel(t *testing.T, e valkeytest.Engine) map[string]Directive {
 	s := valkeytest.StartSentinel(t, e, valkeytest.SentinelConfig{})
-	reply, err := s.Client(valkey.Options{}).Do(ctx(t), "SENTINEL", "CONFIG", "GET", "*")
+	reply, err := s.Client(valkey.Options{}).SentinelConfigGet(ctx(t), "*")
 	if err != nil {
 		t.Fatalf("SENTINEL CONFIG GET *: %v", err)
 	}
@@ -231,7 +231,7 @@ func observeSentinel(t *testing.T, e valkeytest.Engine) map[string]Directive {
 	for _, n := range SentinelCandidates {
 		names[n] = true
 	}
-	for _, n := range pairNames(reply) {
+	for n := range reply {
 		names[n] = true
 	}
 	sorted := slices.Sorted(maps.Keys(names))

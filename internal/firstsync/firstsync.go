@@ -107,7 +107,7 @@ func once(ctx context.Context, cfg Config) (bool, error) {
 	if !synced && r.Role != valkey.RolePrimary {
 		return false, nil
 	}
-	if _, err := c.Do(ctx, "CONFIG", "SET", "replica-priority", strconv.FormatInt(cfg.Priority, 10)); err != nil {
+	if err := c.ConfigSet(ctx, "replica-priority", strconv.FormatInt(cfg.Priority, 10)); err != nil {
 		return false, fmt.Errorf("CONFIG SET replica-priority %d on %s: %w", cfg.Priority, cfg.Addr, err)
 	}
 	return true, nil

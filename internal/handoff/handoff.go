@@ -263,12 +263,11 @@ func (h *handoff) lock(ctx context.Context) (*valkey.Client, error) {
 	if err != nil {
 		return nil, fail(ReasonUnreachable, err, "primary %s (handoff lock)", h.cfg.Primary)
 	}
-	v, err := c.Do(ctx, "CLIENT", "LIST", "TYPE", "normal")
+	list, err := c.ClientList(ctx, "normal")
 	if err != nil {
 		return c, fail(ReasonCommandFailed, err, "CLIENT LIST on %s (handoff lock)", h.cfg.Primary)
 	}
-	text, _ := v.(string)
-	mine, holders := lockHolders(text, name)
+	mine, holders := lockHolders(list, name)
 	for _, o := range holders {
 		if mine < 0 || o.id < mine {
 			return c, fail(ReasonFailoverInFlight, nil, "another handoff runs on %s (connection %s, id %d)", h.cfg.Primary, o.name, o.id)
@@ -282,34 +281,17 @@ type lockHolder struct {
 	name string
 }
 
-// lockHolders parses CLIENT LIST: the id of the connection called mine (-1 if absent) and every other
+// lockHolders reads CLIENT LIST: the id of the connection called mine (-1 if absent) and every other
 // connection whose name starts with LockName.
-func lockHolders(clientList, mine string) (int64, []lockHolder) {
+func lockHolders(list []valkey.ClientEntry, mine string) (int64, []lockHolder) {
 	own := int64(-1)
 	var out []lockHolder
-	for _, line := range strings.Split(clientList, "\n") {
-		var id int64 = -1
-		name := ""
-		for _, f := range strings.Fields(line) {
-			k, v, ok := strings.Cut(f, "=")
-			if !ok {
-				continue
-			}
-			switch k {
-			case "id":
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-					id = n
-				}
-			case "name":
-				name = v
-			}
-		}
+	for _, e := range list {
 		switch {
-		case id < 0:
-		case name == mine:
-			own = id
-		case strings.HasPrefix(name, LockName):
-			out = append(out, lockHolder{id: id, name: name})
+		case e.Name == mine:
+			own = e.ID
+		case strings.HasPrefix(e.Name, LockName):
+			out = append(out, lockHolder{id: e.ID, name: e.Name})
 		}
 	}
 	return own, out
@@ -391,6 +373,25 @@ func planCandidates(reps []valkey.SentinelReplica) []candidate {
 		return a.addr < b.addr
 	})
 	return out
+}
+
+// Obstacle returns why a Sentinel-led handoff of the primary at primary ("host:port") cannot start from
+// what one Sentinel reports (its SENTINEL MASTER view m and SENTINEL REPLICAS list reps), with its Reason,
+// or "" when nothing in that view stops it: the Sentinel names another primary, runs a failover, sees the
+// primary down, or lists no replica it may promote (step 1 of the package doc). The preStop hook's handoff
+// and the instance controller's report of a terminating primary use it.
+func Obstacle(primary string, m valkey.Monitor, reps []valkey.SentinelReplica) (Reason, string) {
+	switch {
+	case !sameAddr(primary, m.Host, m.Port):
+		return ReasonNotPrimary, fmt.Sprintf("Sentinel names %s as primary", joinAddr(m.Host, m.Port))
+	case m.FailoverInProgress():
+		return ReasonFailoverInFlight, fmt.Sprintf("Sentinel runs a failover (%s)", m.FailoverState)
+	case m.SubjectivelyDown() || m.ObjectivelyDown():
+		return ReasonPrimaryDown, "Sentinel flags the primary " + strings.Join(m.Flags, ",")
+	case len(planCandidates(reps)) == 0:
+		return ReasonNoGoodReplica, describeReplicas(reps)
+	}
+	return "", ""
 }
 
 func describeReplicas(reps []valkey.SentinelReplica) string {

@@ -36,6 +36,30 @@ func TestPlanCandidates(t *testing.T) {
 	assert.Empty(t, planCandidates(nil))
 }
 
+func TestObstacle(t *testing.T) {
+	ok := valkey.SentinelReplica{Host: "r", Port: 6379, Priority: 100, Flags: []string{"slave"}}
+	never := valkey.SentinelReplica{Host: "r", Port: 6379, Priority: 0, Flags: []string{"slave"}}
+	m := func(host string, flags ...string) valkey.Monitor {
+		return valkey.Monitor{Host: host, Port: 6379, Flags: append([]string{"master"}, flags...), FailoverState: "none"}
+	}
+	for _, tc := range []struct {
+		m    valkey.Monitor
+		reps []valkey.SentinelReplica
+		want Reason
+	}{
+		{m("p"), []valkey.SentinelReplica{ok}, ""},
+		{m("other"), []valkey.SentinelReplica{ok}, ReasonNotPrimary},
+		{m("p", "failover_in_progress"), []valkey.SentinelReplica{ok}, ReasonFailoverInFlight},
+		{m("p", "s_down"), []valkey.SentinelReplica{ok}, ReasonPrimaryDown},
+		{m("p"), []valkey.SentinelReplica{never}, ReasonNoGoodReplica},
+		{m("p"), nil, ReasonNoGoodReplica},
+	} {
+		r, why := Obstacle("p:6379", tc.m, tc.reps)
+		assert.Equal(t, tc.want, r, "%+v %+v: %s", tc.m, tc.reps, why)
+		assert.Equal(t, r == "", why == "")
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  Config
@@ -68,7 +92,7 @@ func writeKeys(t *testing.T, c *valkey.Client, prefix string, n int) []string {
 	var keys []string
 	for i := 0; i < n; i++ {
 		k := fmt.Sprintf("__valkey-ha:%s:%d", prefix, i)
-		_, err := c.Do(context.Background(), "SET", k, "1")
+		err := c.Set(context.Background(), k, "1", 0)
 		require.NoError(t, err)
 		keys = append(keys, k)
 	}
@@ -78,8 +102,8 @@ func writeKeys(t *testing.T, c *valkey.Client, prefix string, n int) []string {
 func missingKeys(t *testing.T, c *valkey.Client, keys []string) int {
 	n := 0
 	for _, k := range keys {
-		v, err := c.Do(context.Background(), "GET", k)
-		if err != nil && !valkey.IsNil(err) {
+		v, _, err := c.Get(context.Background(), k)
+		if err != nil {
 			t.Fatalf("GET %s: %v", k, err)
 		}
 		if v != "1" {
@@ -143,14 +167,14 @@ func TestRunNOGOODSLAVEUnpauses(t *testing.T) {
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, NoACL: true})
 	ctx := context.Background()
 	for _, s := range top.Sentinels {
-		_, err := s.Client(top.SentinelOptions()).Do(ctx, "SENTINEL", "DEBUG", "INFO-PERIOD", "100")
+		err := s.Client(top.SentinelOptions()).SentinelDebug(ctx, "INFO-PERIOD", "100")
 		require.NoError(t, err)
 	}
 	cfg := configFor(top)
 	asked := top.Sentinels[0]
 	replica := top.Nodes[1]
 	setHook(t, func() {
-		_, err := replica.Client(top.Options(acl.Operator)).Do(ctx, "CONFIG", "SET", "replica-priority", "0")
+		err := replica.Client(top.Options(acl.Operator)).ConfigSet(ctx, "replica-priority", "0")
 		require.NoError(t, err)
 		valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "Sentinel sees priority 0", func() error {
 			reps, err := asked.Client(top.SentinelOptions()).SentinelReplicas(ctx, top.Cfg.MonitorName)
@@ -339,7 +363,7 @@ func TestRunAskedSentinelStallsAfterTheRequest(t *testing.T) {
 			}
 			wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			sent := time.Now()
-			_, err := pc.Do(wctx, "SET", fmt.Sprintf("__valkey-ha:stall:%d", i), "1")
+			err := pc.Set(wctx, fmt.Sprintf("__valkey-ha:stall:%d", i), "1", 0)
 			cancel()
 			mu.Lock()
 			if err == nil && !sentAt.IsZero() && sent.After(sentAt) {
@@ -369,10 +393,12 @@ func TestLockHolders(t *testing.T) {
 		"id=7 addr=127.0.0.1:2 name=valkey-ha-handoff-aa cmd=client|list\n" +
 		"id=5 addr=127.0.0.1:3 name=valkey-ha-handoff-bb cmd=pause\n" +
 		"id=9 addr=127.0.0.1:4 name=other cmd=get\n"
-	own, others := lockHolders(list, "valkey-ha-handoff-aa")
+	entries, err := valkey.ParseClientEntries(list)
+	require.NoError(t, err)
+	own, others := lockHolders(entries, "valkey-ha-handoff-aa")
 	assert.EqualValues(t, 7, own)
 	assert.Equal(t, []lockHolder{{id: 5, name: "valkey-ha-handoff-bb"}}, others)
-	own, others = lockHolders("", "x")
+	own, others = lockHolders(nil, "x")
 	assert.EqualValues(t, -1, own)
 	assert.Empty(t, others)
 }

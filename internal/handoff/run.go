@@ -27,22 +27,17 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	log := h.log.With("sentinel", saddr)
-	switch {
-	case !sameAddr(cfg.Primary, m.Host, m.Port):
-		return Result{}, fail(ReasonNotPrimary, nil, "Sentinel %s names %s as primary", saddr, joinAddr(m.Host, m.Port))
-	case m.FailoverInProgress():
-		return Result{}, fail(ReasonFailoverInFlight, nil, "Sentinel %s runs a failover (%s)", saddr, m.FailoverState)
-	case m.SubjectivelyDown() || m.ObjectivelyDown():
-		return Result{}, fail(ReasonPrimaryDown, nil, "Sentinel %s flags the primary %s", saddr, strings.Join(m.Flags, ","))
+	if r, why := Obstacle(cfg.Primary, m, nil); r != "" && r != ReasonNoGoodReplica {
+		return Result{}, fail(r, nil, "%s: %s", saddr, why)
 	}
 	reps, err := sc.SentinelReplicas(ctx, cfg.MonitorName)
 	if err != nil {
 		return Result{}, fail(ReasonCommandFailed, err, "Sentinel %s", saddr)
 	}
-	cands := planCandidates(reps)
-	if len(cands) == 0 {
-		return Result{}, fail(ReasonNoGoodReplica, nil, "%s", describeReplicas(reps))
+	if r, why := Obstacle(cfg.Primary, m, reps); r != "" {
+		return Result{}, fail(r, nil, "%s", why)
 	}
+	cands := planCandidates(reps)
 	budget, catchUp, failoverWait := h.timings(m)
 
 	// 2. pause

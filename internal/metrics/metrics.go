@@ -4,6 +4,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 )
 
 // Metrics holds every collector; labels name the instance (namespace/name) or the quorum release.
@@ -211,7 +213,7 @@ func (m *Metrics) ObserveInstance(instance string, o InstanceObservation) {
 	m.sweep("lag/"+instance, lags, func(pod string) { m.ReplicaLagBytes.DeleteLabelValues(instance, pod) })
 }
 
-// ForgetInstance deletes every series of instance (namespace/name): it no longer exists.
+// ForgetInstance deletes every series of instance (namespace/name), its counters too: it no longer exists.
 func (m *Metrics) ForgetInstance(instance string) {
 	l := prometheus.Labels{"valkey_instance": instance}
 	for _, v := range []*prometheus.GaugeVec{m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries,
@@ -219,6 +221,9 @@ func (m *Metrics) ForgetInstance(instance string) {
 		v.DeletePartialMatch(l)
 	}
 	m.InstancePassErrors.DeletePartialMatch(l)
+	for _, v := range []*prometheus.CounterVec{m.Repairs, m.FailoversObserved, m.LabelPatches} {
+		v.DeletePartialMatch(l)
+	}
 	m.LastReconcileSuccess.DeleteLabelValues("instance", instance)
 	m.sweep("link/"+instance, nil, func(string) {})
 	m.sweep("lag/"+instance, nil, func(string) {})
@@ -317,45 +322,42 @@ func Serve(ctx context.Context, metricsAddr, healthAddr string, m *Metrics, h *H
 			_, _ = w.Write([]byte("ok"))
 		})
 	}
-	errs := make(chan error, 2)
-	n := 0
+	// each server runs in a goroutine of g, which Serve waits for: one that fails stops the other
+	g, ctx := errgroup.WithContext(ctx)
 	if metricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 		if healthAddr == "" {
 			health(mux)
 		}
-		n++
-		go func() { errs <- serve(ctx, metricsAddr, mux) }()
+		g.Go(func() error { return serve(ctx, metricsAddr, mux) })
 	}
 	if healthAddr != "" {
 		mux := http.NewServeMux()
 		health(mux)
-		n++
-		go func() { errs <- serve(ctx, healthAddr, mux) }()
+		g.Go(func() error { return serve(ctx, healthAddr, mux) })
 	}
-	if n == 0 {
-		<-ctx.Done()
-		return nil
-	}
-	for i := 0; i < n; i++ {
-		if err := <-errs; err != nil {
-			return err
-		}
-	}
-	return nil
+	g.Go(func() error { <-ctx.Done(); return nil })
+	return g.Wait()
 }
 
+// serve runs one HTTP server until ctx ends (then shuts it down, waiting at most 2 s for requests in
+// flight) or it fails; it returns only once the server has stopped.
 func serve(ctx context.Context, addr string, mux *http.ServeMux) error {
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		cancel()
+		err = <-errc
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", addr, err)
 	}
 	return nil
 }

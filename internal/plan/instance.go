@@ -50,7 +50,7 @@ func (d Decision) Labels() []topology.Action {
 
 // Instance is the instance controller's planner (pure): from the World and the memory of earlier passes it
 // returns at most one disruptive step, with the precedence "repair before roll before reset" (one disruptive
-// step per pass; seed 000, "Reconcile flow"), the label changes, the reasons anything waits and the next
+// step per pass; docs/design.md, "The instance controller's pass"), the label changes, the reasons anything waits and the next
 // memory. The step it picks is vetted by Check; a refused step is not replaced by another one this pass.
 func Instance(w World, m Memory) Decision {
 	d := Decision{Memory: m}

@@ -170,7 +170,7 @@ func UnknownFieldsWarning(qi QuorumInstance) string {
 // planSentinelRoll returns the Sentinel pod to replace (vetted by CheckQuorum) or why the roll waits:
 // nothing is replaced while a kept monitor is registered or a selected descriptor's monitor is unknown (a
 // replaced Sentinel comes back empty and could not be given that monitor again), and roll.PlanSentinel
-// decides the rest (seed 000, Reconcile flow step 4; case S22).
+// decides the rest (docs/design.md, "Planned operations"; case S22).
 func planSentinelRoll(w QuorumWorld, d *QuorumDecision) (*Step, string) {
 	if held := heldMonitors(w); held != "" {
 		return nil, held

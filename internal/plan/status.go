@@ -119,7 +119,7 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 			set(status.SentinelQuorumHealthy, status.False, "NoQuorum", w.Quorum.Message)
 		}
 	}
-	// serving and converged are separate signals: AccessConverged never feeds Ready (seed 003)
+	// serving and converged are separate signals: AccessConverged never feeds Ready (docs/design.md, "Status")
 	st.DesiredAccess, st.AppliedAccess = o.Access.Desired, o.Access.Applied
 	if o.Access.Converged {
 		set(status.AccessConverged, status.True, "Applied", o.Access.Message)

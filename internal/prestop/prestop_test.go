@@ -98,7 +98,7 @@ func TestPreStopRefusesWithoutHealthyReplica(t *testing.T) {
 		assert.NotContains(t, s.Logs(), "+try-failover", "no failover asked of %s", s.Addr())
 	}
 	start := time.Now()
-	_, err := top.Nodes[0].Client(top.Options(acl.Operator)).Do(context.Background(), "SET", "__valkey-ha:after", "1")
+	err := top.Nodes[0].Client(top.Options(acl.Operator)).Set(context.Background(), "__valkey-ha:after", "1", 0)
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), time.Second, "writes are not paused")
 	r, err := top.Replication(top.Nodes[0])

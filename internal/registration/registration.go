@@ -1,5 +1,5 @@
-// Package registration holds the sentinel controller's pure decisions about monitors (seed 000, "Reconcile
-// flow", ValkeySentinel controller steps 5-6): which Sentinel lacks which monitor, which per-monitor keys
+// Package registration holds the sentinel controller's pure decisions about monitors (docs/design.md, "The
+// sentinel controller's pass"): which Sentinel lacks which monitor, which per-monitor keys
 // differ, and which monitors no longer match the selector. It never resets or removes a monitor whose primary
 // is down or being failed over (case S10), nor one whose instance is still selected but could not be
 // resolved (issue 12, F3): a monitor goes only when its instance is positively gone, deselected or in
@@ -91,7 +91,7 @@ type Plan struct {
 func DefaultQuorum(n int) int { return n/2 + 1 }
 
 // QuorumWarning returns a warning when a pinned quorum exceeds the Sentinel count or is at most half of it
-// (seed 000, Validation), else "".
+// (docs/design.md, "The sentinel controller's pass"), else "".
 func QuorumWarning(name string, quorum, sentinels int) string {
 	switch {
 	case quorum > sentinels:

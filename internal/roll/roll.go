@@ -1,4 +1,4 @@
-// Package roll plans planned operations one step at a time (seed 000, "Planned operations"): which data pod
+// Package roll plans planned operations one step at a time (docs/design.md, "Planned operations"): which data pod
 // to replace next and why not yet, when to hand the primary over first, which Sentinel pod to replace under
 // the CKQUORUM gate, and which Sentinel to SENTINEL RESET after a scale-in. Everything here is pure; the
 // controllers execute at most one step per pass and look again.
@@ -211,7 +211,7 @@ type SentinelInput struct {
 	Monitors []MonitorGate
 }
 
-// PlanSentinel returns the Sentinel pod to delete next, or "" and why not (seed 000, Reconcile flow step 4):
+// PlanSentinel returns the Sentinel pod to delete next, or "" and why not (docs/design.md, "Planned operations"):
 // one at a time, only while every pod is ready, no monitor is failing over or has just gone down, and every
 // other monitor is known to every pod and passes CKQUORUM everywhere. A monitor whose primary has been down
 // longer than its failover-timeout (with no failover in flight) does not gate the roll; notes names those

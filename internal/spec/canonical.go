@@ -72,7 +72,7 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 const SentinelPort = contract.SentinelPort
 
 // SentinelSecretName returns the Secret of quorum release's Sentinel user user (acl.SentinelAdmin, Instance or
-// Client, "_admin" -> "<release>-auth-admin"). charts/valkey-sentinel's controller generates these Secrets at
+// Client, "_admin" -> "<release>-auth-admin"). charts/valkey-sentinel's credentials Job generates these Secrets at
 // run time (keys username and password) unless they exist; charts/valkey mounts and grants
 // <release>-auth-instance by this name (docs/contract.md).
 func SentinelSecretName(release, user string) string { return contract.QuorumSecret(release, user) }

@@ -81,7 +81,7 @@ func (in Instance) GrantsSentinel(id ServiceAccountRef) (bool, string) {
 		if id.IsZero() || in.Namespace == id.Namespace {
 			return true, ""
 		}
-		return false, fmt.Sprintf("instance %s/%s grants no quorum of another namespace (no sentinelGrant: set sentinel.controllerNamespace %s and sentinel.controllerServiceAccount %s in its release)",
+		return false, fmt.Sprintf("instance %s/%s grants no quorum of another namespace (no sentinelGrant: set sentinel.namespace %s and sentinel.controllerServiceAccount %s in its release)",
 			in.Namespace, in.Name, id.Namespace, id.Name)
 	}
 	if id.IsZero() {

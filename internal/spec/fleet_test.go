@@ -48,7 +48,7 @@ func TestGrantsSentinel(t *testing.T) {
 	assert.True(t, ok, "a pre-1.1 descriptor grants a quorum of its own namespace")
 	ok, why := legacy.GrantsSentinel(q)
 	assert.False(t, ok, "a pre-1.1 descriptor grants no quorum of another namespace")
-	assert.Contains(t, why, "sentinel.controllerNamespace")
+	assert.Contains(t, why, "sentinel.namespace")
 	ok, _ = legacy.GrantsSentinel(ServiceAccountRef{})
 	assert.True(t, ok, "a controller without identity (tests) monitors its own namespace")
 

@@ -100,7 +100,7 @@ type Instance struct {
 	// controller.mode shared; descriptor 1.1); nil: its own controller F-controller (--instance F).
 	InstanceController *ServiceAccountRef `json:"instanceController,omitempty"`
 	// SentinelGrant names the controller of the one quorum this instance lets monitor it and read F-sentinel-auth
-	// (sentinel.controllerServiceAccount and sentinel.controllerNamespace; descriptor 1.1); nil: a chart
+	// (sentinel.controllerServiceAccount and sentinel.namespace; descriptor 1.1); nil: a chart
 	// before 1.1, which grants only a quorum of its own namespace (GrantsSentinel).
 	SentinelGrant *ServiceAccountRef `json:"sentinelGrant,omitempty"`
 
@@ -226,7 +226,7 @@ func NormalizeHost(h string) string { return strings.TrimSuffix(strings.ToLower(
 func (in Instance) Addr(n Node) string { return net.JoinHostPort(n.Host, strconv.Itoa(in.PortOf(n))) }
 
 // ReservedSentinelKeys are per-monitor keys the controller owns; a descriptor's sentinelConfig may not set
-// them (seed 000, "Configuration surface": credentials and structure are operator-only).
+// them (docs/design.md, "Credential boundaries": credentials and structure are the controller's).
 var ReservedSentinelKeys = map[string]bool{
 	"auth-user": true, "auth-pass": true, "quorum": true, "monitor": true,
 	"client-reconfig-script": true, "notification-script": true,

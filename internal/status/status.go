@@ -1,12 +1,12 @@
-// Package status holds what the controllers publish instead of CR status (DESIGN.md): the JSON documents of
+// Package status holds what the controllers publish instead of CR status (docs/design.md, "Status"): the JSON documents of
 // the <F>-status and <S>-status ConfigMaps, condition bookkeeping and the instance state machine
-// (Initializing, Ready, Degraded, Failed; seed 003 "The reconcile loop": Failed after 10 minutes not Ready,
+// (Initializing, Ready, Degraded, Failed; docs/design.md, "Status": Failed after 10 minutes not Ready,
 // counted from the last Ready->False transition, and recoverable).
 package status
 
 import "time"
 
-// Condition types of an instance (seed 000, "Conditions").
+// Condition types of an instance (docs/design.md, "Status").
 const (
 	Ready                 = "Ready"
 	PrimaryElected        = "PrimaryElected"

@@ -43,6 +43,9 @@ type Options struct {
 	// Strict gives the fake clientset the API server's UIDs, resourceVersions and preconditions
 	// (kubefault.Strict).
 	Strict bool
+	// Clientset is the fake clientset to describe the topology on (default: a new one); a test that adds
+	// reactors before any object exists (kubefault) passes its own.
+	Clientset *fake.Clientset
 }
 
 // Env is a real topology described to the controllers through a fake clientset: the descriptor
@@ -137,7 +140,11 @@ func New(t testing.TB, top *valkeytest.Topology, o Options) *Env {
 	if o.DescriptorUID == "" {
 		o.DescriptorUID = "desc-uid"
 	}
-	e := &Env{T: t, Top: top, CS: fake.NewClientset(), Rec: record.NewFakeRecorder(1000), NS: o.Namespace}
+	cs := o.Clientset
+	if cs == nil {
+		cs = fake.NewClientset()
+	}
+	e := &Env{T: t, Top: top, CS: cs, Rec: record.NewFakeRecorder(1000), NS: o.Namespace}
 	if o.Strict {
 		kubefault.Strict(e.CS)
 	}

@@ -110,7 +110,7 @@ func (p *Probe) look(i int) (primary, writable bool) {
 	if role.Role != valkey.RolePrimary {
 		return false, false
 	}
-	if _, err := c.Do(ctx, "SET", ProbeKey+":"+strconv.Itoa(n.Port), strconv.FormatInt(time.Now().UnixMilli(), 10)); err != nil {
+	if err := c.Set(ctx, ProbeKey+":"+strconv.Itoa(n.Port), strconv.FormatInt(time.Now().UnixMilli(), 10), 0); err != nil {
 		if !valkey.IsServerError(err) { // READONLY, OOM, ... leave the connection usable
 			drop()
 		}

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"regexp"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -288,4 +291,25 @@ func EventsIn(evs []SentinelEvent, from, to time.Time) []SentinelEvent {
 		out = append(out, ev)
 	}
 	return out
+}
+
+// StableMyID is the Sentinel id charts/valkey-sentinel gives pod pod of namespace ns (sha1 of "ns/pod"), so a
+// restarted Sentinel keeps its identity (case S11).
+func StableMyID(ns, pod string) string {
+	sum := sha1.Sum([]byte(ns + "/" + pod))
+	return hex.EncodeToString(sum[:])
+}
+
+// RestartWithStableIDs restarts every Sentinel of top with the id the chart gives pod <release>-<i> in ns
+// (StableMyID), as the chart's Sentinels run from their first start.
+func RestartWithStableIDs(t testing.TB, top *valkeytest.Topology, ns, release string) {
+	t.Helper()
+	for i, s := range top.Sentinels {
+		s.Kill()
+		cfg := s.Config() + "sentinel myid " + StableMyID(ns, contract.SentinelPod(release, i)) + "\n"
+		if err := os.WriteFile(s.ConfPath, []byte(cfg), 0o600); err != nil {
+			t.Fatalf("sentinel config: %v", err)
+		}
+		s.Start()
+	}
 }

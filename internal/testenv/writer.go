@@ -294,11 +294,11 @@ func CountWrites(evs []WriteEvent, since, until time.Time) (ok, failed, lost int
 func Missing(ctx context.Context, c *valkey.Client, keys []string) ([]string, error) {
 	var missing []string
 	for _, k := range keys {
-		v, err := c.Do(ctx, "GET", k)
-		if err != nil && !valkey.IsNil(err) {
-			return nil, fmt.Errorf("GET %s: %w", k, err)
+		v, _, err := c.Get(ctx, k)
+		if err != nil {
+			return nil, err
 		}
-		if s, _ := v.(string); s != "1" {
+		if v != "1" {
 			missing = append(missing, k)
 		}
 	}

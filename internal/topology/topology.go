@@ -1,6 +1,6 @@
 // Package topology holds the instance controller's pure decisions: from an Observation of every data node
 // and the Sentinels' view, Plan returns which node is the real primary, at most one disruptive repair, and
-// the valkey.io/role label changes (seed 000, "Reconcile flow", Valkey controller steps 3-5).
+// the valkey.io/role label changes (docs/design.md, "The instance controller's pass").
 //
 // Rules: Sentinel's answer is the truth whenever a monitor exists and the controller never targets Sentinel's
 // primary; nothing topological happens while a failover is in flight, or while the primary's pod is

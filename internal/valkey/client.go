@@ -305,8 +305,10 @@ func (c *Client) DBSize(ctx context.Context) (int64, error) {
 	return n, c.wrap("DBSIZE", err)
 }
 
-// Do runs an arbitrary command and returns the reply as produced by valkey-go's ToAny.
-func (c *Client) Do(ctx context.Context, args ...string) (any, error) {
+// Command runs an arbitrary command and returns the reply as produced by valkey-go's ToAny. It is for the
+// `client` subcommand (which sends what its user types) and for negative tests (commands that must be
+// refused); everything else uses the typed methods.
+func (c *Client) Command(ctx context.Context, args ...string) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command")
 	}

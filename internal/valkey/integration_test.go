@@ -321,3 +321,49 @@ func TestSentinelFailoverCoordinated(t *testing.T) {
 		top.WaitPrimaryMoved(top.Nodes[0].Port, 20*time.Second)
 	})
 }
+
+// TestTypedCommands: the data and admin commands everything outside internal/valkey sends (SET/GET/DEL,
+// WAIT, CONFIG SET, CLIENT LIST, SENTINEL DEBUG, SENTINEL CONFIG GET) against a real primary, replica and
+// Sentinel.
+func TestTypedCommands(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1})
+	ctx := context.Background()
+	c := top.Nodes[0].Client(top.Options(acl.Operator))
+	require.NoError(t, c.Set(ctx, "__valkey-ha:t", "v", 0))
+	require.NoError(t, c.Set(ctx, "__valkey-ha:ttl", "v", 1500*time.Millisecond))
+	v, found, err := c.Get(ctx, "__valkey-ha:t")
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Equal(t, "v", v)
+	_, found, err = c.Get(ctx, "__valkey-ha:missing")
+	require.NoError(t, err)
+	assert.False(t, found, "a missing key is not an error")
+	n, err := c.Wait(ctx, 1, 5*time.Second)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the replica acknowledged this connection's writes")
+	n, err = c.Del(ctx, "__valkey-ha:t", "__valkey-ha:missing")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	list, err := c.ClientList(ctx, "normal")
+	require.NoError(t, err)
+	users := map[string]bool{}
+	for _, e := range list {
+		assert.Positive(t, e.ID)
+		users[e.User] = true
+	}
+	assert.True(t, users[acl.Operator], "this connection is listed: %v", users)
+	assert.ErrorContains(t, c.ConfigSet(ctx, "replica-priority", "50"), "NOPERM", "_operator may not CONFIG SET")
+	open := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: -1, Sentinels: -1, NoACL: true})
+	oc := open.Nodes[0].Client(open.Options(""))
+	require.NoError(t, oc.ConfigSet(ctx, "replica-priority", "50"))
+	cfg, err := oc.ConfigGet(ctx, "replica-priority")
+	require.NoError(t, err)
+	assert.Equal(t, "50", cfg["replica-priority"])
+	assert.Error(t, oc.ConfigSet(ctx, "replica-priority"), "pairs only")
+
+	s := top.Sentinels[0].Client(top.SentinelOptions())
+	require.NoError(t, s.SentinelDebug(ctx, "INFO-PERIOD", "1000"))
+	sc, err := s.SentinelConfigGet(ctx, "*")
+	require.NoError(t, err)
+	assert.Contains(t, sc, "resolve-hostnames")
+}

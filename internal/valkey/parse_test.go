@@ -324,3 +324,16 @@ func TestParseACLGetUserPasswords(t *testing.T) {
 		assert.Error(t, err, "%#v", bad)
 	}
 }
+
+func TestParseMonitorEvent(t *testing.T) {
+	ev, err := ParseMonitorEvent("+switch-master", "vk localhost 6379 localhost 6380")
+	require.NoError(t, err)
+	assert.Equal(t, "vk", ev.Monitor)
+	ev, err = ParseMonitorEvent("+convert-to-slave", "slave localhost:6379 localhost 6379 @ vk localhost 6380")
+	require.NoError(t, err)
+	assert.Equal(t, "vk", ev.Monitor)
+	_, err = ParseMonitorEvent("+convert-to-slave", "garbage")
+	assert.Error(t, err)
+	_, err = ParseMonitorEvent("+switch-master", "vk localhost x")
+	assert.Error(t, err)
+}

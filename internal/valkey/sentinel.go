@@ -311,3 +311,51 @@ func (c *Client) SubscribeSwitchPrimary(ctx context.Context, fn func(SwitchPrima
 	})
 	return c.wrap("SUBSCRIBE +switch-master", err)
 }
+
+// MonitorEvent is one Sentinel event about a monitor's topology (Sentinel docs, "Pub/Sub messages"): Channel
+// is the event ("+switch-master", "+convert-to-slave"), Monitor the monitor it concerns, Payload the message.
+type MonitorEvent struct {
+	Channel string
+	Monitor string
+	Payload string
+}
+
+// TopologyEvents are the Sentinel events after which a node's role has changed: the primary moved
+// (+switch-master) or Sentinel turned a node that still claimed to be primary into a replica
+// (+convert-to-slave: the demoted old primary of a failover, an orphan that came back).
+var TopologyEvents = []string{"+switch-master", "+convert-to-slave"}
+
+// ParseMonitorEvent returns the monitor an event message concerns: the first word of +switch-master
+// ("<name> <old-ip> <old-port> <new-ip> <new-port>"), the name after "@" of an instance event ("<type>
+// <name> <ip> <port> @ <master-name> <master-ip> <master-port>").
+func ParseMonitorEvent(channel, payload string) (MonitorEvent, error) {
+	f := strings.Fields(payload)
+	ev := MonitorEvent{Channel: channel, Payload: payload}
+	if channel == "+switch-master" {
+		sp, err := ParseSwitchPrimary(payload)
+		ev.Monitor = sp.Name
+		return ev, err
+	}
+	for i, w := range f {
+		if w == "@" && i+1 < len(f) {
+			ev.Monitor = f[i+1]
+			return ev, nil
+		}
+	}
+	if len(f) >= 2 && f[0] == "master" {
+		ev.Monitor = f[1]
+		return ev, nil
+	}
+	return ev, malformed("%s %q", channel, truncate(payload))
+}
+
+// SubscribeTopology subscribes to TopologyEvents on this Sentinel and calls fn for every event until ctx
+// ends or the connection fails; it returns the reason. Malformed payloads are skipped.
+func (c *Client) SubscribeTopology(ctx context.Context, fn func(MonitorEvent)) error {
+	err := c.c.Receive(ctx, c.c.B().Subscribe().Channel(TopologyEvents...).Build(), func(msg vk.PubSubMessage) {
+		if ev, err := ParseMonitorEvent(msg.Channel, msg.Message); err == nil {
+			fn(ev)
+		}
+	})
+	return c.wrap("SUBSCRIBE "+strings.Join(TopologyEvents, " "), err)
+}

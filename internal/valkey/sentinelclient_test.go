@@ -26,7 +26,7 @@ func TestDialPrimaryFollowsFailover(t *testing.T) {
 	c, err := valkey.DialPrimary(ctx, sentinels, top.Cfg.MonitorName, top.Options(acl.Operator), top.SentinelOptionsAs(acl.SentinelClient))
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = c.Do(ctx, "SET", "__valkey-ha:demo", "hello")
+	err = c.Set(ctx, "__valkey-ha:demo", "hello", 0)
 	require.NoError(t, err)
 	role, err := c.Role(ctx)
 	require.NoError(t, err)
@@ -35,9 +35,9 @@ func TestDialPrimaryFollowsFailover(t *testing.T) {
 	old := top.Nodes[0]
 	old.Kill()
 	moved := top.WaitPrimaryMoved(old.Port, 30*time.Second)
-	var got any
+	var got string
 	valkeytest.Eventually(t, 20*time.Second, 200*time.Millisecond, "the key read through the new primary", func() error {
-		got, err = c.Do(ctx, "GET", "__valkey-ha:demo")
+		got, _, err = c.Get(ctx, "__valkey-ha:demo")
 		return err
 	})
 	assert.Equal(t, "hello", got)

@@ -114,7 +114,7 @@ func TestFaultLinksKeepSentinelsView(t *testing.T) {
 	ctx := context.Background()
 	pc := primary.Client(top.Options(acl.Operator))
 	rc := replica.Client(top.Options(acl.Operator))
-	_, err = pc.Do(ctx, "SET", "__valkey-ha:probe", "1")
+	err = pc.Set(ctx, "__valkey-ha:probe", "1", 0)
 	require.NoError(t, err)
 	written := time.Now()
 	pr, err := pc.InfoReplication(ctx)

@@ -51,6 +51,11 @@ type TopologyConfig struct {
 	// default off, _admin between the Sentinels as sentinel-user); SentinelOptions then authenticates as
 	// _admin and SentinelOptionsAs as any of them (passwords in Topology.SentinelPasswords).
 	SentinelAuth bool
+	// SentinelAuthLines, with SentinelAuth, replace what SentinelAuthLines renders (e.g. the user lines and
+	// sentinel-user/sentinel-pass that charts/valkey-sentinel's start step wrote); SentinelPasswords then
+	// holds the plaintext of every Sentinel user they name.
+	SentinelAuthLines []string
+	SentinelPasswords map[string]string
 }
 
 // Topology is a running replicated instance: Nodes[0] starts as the primary.
@@ -185,8 +190,14 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 		top.SentinelPasswords = map[string]string{}
 		for _, u := range acl.SentinelUsers {
 			top.SentinelPasswords[u.Name] = RandomPassword(t)
+			if pw, ok := cfg.SentinelPasswords[u.Name]; ok {
+				top.SentinelPasswords[u.Name] = pw
+			}
 		}
 		sentinelLines = SentinelAuthLines(t, cfg.Engine, top.SentinelPasswords)
+		if cfg.SentinelAuthLines != nil {
+			sentinelLines = cfg.SentinelAuthLines
+		}
 	}
 	for i := 0; i < cfg.Sentinels; i++ {
 		sc := SentinelConfig{TLS: cfg.TLS, Lines: sentinelLines}

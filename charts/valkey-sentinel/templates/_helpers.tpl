@@ -187,8 +187,25 @@ NetworkPolicy peers in the namespaces this quorum selects beyond its own, for po
 {{- .Values.serviceAccount.name | default (ternary (include "vs.fullname" .) "default" .Values.serviceAccount.create) -}}
 {{- end -}}
 
-{{- define "vs.authSecretName" -}}
-{{- .Values.auth.existingSecret | default (printf "%s-auth" (include "vs.fullname" .)) -}}
+{{/*
+Secret of one Sentinel user (auth.enabled): (dict "ctx" $ "user" "_admin") -> S-auth-admin; _instance ->
+S-auth-instance, _client -> S-auth-client (spec.SentinelSecretName). The sentinel controller generates them at
+run time when they do not exist (keys username and password); the chart never renders them.
+*/}}
+{{- define "vs.authSecret" -}}
+{{- printf "%s-auth-%s" (include "vs.fullname" .ctx) (trimPrefix "_" .user) -}}
+{{- end -}}
+
+{{/*
+The Sentinels' users (internal/acl.SentinelUsers, Valkey rules; templates-tests compares the two): name and
+rules after "resetkeys resetchannels nocommands", as a JSON list of [name, rules]. default is off.
+*/}}
+{{- define "vs.sentinelUsers" -}}
+{{- $discovery := "&* +hello +auth +ping +client|setname +client|setinfo +info +role +subscribe +psubscribe +unsubscribe +punsubscribe +sentinel|get-master-addr-by-name +sentinel|get-primary-addr-by-name +sentinel|master +sentinel|primary +sentinel|masters +sentinel|primaries +sentinel|replicas +sentinel|slaves +sentinel|sentinels +sentinel|ckquorum" -}}
+{{- toJson (list
+  (list "_admin" "&__sentinel__:hello +hello +auth +ping +client|setname +client|setinfo +info +role +publish +sentinel -sentinel|debug -sentinel|simulate-failure -sentinel|config")
+  (list "_instance" (printf "%s +sentinel|failover +sentinel|reset" $discovery))
+  (list "_client" $discovery)) -}}
 {{- end -}}
 
 {{- define "vs.containerSecurityContext" -}}
@@ -252,7 +269,7 @@ must not set them.
 {{- $start := "the start step writes it for each pod (announce address, hostnames and a stable myid); remove it" -}}
 {{- $path := "a path inside the pod; the chart owns the pod's files (state in /data/sentinel.conf, logs on stdout, TLS files from tls.existingSecret); remove it" -}}
 {{- $tls := "the chart sets it from tls.enabled and tls.existingSecret; set those instead" -}}
-{{- $auth := "Sentinel client authentication is not supported yet (see auth.enabled); remove it" -}}
+{{- $auth := "the chart writes the Sentinels' users and sentinel-user/sentinel-pass (auth.enabled); remove it" -}}
 {{- $socket := "nothing in the pod uses a unix socket; remove it" -}}
 {{- $ciphers := "the chart cannot check cipher names against the image's OpenSSL, and one it does not know stops the Sentinel at start; the image's OpenSSL defaults apply (TLS 1.2 and 1.3 with strong ciphers), remove it" -}}
 {{- $fg := "the Sentinel must stay in the foreground as the container's process; remove it" -}}
@@ -260,7 +277,7 @@ must not set them.
   "port" "every Sentinel listens on 26379 (clients, peers and the controllers use it); remove it"
   "tls-port" $tls "tls-replication" $tls "tls-cluster" $tls "tls-auth-clients" "set tls.authClients instead"
   "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
-  "tls-auth-clients-user" "it logs a client in as the user its certificate names; Sentinel client authentication is not supported yet (see auth.enabled), remove it"
+  "tls-auth-clients-user" "it logs a client in as the user its certificate names, bypassing the Sentinels' passwords (auth.enabled); remove it"
   "bind" "the chart listens on every pod address so peers, data pods and clients reach it; remove it"
   "bind-source-addr" "pod addresses change with every restart; remove it"
   "protected-mode" "the chart turns it off so peers and clients on other pods can connect; remove it"
@@ -348,11 +365,37 @@ esac
 fqdn="${POD_NAME}.{{ include "vs.headless" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}"
 myid="$(printf %s "{{ .Release.Namespace }}/${POD_NAME}" | sha1sum | cut -c1-40)"
 {{- if .Values.auth.enabled }}
-want="$(cat "$template" /etc/valkey-ha/auth/password | sha256sum | cut -c1-64)"
+# Sentinel users (auth.enabled): default off, each user with the SHA-256 of its password from Secrets
+# S-auth-admin, S-auth-instance and S-auth-client (mounted here only); _admin is also what the Sentinels send
+# each other (sentinel-user/sentinel-pass).
+auth=/etc/valkey-ha/auth
+users="$conf.users"
+cr="$(printf '\r')"
+secret_password() {
+  pw="$(cat "$auth/$1")"
+  case "$pw" in
+    ""|*"$cr"*) echo "Secret {{ $S }}-auth-$1: key password is empty or holds a line break; give it one line" >&2; exit 1 ;;
+  esac
+  if [ "$(printf %s "$pw" | wc -l)" -ne 0 ]; then
+    echo "Secret {{ $S }}-auth-$1: key password holds a line break; give it one line" >&2; exit 1
+  fi
+  printf %s "$pw"
+}
+for u in admin instance client; do secret_password "$u" > /dev/null; done
+{
+  echo "user default off resetpass resetkeys resetchannels nocommands"
+{{- range $u := include "vs.sentinelUsers" . | fromJsonArray }}
+  echo "user {{ index $u 0 }} on resetpass #$(secret_password {{ trimPrefix "_" (index $u 0) }} | sha256sum | cut -c1-64) resetkeys resetchannels nocommands {{ index $u 1 }}"
+{{- end }}
+} > "$users"
+want="$(cat "$template" "$users" | sha256sum | cut -c1-64)"
 {{- else }}
 want="$(sha256sum < "$template" | cut -c1-64)"
 {{- end }}
 if [ -s "$conf" ] && [ "$(cat "$conf.hash" 2>/dev/null || true)" = "$want" ]; then
+  {{- if .Values.auth.enabled }}
+  rm -f "$users"
+  {{- end }}
   echo "keeping $conf: Sentinel state from a previous start"
   exit 0
 fi
@@ -365,10 +408,12 @@ tmp="$conf.tmp"
   echo "sentinel myid $myid"
 } >> "$tmp"
 {{- if .Values.auth.enabled }}
-pw="$(sed -e 's/[\\"]/\\&/g' /etc/valkey-ha/auth/password)"
+pw="$(secret_password admin | sed -e 's/[\\"]/\\&/g')"
 {
-  echo "requirepass \"$pw\""
-  echo "sentinel sentinel-pass \"$pw\""
+  cat "$users"
+  echo "sentinel sentinel-user _admin"
+  # printf, not echo: dash's echo would turn a backslash of the password into an escape
+  printf 'sentinel sentinel-pass "%s"\n' "$pw"
 } >> "$tmp"
 {{- end }}
 if [ -s "$conf" ]; then
@@ -377,6 +422,9 @@ if [ -s "$conf" ]; then
 fi
 mv "$tmp" "$conf"
 echo "$want" > "$conf.hash"
+{{- if .Values.auth.enabled }}
+rm -f "$users"
+{{- end }}
 echo "wrote $conf announcing $fqdn"
 {{- end -}}
 
@@ -411,7 +459,6 @@ template calls vs.fullname first). Each message names the field, the value and t
   (list "image.repository" .Values.image.repository "imageRepository" "valkey/valkey")
   (list "image.tag" .Values.image.tag "imageTag" "8.0")
   (list "clusterDomain" .Values.clusterDomain "dnsName" "cluster.local")
-  (list "auth.existingSecret" .Values.auth.existingSecret "dnsName" "sentinel-password")
   (list "tls.existingSecret" .Values.tls.existingSecret "dnsName" "sentinel-tls")
   (list "persistence.size" .Values.persistence.size "quantity" "1Gi")
   (list "persistence.storageClass" .Values.persistence.storageClass "dnsName" "fast-ssd")
@@ -489,9 +536,6 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- $S := .Values.fullnameOverride | default .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- if has (lower $S) (list "y" "n" "yes" "no" "on" "off" "true" "false") -}}
 {{- fail (printf "fullnameOverride: the full name %q (the release name by default) reads as a YAML boolean in object names; set fullnameOverride to another name, e.g. %s-sentinel" $S $S) -}}
-{{- end -}}
-{{- if .Values.auth.enabled -}}
-{{- fail "auth.enabled: Sentinel client authentication is not supported yet: data pods and the instance controllers could not ask the Sentinels for the primary (bootstrap would lose its split-brain guard). Leave auth.enabled false and restrict access to port 26379 with networkPolicy.enabled (plus allowedSources / networkPolicy.clientPodSelector for your clients)" -}}
 {{- end -}}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $S) -}}
 {{- $set := not (empty .Values.fullnameOverride) -}}
@@ -747,9 +791,9 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- $S := include "vs.fullname" . -}}
 {{- $name := include "vs.podServiceAccount" . -}}
-{{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) (include "vs.instanceController" .) -}}
+{{- range $other := list (include "vs.controllerServiceAccount" .) (printf "%s-test" $S) (printf "%s-credentials" $S) (include "vs.instanceController" .) -}}
 {{- if eq $name $other -}}
-{{- fail (printf "serviceAccount.name: %q is the ServiceAccount of the controller or of the helm test, which holds rights (and reads instances' _sentinel passwords) the Sentinel pods must not have; choose another name, or leave it empty for %s" $name $S) -}}
+{{- fail (printf "serviceAccount.name: %q is the ServiceAccount of the controller, the credentials Job or the helm test, which holds rights (and reads instances' _sentinel passwords) the Sentinel pods must not have; choose another name, or leave it empty for %s" $name $S) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -804,9 +848,12 @@ echo "preStop: this Sentinel still runs a failover after {{ $t }} s; stopping an
 exit 1
 {{- end -}}
 
-{{/* valkey-cli against this pod's own Sentinel (readiness probe and preStop hook). */}}
+{{/*
+valkey-cli against this pod's own Sentinel (readiness probe and preStop hook); with auth.enabled as _client,
+the password in REDISCLI_AUTH (the sentinel container's environment, from Secret S-auth-client).
+*/}}
 {{- define "vs.cli" -}}
-valkey-cli{{ if .Values.tls.enabled }} --tls --cacert /etc/valkey-ha/tls/ca.crt --cert /etc/valkey-ha/tls/tls.crt --key /etc/valkey-ha/tls/tls.key{{ end }} -p 26379
+valkey-cli{{ if .Values.tls.enabled }} --tls --cacert /etc/valkey-ha/tls/ca.crt --cert /etc/valkey-ha/tls/tls.crt --key /etc/valkey-ha/tls/tls.key{{ end }}{{ if .Values.auth.enabled }} --user _client{{ end }} -p 26379
 {{- end -}}
 
 {{/* terminationGracePeriodSeconds leaves room for the preStop wait. */}}
@@ -951,6 +998,10 @@ spec:
             {{- if gt $replicas 1 }}
             - --leader-elect
             {{- end }}
+            {{- if and .sentinelAuth $ctx.Values.auth.enabled }}
+            # authenticate as _admin (Secret S-auth-admin, created by the credentials Job; waits for it)
+            - --auth
+            {{- end }}
           env:
             - name: POD_NAME
               valueFrom:
@@ -966,13 +1017,6 @@ spec:
                 resourceFieldRef:
                   containerName: controller
                   resource: limits.memory
-            {{- if and .sentinelAuth $ctx.Values.auth.enabled }}
-            - name: SENTINEL_PASSWORD
-              valueFrom:
-                secretKeyRef:
-                  name: {{ include "vs.authSecretName" $ctx }}
-                  key: password
-            {{- end }}
           ports:
             - name: metrics
               containerPort: 9090

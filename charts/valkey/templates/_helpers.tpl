@@ -152,7 +152,7 @@ Call with (dict "ctx" $ "image" <image values> "repository" r "tag" t).
 
 {{/* Namespace of the Sentinel release named by sentinel.controllerServiceAccount (the grant's namespace). */}}
 {{- define "valkey.sentinelNamespace" -}}
-{{- .Values.sentinel.controllerNamespace | default .Release.Namespace -}}
+{{- .Values.sentinel.namespace | default .Release.Namespace -}}
 {{- end -}}
 
 {{/* Namespace of the shared instance controller (controller.mode shared). */}}
@@ -201,10 +201,11 @@ F-shared-controller), so both modes hold exactly the same rights over the instan
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch"]
-# the two Secrets it reads: system passwords (_operator) and the ACL desired state
+# the Secrets it reads: system passwords (_operator), the ACL desired state and, when monitored, the
+# _instance password of the quorum sentinel.release names (valkey.quorumSecret)
 - apiGroups: [""]
   resources: ["secrets"]
-  resourceNames: [{{ include "valkey.systemSecretName" . | quote }}, {{ printf "%s-acl" $F | quote }}]
+  resourceNames: [{{ include "valkey.systemSecretName" . | quote }}, {{ printf "%s-acl" $F | quote }}{{ if eq .Values.failover.mode "Sentinel" }}, {{ include "valkey.quorumSecret" . | quote }}{{ end }}]
   verbs: ["get"]
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
@@ -476,8 +477,9 @@ written here rather than a failure further down. Each message names the field, t
   (list "maxmemory" .Values.maxmemory "quantity" "768M")
   (list "persistence.size" .Values.persistence.size "quantity" "10Gi")
   (list "persistence.storageClass" .Values.persistence.storageClass "dnsName" "fast-ssd")
+  (list "sentinel.release" .Values.sentinel.release "dnsLabel" "sentinel")
   (list "sentinel.controllerServiceAccount" .Values.sentinel.controllerServiceAccount "dnsName" "valkey-sentinel-controller")
-  (list "sentinel.controllerNamespace" .Values.sentinel.controllerNamespace "dnsLabel" "platform")
+  (list "sentinel.namespace" .Values.sentinel.namespace "dnsLabel" "platform")
   (list "controller.shared.serviceAccount" .Values.controller.shared.serviceAccount "dnsName" "sentinel-instance-controller")
   (list "controller.shared.namespace" .Values.controller.shared.namespace "dnsLabel" "platform")
   (list "auth.existingSecret" .Values.auth.existingSecret "dnsName" "cache-system-passwords")
@@ -560,7 +562,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- if hasPrefix "system-" .Values.priorityClassName -}}
 {{- fail (printf "priorityClassName: %q is reserved for pods in kube-system, so the data pods would never be created here; use a PriorityClass of your own" .Values.priorityClassName) -}}
 {{- end -}}
-{{- if eq .Values.sentinel.controllerServiceAccount "default" -}}
+{{- if eq (include "valkey.sentinelControllerSA" .) "default" -}}
 {{- fail "sentinel.controllerServiceAccount: \"default\" is the ServiceAccount of every pod that names none, so each of them could read the Sentinel password; set the valkey-sentinel release's controller.serviceAccountName (valkey-sentinel-controller by default)" -}}
 {{- end -}}
 {{- $repo := last (splitList "/" (.Values.image.repository | default "")) -}}
@@ -901,8 +903,8 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- fail (printf "%s: %s ms is more than a day, which means no failover at all (the controllers' timers overflow past 292 years); set at most 86400000, or failover.mode: None to turn automatic failover off" $field $ms) -}}
 {{- end -}}
 {{- end -}}
-{{- if and (eq .Values.failover.mode "Sentinel") (not .Values.sentinel.controllerServiceAccount) -}}
-{{- fail "sentinel.controllerServiceAccount: empty, so no Sentinel controller could read the _sentinel password and no quorum could monitor this instance; set it to S-controller of the valkey-sentinel release (sentinel-controller for a release named sentinel), or failover.mode: None" -}}
+{{- if and (eq .Values.failover.mode "Sentinel") (not .Values.sentinel.release) -}}
+{{- fail "sentinel.release: empty, so this instance names no quorum: no Sentinel controller could read its _sentinel password and its pods would have no Sentinel credential; set it to the full name of the valkey-sentinel release that monitors it (sentinel by default), or failover.mode: None" -}}
 {{- end -}}
 {{- if gt (int (.Values.sentinel.quorum | default 0)) 15 -}}
 {{- fail (printf "sentinel.quorum: %d is more than the largest Sentinel release (15 Sentinels) could ever agree on, so failover would never happen; set it to at most the Sentinel count, or 0 for a majority" (int .Values.sentinel.quorum)) -}}
@@ -1111,8 +1113,8 @@ variables, silently overrides the chart's).
 {{- range $i, $v := .Values.extraVolumes -}}
 {{- $f := printf "extraVolumes[%d].name" $i -}}
 {{- include "valkey.checkFormat" (dict "field" $f "value" ($v.name | default "") "format" "dnsLabel" "example" "scratch") -}}
-{{- if has $v.name (list "config" "instance" "sentinels" "system" "acl" "runtime" "bin" "data" "tls") -}}
-{{- fail (printf "%s: %q is a volume of the chart (config, instance, sentinels, system, acl, runtime, bin, data, tls); choose another name" $f $v.name) -}}
+{{- if has $v.name (list "config" "instance" "sentinels" "sentinel-auth" "system" "acl" "runtime" "bin" "data" "tls") -}}
+{{- fail (printf "%s: %q is a volume of the chart (config, instance, sentinels, sentinel-auth, system, acl, runtime, bin, data, tls); choose another name" $f $v.name) -}}
 {{- end -}}
 {{- end -}}
 {{- $volumes := list -}}
@@ -1139,7 +1141,7 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- $F := include "valkey.fullname" . -}}
 {{- $name := include "valkey.dataServiceAccount" . -}}
-{{- range $other := list (printf "%s-controller" $F) (printf "%s-test" $F) .Values.sentinel.controllerServiceAccount .Values.controller.shared.serviceAccount -}}
+{{- range $other := list (printf "%s-controller" $F) (printf "%s-test" $F) (include "valkey.sentinelControllerSA" .) .Values.controller.shared.serviceAccount -}}
 {{- if eq $name $other -}}
 {{- fail (printf "serviceAccount.name: %q is the ServiceAccount of a valkey-ha controller or of the helm test, which holds rights (or reads the _sentinel password) the data pods must not have; choose another name, or leave it empty for %s" $name $F) -}}
 {{- end -}}
@@ -1169,7 +1171,7 @@ priority class.
 {{- if eq $sa "default" -}}
 {{- fail "controller.shared.serviceAccount: \"default\" is the ServiceAccount of every pod that names none, so each of them could act on this instance; name the shared controller's own ServiceAccount (S-instance-controller of the valkey-sentinel release that runs it)" -}}
 {{- end -}}
-{{- if and (eq (include "valkey.sharedNamespace" .) .Release.Namespace) (has $sa (list (printf "%s-controller" $F) (printf "%s-test" $F) .Values.sentinel.controllerServiceAccount)) -}}
+{{- if and (eq (include "valkey.sharedNamespace" .) .Release.Namespace) (has $sa (list (printf "%s-controller" $F) (printf "%s-test" $F) (include "valkey.sentinelControllerSA" .))) -}}
 {{- fail (printf "controller.shared.serviceAccount: %q is this release's own controller, its helm test or the Sentinel controller, not a shared instance controller; name the valkey-sentinel release's S-instance-controller" $sa) -}}
 {{- end -}}
 {{- end -}}
@@ -1199,4 +1201,22 @@ priority class.
 {{- fail (printf "controller.priorityClassName: %q is reserved for pods in kube-system, so the controller pods would never be created here; use a PriorityClass of your own" .) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The valkey-sentinel release (fullname S, same namespace) that monitors this instance: sentinel.release.
+Its controller's ServiceAccount gets the _sentinel password (sentinel.controllerServiceAccount, default
+S-controller), and this instance's pods, controller and helm test use its _instance password, Secret
+S-auth-instance (spec.SentinelSecretName), which that release publishes.
+*/}}
+{{- define "valkey.sentinelRelease" -}}
+{{- .Values.sentinel.release -}}
+{{- end -}}
+
+{{- define "valkey.sentinelControllerSA" -}}
+{{- .Values.sentinel.controllerServiceAccount | default (printf "%s-controller" (include "valkey.sentinelRelease" .)) -}}
+{{- end -}}
+
+{{- define "valkey.quorumSecret" -}}
+{{- printf "%s-auth-instance" (include "valkey.sentinelRelease" .) -}}
 {{- end -}}

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+)
+
+// TestEnsureSentinelAuth: the credentials Job generates the quorum's three Secrets at run time (owned
+// by S-config, so helm uninstall removes them; labelled as the project's), returns the _admin password, keeps
+// existing Secrets as they are (a second start, or Secrets the platform team created first), refuses a
+// password with a line break, and waits (retrying) while S-config does not exist yet.
+func TestEnsureSentinelAuth(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "q-config", Namespace: "ns", UID: "cfg-uid"}}
+	cs := fake.NewClientset(cfg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "q-auth-client", Namespace: "ns"},
+		Data: map[string][]byte{"username": []byte(acl.SentinelClient), "password": []byte("brought-by-the-team\n")}})
+	admin, err := ensureSentinelAuth(ctx, cs, "ns", "q", 100*time.Millisecond, log)
+	require.NoError(t, err)
+	pws := map[string]string{}
+	for _, u := range []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient} {
+		s, err := cs.CoreV1().Secrets("ns").Get(ctx, spec.SentinelSecretName("q", u), metav1.GetOptions{})
+		require.NoError(t, err, u)
+		assert.Equal(t, u, string(s.Data["username"]))
+		pws[u] = string(s.Data["password"])
+		if u == acl.SentinelClient {
+			assert.Empty(t, s.OwnerReferences, "an existing Secret is left as it is")
+			continue
+		}
+		assert.Len(t, pws[u], 40)
+		assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "q-config", UID: "cfg-uid"}}, s.OwnerReferences)
+		assert.Equal(t, "q", s.Labels[spec.LabelSentinel])
+		assert.Empty(t, s.Labels["app.kubernetes.io/instance"], "GitOps tools would prune a run-time Secret carrying it")
+		assert.Equal(t, spec.PartOfValue, s.Labels[spec.LabelPartOf])
+	}
+	assert.Equal(t, pws[acl.SentinelAdmin], admin)
+	assert.NotEqual(t, pws[acl.SentinelAdmin], pws[acl.SentinelInstance], "one password per user")
+	assert.Equal(t, "brought-by-the-team\n", pws[acl.SentinelClient])
+
+	again, err := ensureSentinelAuth(ctx, cs, "ns", "q", 100*time.Millisecond, log)
+	require.NoError(t, err)
+	assert.Equal(t, admin, again, "a restarted controller reads what it generated")
+
+	bad := fake.NewClientset(cfg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "q-auth-admin", Namespace: "ns"},
+		Data: map[string][]byte{"password": []byte("two\nlines")}})
+	_, err = ensureSentinelAuthOnce(ctx, bad, "ns", "q", log)
+	require.ErrorContains(t, err, "secret ns/q-auth-admin: key password is empty or holds a line break")
+
+	early := fake.NewClientset()
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		_, _ = early.CoreV1().ConfigMaps("ns").Create(ctx, cfg, metav1.CreateOptions{})
+	}()
+	_, err = ensureSentinelAuth(cctx, early, "ns", "q", 100*time.Millisecond, log)
+	require.NoError(t, err, "retried until the release's ConfigMap existed")
+
+	// the controller reads _admin, waiting until the Job created it
+	late := fake.NewClientset()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = late.CoreV1().Secrets("ns").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "q-auth-admin", Namespace: "ns"},
+			Data: map[string][]byte{"password": []byte("adm\n")}}, metav1.CreateOptions{})
+	}()
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer rcancel()
+	pw, err := readSentinelAdmin(rctx, late, "ns", "q", 100*time.Millisecond, log)
+	require.NoError(t, err)
+	assert.Equal(t, "adm", pw)
+	_, err = readSentinelAdmin(rctx, fake.NewClientset(cfg), "ns", "q", 100*time.Millisecond, log)
+	assert.ErrorContains(t, err, "q-auth-admin", "gives up with ctx, naming the Secret")
+}
