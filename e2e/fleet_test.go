@@ -15,7 +15,8 @@ import (
 // TestFleet (issue 17): one quorum and one shared instance controller (valkey-sentinel release "fleet",
 // instanceController.enabled) in a namespace of their own serve five instances of 1 primary + 1 replica in
 // two other namespaces, each of which grants them access (controller.mode shared, sentinel.namespace).
-// No instance runs a controller pod. The API server (SubjectAccessReview) allows the shared controller and
+// No instance runs a controller pod. Sentinel auth is on (the default): the quorum copies its _instance
+// credential into each instance's F-quorum-auth. The API server (SubjectAccessReview) allows the shared controller and
 // the quorum what each instance granted and refuses the rest. Then one instance fails over while another
 // rolls (a server-config change): both converge, with role labels true, by the one shared controller.
 func TestFleet(t *testing.T) {
@@ -28,7 +29,7 @@ func TestFleet(t *testing.T) {
 		SentinelExtra: fmt.Sprintf("namespaces: [%s, %s]\ninstanceController: {enabled: true, resources: {cpu: 100m, memory: 128Mi}}\n", tenants[0], tenants[1])}
 	grant := fmt.Sprintf(`
 controller: {mode: shared, shared: {namespace: %s, serviceAccount: fleet-instance-controller}}
-sentinel: {namespace: %s, controllerServiceAccount: fleet-controller}
+sentinel: {namespace: %s, release: fleet}
 `, platform, platform)
 	var ds []*Deployment
 	start := time.Now()
@@ -89,9 +90,21 @@ sentinel: {namespace: %s, controllerServiceAccount: fleet-controller}
 		{"fleet-controller", tenants[1], "update", "", "configmaps", d0.F + "-instance", false},
 		{"fleet-controller", tenants[1], "delete", "", "pods", d0.Pod(0), false},
 		{"fleet-controller", "default", "list", "", "configmaps", "", false},
+		// the quorum's _instance credential, copied into the instance's F-quorum-auth (Sentinel auth is on)
+		{"fleet-controller", tenants[1], "update", "", "secrets", d0.F + "-quorum-auth", true},
+		{"fleet-controller", tenants[1], "create", "", "secrets", "", false},
+		{"fleet-controller", tenants[1], "update", "", "secrets", d0.F + "-sentinel-auth", false},
+		{"fleet-instance-controller", tenants[1], "get", "", "secrets", d0.F + "-quorum-auth", true},
 	} {
 		if got := allowed(c.sa, c.ns, c.verb, c.group, c.resource, c.name); got != c.want {
 			t.Errorf("%s may %s %s %s/%s: %v, want %v", c.sa, c.verb, c.resource, c.ns, c.name, got, c.want)
+		}
+	}
+
+	// the copy carries the quorum's scope: its data pods and the shared controller send it to those Sentinels only
+	for k, want := range map[string]string{"namespace": platform, "release": "fleet", "username": "_instance"} {
+		if got, err := ds[1].SecretKey(ctx, d0.F+"-quorum-auth", k); err != nil || got != want {
+			t.Errorf("%s-quorum-auth %s: %q (%v), want %q", d0.F, k, got, err, want)
 		}
 	}
 

@@ -12,10 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 
+	"github.com/valkey-ha/valkey-ha/internal/credentials"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
@@ -104,7 +106,7 @@ var (
 func renderFleet(t *testing.T, extraSentinel string) (quorum objects, shared, dedicated, tenant2 objects) {
 	quorum = decode(t, mustRender(t, "valkey-sentinel", "instanceController: {enabled: true}\nnamespaces: [t1, t2]\n"+extraSentinel,
 		renderOpts{release: fleetRel, namespace: platformNS}))
-	grant := "sentinel: {controllerServiceAccount: fleet-controller, namespace: platform}\n"
+	grant := "sentinel: {release: fleet, namespace: platform}\n"
 	sharedMode := "controller: {mode: shared, shared: {serviceAccount: fleet-instance-controller, namespace: platform}}\n"
 	shared = decode(t, mustRender(t, "valkey", grant+sharedMode+usersValues, renderOpts{release: "cache", namespace: "t1"}))
 	dedicated = decode(t, mustRender(t, "valkey", grant, renderOpts{release: "own", namespace: "t1"}))
@@ -242,6 +244,75 @@ func TestSecurityCrossNamespaceGrant(t *testing.T) {
 	}
 	assert.Subset(t, bysel.get(t, "Deployment", "fleet-controller").(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args,
 		[]string{"--namespace-selector", "team=cache"})
+}
+
+// TestSecurityCrossNamespaceCredentialCopy (issue 17 with issue 15's Sentinel auth): an instance whose quorum
+// is in another namespace cannot mount that quorum's S-auth-instance. Its credentials Job creates the empty
+// F-quorum-auth (and may only read it after); the quorum's controller may get and update exactly that Secret
+// (no create: with create and get a quorum could mint a ServiceAccount token Secret of the tenant and read
+// it), and get its own S-auth-instance to copy; the data pods mount the copy with its scope (namespace,
+// release), the instance's controllers and helm test read it by name; nobody else gets it.
+func TestSecurityCrossNamespaceCredentialCopy(t *testing.T) {
+	quorum, shared, dedicated, tenant2 := renderFleet(t, "")
+	other := decode(t, mustRender(t, "valkey-sentinel", "namespaces: [t1]\n", renderOpts{release: "other", namespace: platformNS}))
+	r := clusterRBACOf(quorum, other, shared, dedicated, tenant2)
+	otherCtl := spec.ServiceAccountRef{Namespace: platformNS, Name: "other-controller"}
+
+	assert.True(t, r.can(fleetCtl, "get", platformNS, "", "secrets", "fleet-auth-instance"), "the quorum reads its own _instance credential to copy it")
+	assert.False(t, r.can(fleetCtl, "get", platformNS, "", "secrets", "fleet-auth-client"))
+	local := decode(t, mustRender(t, "valkey-sentinel", "", renderOpts{release: fleetRel, namespace: platformNS}))
+	assert.False(t, clusterRBACOf(local).can(fleetCtl, "get", platformNS, "", "secrets", "fleet-auth-instance"),
+		"a quorum of its own namespace only needs S-auth-admin")
+
+	for ns, f := range map[string]string{"t1": "cache-valkey", "t2": "sessions-valkey"} {
+		cp := f + "-quorum-auth"
+		for _, verb := range []string{"get", "update", "patch"} {
+			assert.True(t, r.can(fleetCtl, verb, ns, "", "secrets", cp), "%s %s/%s", verb, ns, cp)
+		}
+		for _, verb := range []string{"create", "delete", "list", "watch"} {
+			assert.False(t, r.can(fleetCtl, verb, ns, "", "secrets", cp), "%s %s/%s", verb, ns, cp)
+		}
+		assert.False(t, r.can(fleetCtl, "create", ns, "", "secrets", ""), "the quorum creates no Secret in %s", ns)
+		assert.False(t, r.can(otherCtl, "get", ns, "", "secrets", cp), "another quorum")
+		assert.False(t, r.can(fleetCtl, "get", ns, "", "secrets", "fleet-auth-instance"), "no S-auth-instance in the tenant namespace")
+
+		credSA := spec.ServiceAccountRef{Namespace: ns, Name: f + "-credentials"}
+		assert.True(t, r.can(credSA, "get", ns, "", "secrets", cp), "the credentials Job sees whether it exists")
+		assert.False(t, r.can(credSA, "update", ns, "", "secrets", cp), "and never writes it after creating it")
+		assert.True(t, r.can(spec.ServiceAccountRef{Namespace: ns, Name: f + "-test"}, "get", ns, "", "secrets", cp), "the helm test")
+	}
+	assert.True(t, r.can(fleetShared, "get", "t1", "", "secrets", "cache-valkey-quorum-auth"), "the shared controller, for the instances that chose it")
+	assert.False(t, r.can(fleetShared, "get", "t1", "", "secrets", "own-valkey-quorum-auth"), "not for the dedicated one")
+	assert.True(t, r.can(spec.ServiceAccountRef{Namespace: "t1", Name: "own-valkey-controller"}, "get", "t1", "", "secrets", "own-valkey-quorum-auth"))
+
+	// the credentials Job's spec asks for the empty copy; the data pods mount it with its scope
+	cspec, err := credentials.ParseSpec(shared.secret(t, "cache-valkey-acl-spec").Data[credentials.SpecKey])
+	require.NoError(t, err)
+	assert.Equal(t, "cache-valkey-quorum-auth", cspec.QuorumSecret)
+	sts := shared.get(t, "StatefulSet", "cache-valkey-0").(*appsv1.StatefulSet)
+	var vol *corev1.Volume
+	for i := range sts.Spec.Template.Spec.Volumes {
+		if sts.Spec.Template.Spec.Volumes[i].Name == "sentinel-auth" {
+			vol = &sts.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, vol)
+	assert.Equal(t, "cache-valkey-quorum-auth", vol.Secret.SecretName)
+	assert.True(t, *vol.Secret.Optional, "empty until the quorum filled it")
+	var keys []string
+	for _, it := range vol.Secret.Items {
+		keys = append(keys, it.Key)
+	}
+	assert.Equal(t, []string{"password", "namespace", "release"}, keys)
+	in, err := spec.ParseInstance([]byte(shared.configMap(t, "cache-valkey-instance").Data["instance.json"]))
+	require.NoError(t, err)
+	assert.Equal(t, vol.Secret.SecretName, in.QuorumCredentialSecret(), "the name the chart renders is the one the Go side reads")
+
+	// a quorum of the instance's own namespace: no copy, S-auth-instance as before
+	same := decode(t, mustRender(t, "valkey", ""))
+	cspec, err = credentials.ParseSpec(same.secret(t, valkeyF+"-acl-spec").Data[credentials.SpecKey])
+	require.NoError(t, err)
+	assert.Empty(t, cspec.QuorumSecret)
 }
 
 func labelsSelector(m map[string]string) (labels.Selector, error) {

@@ -68,6 +68,13 @@ func (cfg Config) sentinelOptions(tls bool) valkey.Options {
 	return o
 }
 
+// credentialScope is where the mounted quorum credential may go: the namespace and release files of a copy
+// in F-quorum-auth (a quorum of another namespace wrote them), the instance's own namespace otherwise
+// (spec.CredentialScope).
+func (cfg Config) credentialScope() spec.CredentialScope {
+	return spec.ScopeOf(func(k string) string { return readSecret(cfg.SentinelAuthDir, k) })
+}
+
 // Run observes, plans and acts until the node's role is decided, then writes ConfigOut. It returns the
 // decision. It never decides StartPrimary on its own while a peer holds data, nor after it asked Sentinel for a
 // failover. While it waits it logs the reason whenever it changes (and every 30 s); it gives up after
@@ -195,7 +202,7 @@ func Observe(ctx context.Context, cfg Config) Observation {
 	if si, err := readSentinelInfo(cfg.SentinelsFile); err == nil && si.MonitorName == in.MonitorName {
 		so := cfg.sentinelOptions(si.TLS)
 		so.CommandTimeout = cfg.DialTimeout
-		refused := si.CheckCanonical(in, cfg.ClusterDomain)
+		refused := si.CheckCanonicalFor(in, cfg.credentialScope(), cfg.ClusterDomain)
 		for _, addr := range si.Addrs() {
 			wg.Add(1)
 			go func() {

@@ -102,3 +102,50 @@ func TestSecuritySentinelPasswordOnlyToItsQuorum(t *testing.T) {
 	assert.Zero(t, conns, "a sentinels.json of another quorum is not even dialled")
 	assert.NotContains(t, got.String(), top.SentinelPasswords[acl.SentinelInstance])
 }
+
+// TestSecurityQuorumCopyOnlyToItsScope (issue 17): an instance whose quorum lives in namespace platform
+// mounts the copy F-quorum-auth, whose namespace and release files that quorum wrote. The bootstrap sends
+// it to that quorum's Sentinels (sentinels.json of release q in platform), and to nothing a rewritten
+// descriptor and sentinels.json point at in another namespace: that one is not even dialled.
+func TestSecurityQuorumCopyOnlyToItsScope(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: 1, SentinelAuth: true})
+	h := newHarness(t, top, true)
+	cfg := h.withSentinelAuth(h.config(1))
+	cfg.DialTimeout = time.Second
+	for k, v := range map[string]string{"namespace": "platform", "release": "q"} {
+		require.NoError(t, os.WriteFile(filepath.Join(cfg.SentinelAuthDir, k), []byte(v+"\n"), 0o600))
+	}
+	cfg.Instance.SentinelGrant = &spec.ServiceAccountRef{Namespace: "platform", Name: "q-controller"}
+	write := func(si spec.SentinelInfo) {
+		b, _ := json.Marshal(si)
+		require.NoError(t, os.WriteFile(filepath.Join(h.dir, "sentinels.json"), b, 0o600))
+	}
+	write(spec.SentinelInfo{MonitorName: top.Cfg.MonitorName, SentinelRelease: "q", SentinelNamespace: "platform", Port: 26379, Hosts: []string{top.Sentinels[0].Addr()}})
+	o := Observe(context.Background(), cfg)
+	require.Len(t, o.Sentinels, 1)
+	require.NoError(t, o.Sentinels[0].Err, "the quorum of the copy's scope is asked as _instance")
+	assert.True(t, o.Sentinels[0].Found)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	conns := make(chan struct{}, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- struct{}{}
+			c.Close()
+		}
+	}()
+	cfg.Instance.SentinelGrant = &spec.ServiceAccountRef{Namespace: "evil", Name: "q-controller"}
+	write(spec.SentinelInfo{MonitorName: top.Cfg.MonitorName, SentinelRelease: "q", SentinelNamespace: "evil", Port: 26379, Hosts: []string{ln.Addr().String()}})
+	o = Observe(context.Background(), cfg)
+	require.Len(t, o.Sentinels, 1)
+	require.Error(t, o.Sentinels[0].Err)
+	assert.Contains(t, o.Sentinels[0].Err.Error(), "sentinelNamespace")
+	time.Sleep(200 * time.Millisecond)
+	assert.Empty(t, conns, "a quorum of another namespace than the copy's is not even dialled")
+}

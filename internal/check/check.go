@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -192,17 +193,19 @@ func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.I
 	}
 	o := valkey.Options{DialTimeout: 2 * time.Second}.WithTLS(si.TLS, valkey.DefaultCAFile)
 	if in.SentinelRelease != "" {
-		if err := si.CheckCanonical(in, clusterDomain); err != nil {
+		// the quorum's _instance password (Secret S-auth-instance, or the instance's copy F-quorum-auth of a
+		// quorum in another namespace; the chart's F-test Role may get the one it renders by name), sent only
+		// to the quorum it is for (its scope). A quorum without auth has no such Secret (or leaves the copy
+		// empty): then no credentials are sent.
+		data, err := kube.ReadSecret(ctx, cs, in.Namespace, in.QuorumCredentialSecret())
+		if err != nil && !apierrors.IsNotFound(err) {
 			return fail(name, "%v", err)
 		}
-		// the quorum's _instance password (Secret S-auth-instance; the chart's F-test Role may get it by name).
-		// A quorum without auth has no such Secret: then no credentials are sent.
-		pw, err := kube.ReadSecretKey(ctx, cs, in.Namespace, spec.SentinelSecretName(in.SentinelRelease, acl.SentinelInstance), "password")
-		switch {
-		case err == nil:
-			o.Username, o.Password = acl.SentinelInstance, pw
-		case !apierrors.IsNotFound(err):
+		if err := si.CheckCanonicalFor(in, spec.ScopeOf(func(k string) string { return data[k] }), clusterDomain); err != nil {
 			return fail(name, "%v", err)
+		}
+		if pw := data[contract.KeyPassword]; pw != "" {
+			o.Username, o.Password = acl.SentinelInstance, pw
 		}
 	}
 	var bad []string

@@ -322,6 +322,8 @@ data pods, refuses an instance another quorum already monitors, and never remove
 						return err
 					}
 					copts.AuthPassword = pw
+					// the instances of other namespaces get the _instance credential as a copy (docs/fleet.md)
+					copts.CopyCredential = len(fleet.Namespaces) > 0 || fleet.NamespaceSelector != nil
 				}
 				return controller.NewSentinelController(cs, copts, m, rec, slog.Default()).Run(ctx, h)
 			})

@@ -76,6 +76,10 @@ const (
 	KeyStatus    = "status.json"    // in F-status and S-status (written by the controllers)
 	KeyPassword  = "password"       // in F-sentinel-auth and S-auth-<user>
 	KeyUsername  = "username"       // in S-auth-<user> and F-user-<name>
+	// KeyNamespace and KeyRelease are in F-quorum-auth (QuorumCopy): the namespace and fullname of the quorum
+	// that wrote the credential, the only Sentinels it may be sent to.
+	KeyNamespace = "namespace"
+	KeyRelease   = "release"
 )
 
 // Ports and failover modes.
@@ -165,3 +169,8 @@ func SentinelHost(s string, i int, ns, domain string) string {
 // QuorumSecret is the name of the Secret of quorum S's Sentinel user (acl.SentinelAdmin, SentinelInstance
 // or SentinelClient: "_admin" -> S-auth-admin).
 func QuorumSecret(s, user string) string { return s + "-auth-" + strings.TrimPrefix(user, "_") }
+
+// QuorumCopy is the name of instance F's copy of the _instance credential of a quorum in another namespace,
+// F-quorum-auth (keys KeyUsername, KeyPassword, KeyNamespace, KeyRelease): charts/valkey's credentials Job
+// creates it empty, that quorum's controller fills it (docs/fleet.md).
+func QuorumCopy(f string) string { return f + "-quorum-auth" }

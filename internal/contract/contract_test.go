@@ -28,6 +28,7 @@ func TestNames(t *testing.T) {
 		SentinelPod(s, 1):               "sentinel-1",
 		SentinelHost(s, 1, "ns", "c.l"): "sentinel-1.sentinel-headless.ns.svc.c.l",
 		QuorumSecret(s, "_instance"):    "sentinel-auth-instance",
+		QuorumCopy(f):                   "cache-valkey-quorum-auth",
 		Status(s):                       "sentinel-status",
 	} {
 		assert.Equal(t, want, got)

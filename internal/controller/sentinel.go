@@ -65,6 +65,9 @@ type SentinelOptions struct {
 	// Fleet: the namespaces whose descriptors Selector may select besides Namespace, and the quorum's
 	// identity that instances grant (sentinel_fleet.go, docs/fleet.md).
 	Fleet FleetOptions
+	// CopyCredential copies the quorum's _instance credential into F-quorum-auth of the instances of other
+	// namespaces (sentinel_credcopy.go; the CLI sets it with --auth).
+	CopyCredential bool
 }
 
 // SentinelController owns the monitor lifecycle of one Sentinel quorum.
@@ -87,6 +90,8 @@ type SentinelController struct {
 	applied map[string]map[string]string // sentinel pod -> monitor -> auth hash
 	// reported dedupes the Warning events of conditions that last many passes
 	reported reportOnce
+	// copies are the credential copies written (sentinel_credcopy.go)
+	copies credentialCopies
 	// rollHeldSince is when a planned Sentinel roll started waiting (zero: none waits)
 	rollHeldSince time.Time
 	// fleet is this pass's cross-namespace bookkeeping (sentinel_fleet.go)
@@ -479,6 +484,7 @@ func (c *SentinelController) applyQuorum(ctx context.Context, w plan.QuorumWorld
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.copyCredentials(ctx, w, descs)...)
 	for _, key := range d.Withdraw {
 		ns, name := c.opts.Namespace, key
 		if i := strings.IndexByte(key, '/'); i >= 0 {

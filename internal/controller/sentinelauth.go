@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,9 +18,10 @@ import (
 
 // quorumCredentials caches the quorum passwords an instance controller sends to the Sentinels: the
 // acl.SentinelInstance password of Secret <S>-auth-instance, which charts/valkey lets this controller `get`
-// by name for the quorum named in sentinel.release (docs/contract.md). A read is kept a minute (a failed one
-// 10 s: the quorum's credentials Job creates the Secret at install), so a pass that dials every Sentinel
-// reads it at most once. The zero value is ready to use.
+// by name for the quorum named in sentinel.release (docs/contract.md), or, for a quorum of another namespace,
+// of the instance's copy F-quorum-auth with the scope that quorum wrote into it (spec.CredentialScope). A
+// read is kept a minute (a failed one 10 s: the quorum's credentials Job creates the Secret at install), so a
+// pass that dials every Sentinel reads it at most once. The zero value is ready to use.
 type quorumCredentials struct {
 	mu      sync.Mutex
 	entries map[string]quorumCredential
@@ -27,26 +29,31 @@ type quorumCredentials struct {
 
 type quorumCredential struct {
 	password string
+	scope    spec.CredentialScope
 	err      string
 	readAt   time.Time
 }
 
-// credential returns the user and password for si's Sentinels, or none when si is not the quorum in names
-// (spec.SentinelInfo.CheckCanonical with clusterDomain: a rewritten <F>-sentinels gets no password) or the
-// Secret cannot be read (the Sentinels then refuse the commands, which the caller reports as unreachable).
+// credential returns the user and password for si's Sentinels, or none when the Secret cannot be read (the
+// Sentinels then refuse the commands, which the caller reports as unreachable) or si is not the quorum the
+// credential is for (spec.SentinelInfo.CheckCanonicalFor with clusterDomain: a rewritten <F>-sentinels or
+// <F>-instance gets no password).
 func (q *quorumCredentials) credential(ctx context.Context, cs kubernetes.Interface, log *slog.Logger, in spec.Instance,
 	si spec.SentinelInfo, clusterDomain string) (user, password string) {
-	if err := si.CheckCanonical(in, clusterDomain); err != nil {
-		return "", ""
+	if err := si.CheckCanonicalFor(in, spec.CredentialScope{Namespace: si.SentinelNamespace, Release: si.SentinelRelease}, clusterDomain); err != nil {
+		return "", "" // refused whatever the credential's scope: nothing to read
 	}
-	name := spec.SentinelSecretName(in.SentinelRelease, acl.SentinelInstance)
+	name := in.QuorumCredentialSecret()
 	key := in.Namespace + "/" + name
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e, ok := q.entries[key]
 	if !ok || time.Since(e.readAt) > time.Minute || (e.err != "" && time.Since(e.readAt) > 10*time.Second) {
-		pw, err := kube.ReadSecretKey(ctx, cs, in.Namespace, name, contract.KeyPassword)
-		next := quorumCredential{password: pw, readAt: time.Now()}
+		data, err := kube.ReadSecret(ctx, cs, in.Namespace, name)
+		next := quorumCredential{password: data[contract.KeyPassword], scope: spec.ScopeOf(func(k string) string { return data[k] }), readAt: time.Now()}
+		if err == nil && next.password == "" {
+			err = fmt.Errorf("secret %s/%s has no key %q yet", in.Namespace, name, contract.KeyPassword)
+		}
 		if err != nil {
 			next.err = err.Error()
 			if !ok || e.err != next.err {
@@ -59,6 +66,9 @@ func (q *quorumCredentials) credential(ctx context.Context, cs kubernetes.Interf
 		q.entries[key], e = next, next
 	}
 	if e.password == "" {
+		return "", ""
+	}
+	if err := si.CheckCanonicalFor(in, e.scope, clusterDomain); err != nil {
 		return "", ""
 	}
 	return acl.SentinelInstance, e.password

@@ -369,3 +369,43 @@ func TestGeneratePassword(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// TestQuorumSecretCreatedEmptyOnce (issue 17): with a quorum in another namespace the step creates the empty
+// Opaque F-quorum-auth (owned by the descriptor) for that quorum to fill, and never writes it again: the
+// quorum's content stays, whatever it is.
+func TestQuorumSecretCreatedEmptyOnce(t *testing.T) {
+	s := testSpec()
+	s.QuorumSecret = "c-quorum-auth"
+	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "c-instance", UID: "uid-1"}
+	p := BuildPlan(s, ns, ref, Observation{Secrets: map[string]*corev1.Secret{}}, time.Now(), counter())
+	require.Empty(t, p.Refused)
+	var q *corev1.Secret
+	for _, c := range p.Create {
+		if c.Name == "c-quorum-auth" {
+			q = c
+		}
+	}
+	require.NotNil(t, q, "created")
+	assert.Empty(t, q.Data, "empty: the quorum fills it")
+	assert.Equal(t, corev1.SecretTypeOpaque, q.Type, "Opaque (a Secret's type cannot change: the quorum can mint no token into it)")
+	assert.Equal(t, []metav1.OwnerReference{ref}, q.OwnerReferences)
+	assert.Contains(t, s.SecretNames(), "c-quorum-auth", "the Job reads it by name (its Role)")
+
+	filled := secret("c-quorum-auth", map[string]string{"username": "_instance", "password": "from-the-quorum"})
+	obs := Observation{Secrets: map[string]*corev1.Secret{"c-quorum-auth": filled}}
+	for _, c := range p.Create {
+		if c.Name != "c-quorum-auth" {
+			obs.Secrets[c.Name] = c
+		}
+	}
+	obs.Secrets[p.ACL.Name] = p.ACL
+	again := BuildPlan(s, ns, ref, obs, time.Now(), counter())
+	assert.True(t, again.Empty(), "a filled F-quorum-auth is left as it is: %+v", again)
+
+	bad := testSpec()
+	bad.QuorumSecret = "Not_A_Name"
+	raw, err := json.Marshal(bad)
+	require.NoError(t, err)
+	_, err = ParseSpec(raw)
+	assert.ErrorContains(t, err, "quorumSecret")
+}

@@ -23,7 +23,8 @@ type Observation struct {
 
 // Plan is what Apply writes, in this order: Create, Update, then ACL.
 type Plan struct {
-	// Create are generated Secrets that do not exist yet (F-system, F-sentinel-auth, F-user-<name>).
+	// Create are generated Secrets that do not exist yet (F-system, F-sentinel-auth, F-user-<name>, the empty
+	// F-quorum-auth).
 	Create []*corev1.Secret
 	// Update are rotations and clean-ups of F-user-<name>, carrying the observed resourceVersion (a
 	// concurrent writer makes the update fail with a Conflict rather than rotate twice).
@@ -50,6 +51,7 @@ func BuildPlan(s Spec, namespace string, owner metav1.OwnerReference, obs Observ
 		pw: map[string]string{}, prev: map[string]acl.Password{}}
 	b.system()
 	b.sentinel()
+	b.quorum()
 	for _, u := range s.Users {
 		if !u.System {
 			b.customer(u)
@@ -126,6 +128,14 @@ func (b *planner) sentinel() {
 		b.pw[acl.Sentinel] = v
 	} else {
 		b.edited(name, SentinelKey)
+	}
+}
+
+// quorum creates the empty F-quorum-auth the quorum of another namespace fills (Spec.QuorumSecret); one that
+// exists is left as it is (its content is the quorum's).
+func (b *planner) quorum() {
+	if name := b.spec.QuorumSecret; name != "" && b.obs.Secrets[name] == nil {
+		b.plan.Create = append(b.plan.Create, b.newSecret(name, "", nil))
 	}
 }
 

@@ -70,6 +70,11 @@ type Spec struct {
 	SentinelSecret string `json:"sentinelSecret"`
 	// ACLSecret is F-acl, written by this step.
 	ACLSecret string `json:"aclSecret"`
+	// QuorumSecret is F-quorum-auth when the quorum lives in another namespace (charts/valkey
+	// sentinel.namespace; docs/fleet.md): this step creates it empty (Opaque, a type no one can change
+	// later) and never writes it again; the quorum's controller, granted get/update on that name only,
+	// copies its _instance credential into it. Empty: none.
+	QuorumSecret string `json:"quorumSecret,omitempty"`
 	// Users are the system users (acl.SystemUsers order) then the customers (values order).
 	Users []User `json:"users"`
 }
@@ -117,6 +122,9 @@ func ParseSpec(b []byte) (Spec, error) {
 		if !nameRE.MatchString(n) {
 			return Spec{}, fmt.Errorf("%s: %s %q is not a Kubernetes object name", SpecKey, what, n)
 		}
+	}
+	if s.QuorumSecret != "" && !nameRE.MatchString(s.QuorumSecret) {
+		return Spec{}, fmt.Errorf("%s: quorumSecret %q is not a Kubernetes object name", SpecKey, s.QuorumSecret)
 	}
 	system := map[string]bool{}
 	// the hashes are placeholders: ParseUsers checks names, the system flags and the customers' rules
@@ -176,6 +184,7 @@ func (s Spec) SecretNames() []string {
 	add(s.SystemSecret.Name)
 	add(s.SentinelSecret)
 	add(s.ACLSecret)
+	add(s.QuorumSecret)
 	for _, u := range s.Users {
 		add(u.Secret)
 	}

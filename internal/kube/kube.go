@@ -175,6 +175,19 @@ func ReadSecretKey(ctx context.Context, cs kubernetes.Interface, namespace, name
 	return strings.TrimSpace(string(v)), nil
 }
 
+// ReadSecret returns every key of a Secret, each trimmed of surrounding whitespace.
+func ReadSecret(ctx context.Context, cs kubernetes.Interface, namespace, name string) (map[string]string, error) {
+	s, err := cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
+	}
+	out := make(map[string]string, len(s.Data))
+	for k, v := range s.Data {
+		out[k] = strings.TrimSpace(string(v))
+	}
+	return out, nil
+}
+
 // EnsureSecret returns Secret want.Name of want.Namespace, creating want first when it does not exist. An
 // existing Secret is returned as it is, never changed: one the platform team created beforehand (with the same
 // keys) wins, and so does one an earlier run generated. Two callers racing to create it read the same one

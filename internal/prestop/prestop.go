@@ -194,7 +194,10 @@ func run(ctx context.Context, cfg Config) Outcome {
 	if si != nil {
 		sentOpts = sentOpts.WithTLS(si.TLS, cfg.TLSCAFile)
 		if pw := readFile(filepath.Join(cfg.SentinelAuthDir, "password")); cfg.SentinelAuthDir != "" && pw != "" {
-			if err := si.CheckCanonical(in, cfg.ClusterDomain); err != nil {
+			// the scope of a copy in F-quorum-auth (a quorum of another namespace) is in its namespace and
+			// release files (spec.CredentialScope)
+			scope := spec.ScopeOf(func(k string) string { return readFile(filepath.Join(cfg.SentinelAuthDir, k)) })
+			if err := si.CheckCanonicalFor(in, scope, cfg.ClusterDomain); err != nil {
 				cfg.Log.Warn("prestop: no Sentinel credentials sent", "err", err)
 			} else {
 				sentOpts.Username, sentOpts.Password = acl.SentinelInstance, pw

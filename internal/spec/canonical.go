@@ -3,7 +3,9 @@ package spec
 import (
 	"fmt"
 	"maps"
+	"strings"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
@@ -77,14 +79,48 @@ const SentinelPort = contract.SentinelPort
 // <release>-auth-instance by this name (docs/contract.md).
 func SentinelSecretName(release, user string) string { return contract.QuorumSecret(release, user) }
 
-// CheckCanonical refuses a sentinels.json to which in's components must not send the quorum's _instance
-// password: one published by another quorum than the descriptor's sentinelRelease (or any, when the
-// descriptor names none) or of another namespace than the one the descriptor grants (sentinelGrant; its own
-// without one), or, when clusterDomain is not empty, one whose hosts are not exactly that quorum's pods
-// S-<i>.S-headless.<quorum namespace>.svc.<clusterDomain> on port 26379. Whoever may write ConfigMaps can
-// rewrite <F>-sentinels (issue 19): with this check a rewritten one can point the credential at nothing but
-// the quorum's own Sentinels. An empty clusterDomain skips the host check (tests on loopback).
+// CredentialScope is where a quorum credential may be sent: the namespace and fullname of the quorum whose
+// _instance password it is. The zero scope is that of Secret S-auth-instance mounted or read in the instance's
+// own namespace (the descriptor's sentinelRelease there). A copy in F-quorum-auth, written by a quorum of
+// another namespace (docs/fleet.md), carries its scope in its keys namespace and release (ScopeOf): only that
+// quorum's controller may write that Secret, so its scope cannot be redirected by whoever may rewrite the
+// instance's ConfigMaps (the descriptor's sentinelGrant is not trusted for it).
+type CredentialScope struct {
+	Namespace string
+	Release   string
+}
+
+// ScopeOf returns the scope of a credential from its keys (contract.KeyNamespace, KeyRelease; get returns ""
+// for a missing key).
+func ScopeOf(get func(key string) string) CredentialScope {
+	return CredentialScope{Namespace: strings.TrimSpace(get(contract.KeyNamespace)), Release: strings.TrimSpace(get(contract.KeyRelease))}
+}
+
+// QuorumCredentialSecret is the Secret of in's namespace that holds the _instance credential of its quorum:
+// F-quorum-auth when the descriptor grants a quorum of another namespace (charts/valkey sentinel.namespace;
+// its credentials Job creates it and that quorum fills it), else the quorum's own S-auth-instance. The
+// descriptor only picks the name; the charts grant exactly the one they render, and the credential's own
+// scope (CheckCanonicalFor) decides where it may go.
+func (in Instance) QuorumCredentialSecret() string {
+	if in.SentinelGrant != nil && in.SentinelGrant.Namespace != in.Namespace {
+		return contract.QuorumCopy(in.Name)
+	}
+	return SentinelSecretName(in.SentinelRelease, acl.SentinelInstance)
+}
+
+// CheckCanonical is CheckCanonicalFor with the zero scope: a credential of the instance's own namespace.
 func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
+	return si.CheckCanonicalFor(in, CredentialScope{}, clusterDomain)
+}
+
+// CheckCanonicalFor refuses a sentinels.json to which in's components must not send a quorum credential of
+// scope cs: one published by another quorum than the descriptor's sentinelRelease (or any, when the
+// descriptor names none) or than the scope's (its release, and its namespace; the instance's own for the
+// zero scope), or, when clusterDomain is not empty, one whose hosts are not exactly that quorum's pods
+// S-<i>.S-headless.<quorum namespace>.svc.<clusterDomain> on port 26379. Whoever may write ConfigMaps can
+// rewrite <F>-sentinels and <F>-instance (issue 19): with this check a rewritten one can point the credential
+// at nothing but the quorum's own Sentinels. An empty clusterDomain skips the host check (tests on loopback).
+func (si SentinelInfo) CheckCanonicalFor(in Instance, cs CredentialScope, clusterDomain string) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("sentinels.json of %s: %s: %s (Sentinel credentials go only to the quorum the descriptor names)",
 			in.Name, field, fmt.Sprintf(format, args...))
@@ -95,13 +131,15 @@ func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
 	if si.SentinelRelease != in.SentinelRelease {
 		return bad("sentinelRelease", "is %q, the descriptor names %q", si.SentinelRelease, in.SentinelRelease)
 	}
-	// the quorum's namespace: the one the instance grants (sentinelGrant, docs/fleet.md), else its own
-	qns := in.Namespace
-	if in.SentinelGrant != nil {
-		qns = in.SentinelGrant.Namespace
+	if cs.Release != "" && si.SentinelRelease != cs.Release {
+		return bad("sentinelRelease", "is %q, the credential is quorum %q's", si.SentinelRelease, cs.Release)
+	}
+	qns := cs.Namespace
+	if qns == "" {
+		qns = in.Namespace
 	}
 	if !si.PublishedBy(qns, in.SentinelRelease, in.Namespace) {
-		return bad("sentinelNamespace", "is %q, the descriptor grants a quorum of namespace %q", si.Quorum(in.Namespace), qns)
+		return bad("sentinelNamespace", "is %q, the credential is for a quorum of namespace %q", si.Quorum(in.Namespace), qns)
 	}
 	if clusterDomain == "" {
 		return nil

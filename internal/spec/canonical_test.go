@@ -93,18 +93,37 @@ func TestSentinelInfoCheckCanonical(t *testing.T) {
 	loop.Hosts = []string{"localhost:26380"}
 	assert.NoError(t, loop.CheckCanonical(in, ""), "no cluster domain: hosts are not checked (loopback tests)")
 
-	// a quorum of another namespace (issue 17): the one the descriptor grants, its hosts in that namespace
+	// a quorum of another namespace (issue 17): the credential's own scope (F-quorum-auth's namespace and
+	// release keys, written by that quorum) decides, not the descriptor's sentinelGrant (a ConfigMap anyone who
+	// may write ConfigMaps can rewrite)
 	cross := in
 	cross.SentinelGrant = &ServiceAccountRef{Namespace: "platform", Name: "sentinel-controller"}
+	scope := CredentialScope{Namespace: "platform", Release: "sentinel"}
 	xsi := SentinelInfo{MonitorName: in.MonitorName, SentinelRelease: "sentinel", SentinelNamespace: "platform", Port: 26379}
 	for i := 0; i < 3; i++ {
 		xsi.Hosts = append(xsi.Hosts, fmt.Sprintf("sentinel-%d.sentinel-headless.platform.svc.cluster.local", i))
 	}
-	require.NoError(t, xsi.CheckCanonical(cross, "cluster.local"))
-	assert.ErrorContains(t, si.CheckCanonical(cross, "cluster.local"), "sentinelNamespace", "the same release name in the instance's namespace is another quorum")
-	assert.ErrorContains(t, xsi.CheckCanonical(in, "cluster.local"), "sentinelNamespace", "a quorum of a namespace the descriptor does not grant")
+	require.NoError(t, xsi.CheckCanonicalFor(cross, scope, "cluster.local"))
+	assert.ErrorContains(t, si.CheckCanonicalFor(cross, scope, "cluster.local"), "sentinelNamespace", "the same release name in the instance's namespace is another quorum")
+	assert.ErrorContains(t, xsi.CheckCanonical(cross, "cluster.local"), "sentinelNamespace",
+		"a rewritten descriptor granting another namespace does not move a credential of the instance's namespace (S-auth-instance)")
+	evil := xsi
+	evil.SentinelNamespace = "evil"
+	evil.Hosts = []string{"sentinel-0.sentinel-headless.evil.svc.cluster.local"}
+	rewritten := cross
+	rewritten.SentinelGrant = &ServiceAccountRef{Namespace: "evil", Name: "sentinel-controller"}
+	assert.ErrorContains(t, evil.CheckCanonicalFor(rewritten, scope, "cluster.local"), "sentinelNamespace", "the descriptor and sentinels.json both rewritten to namespace evil: refused")
+	renamed := xsi
+	renamed.SentinelRelease = "other"
+	renamedIn := cross
+	renamedIn.SentinelRelease = "other"
+	assert.ErrorContains(t, renamed.CheckCanonicalFor(renamedIn, scope, "cluster.local"), "the credential is quorum", "a rewritten sentinelRelease")
 	other := xsi
 	other.Hosts = append([]string(nil), xsi.Hosts...)
 	other.Hosts[0] = "sentinel-0.sentinel-headless.ns1.svc.cluster.local"
-	assert.ErrorContains(t, other.CheckCanonical(cross, "cluster.local"), "hosts[0]")
+	assert.ErrorContains(t, other.CheckCanonicalFor(cross, scope, "cluster.local"), "hosts[0]")
+
+	assert.Equal(t, "cache-valkey-quorum-auth", cross.QuorumCredentialSecret(), "another namespace: the instance's copy")
+	assert.Equal(t, "sentinel-auth-instance", in.QuorumCredentialSecret(), "same namespace: the quorum's own Secret")
+	assert.Equal(t, scope, ScopeOf(func(k string) string { return map[string]string{"namespace": "platform", "release": "sentinel\n"}[k] }))
 }

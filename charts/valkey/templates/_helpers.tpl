@@ -421,15 +421,22 @@ are identical).
 {{- end -}}
 {{- $users = append $users $e -}}
 {{- end -}}
-{{- toJson (dict "version" "1" "instance" $F "owner" (printf "%s-instance" $F)
+{{- $spec := dict "version" "1" "instance" $F "owner" (printf "%s-instance" $F)
   "systemSecret" (dict "name" (include "valkey.systemSecretName" .) "generate" (not .Values.auth.existingSecret))
-  "sentinelSecret" (printf "%s-sentinel-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users) -}}
+  "sentinelSecret" (printf "%s-sentinel-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users -}}
+{{- if and (eq .Values.failover.mode "Sentinel") (eq (include "valkey.crossNamespaceQuorum" .) "true") -}}
+{{- $_ := set $spec "quorumSecret" (include "valkey.quorumSecret" .) -}}
+{{- end -}}
+{{- toJson $spec -}}
 {{- end -}}
 
 {{/* Secrets the credentials Job reads: the system, Sentinel and ACL Secrets and every customer's (JSON list). */}}
 {{- define "valkey.credentialSecrets" -}}
 {{- $F := include "valkey.fullname" . -}}
 {{- $out := list (include "valkey.systemSecretName" .) (printf "%s-sentinel-auth" $F) (printf "%s-acl" $F) -}}
+{{- if and (eq .Values.failover.mode "Sentinel") (eq (include "valkey.crossNamespaceQuorum" .) "true") -}}
+{{- $out = append $out (include "valkey.quorumSecret" .) -}}
+{{- end -}}
 {{- range $u := .Values.users -}}
 {{- $name := printf "%s-user-%s" $F $u.name -}}
 {{- with $u.passwordSecret -}}{{- $name = .name -}}{{- end -}}
@@ -1217,6 +1224,21 @@ S-auth-instance (spec.SentinelSecretName), which that release publishes.
 {{- .Values.sentinel.controllerServiceAccount | default (printf "%s-controller" (include "valkey.sentinelRelease" .)) -}}
 {{- end -}}
 
+{{/*
+The Secret with the quorum's _instance credential, in this namespace: S-auth-instance of a quorum of this
+namespace, or F-quorum-auth (spec.Instance.QuorumCredentialSecret), this release's copy of the credential of a
+quorum in sentinel.namespace, which the credentials Job creates empty and that quorum's controller fills
+(with its namespace and release: the only Sentinels it may go to).
+*/}}
 {{- define "valkey.quorumSecret" -}}
+{{- if eq (include "valkey.crossNamespaceQuorum" .) "true" -}}
+{{- printf "%s-quorum-auth" (include "valkey.fullname" .) -}}
+{{- else -}}
 {{- printf "%s-auth-instance" (include "valkey.sentinelRelease" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* true when the quorum is in another namespace (sentinel.namespace). */}}
+{{- define "valkey.crossNamespaceQuorum" -}}
+{{- ne (include "valkey.sentinelNamespace" .) .Release.Namespace -}}
 {{- end -}}
