@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -253,5 +254,85 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the other Sentinels publish the same switch
 	for len(got) > 0 {
 		assert.Equal(t, "vk1", <-got, "only the switched monitor's instances")
+	}
+}
+
+// TestOneQueueKeyPerInstance (issue 17): after a disruptive step (here the repair of a replica that made
+// itself a primary) the instance is queued again at once under its one key, namespace/name, in a dedicated
+// and in a shared controller. A bare name was a second key of the same instance: the work queue hands two
+// keys to two lanes at once (two concurrent passes on one instance's memory, dedicated), and a shared
+// controller resolved the bare name in its own namespace (the re-observation went to an instance that does
+// not exist, and was lost). A bare key that still reaches the queue is re-queued under the instance's key
+// before any pass runs.
+func TestOneQueueKeyPerInstance(t *testing.T) {
+	id := spec.ServiceAccountRef{Namespace: "platform", Name: "q-instance-controller"}
+	f := startFleet(t, []string{"t1"}, true, func(_ int, in *spec.Instance) { in.InstanceController = &id })
+	dedicated := newEnv(t, valkeytest.TopologyConfig{})
+	dedicated.PublishSentinels()
+	for _, tc := range []struct {
+		name   string
+		o      InstanceOptions
+		cs     *fake.Clientset
+		top    *valkeytest.Topology
+		ns, in string
+	}{
+		{"dedicated", InstanceOptions{Namespace: ns, Instance: "vk"}, dedicated.CS, dedicated.Top, ns, "vk"},
+		{"shared", InstanceOptions{Namespace: "platform", Fleet: FleetOptions{Namespaces: []string{"t1"}, Identity: id}},
+			f.cs, f.insts[0].top, "t1", "vk0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tc.o.Resync = time.Hour
+			c := NewInstanceController(tc.cs, tc.o, metrics.New(), record.NewFakeRecorder(1000), quietLog())
+			defer c.queue.ShutDown()
+			c.cache.Start(ctx)
+			require.True(t, c.cache.WaitForSync(ctx))
+			key := instanceKey(tc.ns, tc.in)
+			// drain the queue between passes: no worker runs, each pass is this test's call
+			queued := func() []string {
+				var keys []string
+				for c.queue.Len() > 0 {
+					k, _ := c.queue.Get()
+					keys = append(keys, k)
+					c.queue.Done(k)
+					c.queue.Forget(k)
+				}
+				return keys
+			}
+			valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "a first pass", func() error {
+				if _, err := c.Reconcile(ctx, key); err != nil {
+					return err
+				}
+				if _, err := tc.cs.CoreV1().ConfigMaps(tc.ns).Get(ctx, tc.in+"-status", metav1.GetOptions{}); err != nil {
+					return err
+				}
+				return nil
+			})
+			queued()
+
+			orphan := tc.top.Nodes[1]
+			require.NoError(t, orphan.Client(tc.top.Options(acl.Operator)).PromoteToPrimary(ctx))
+			var keys []string
+			valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "a repair queues the instance again", func() error {
+				if _, err := c.Reconcile(ctx, key); err != nil {
+					return err
+				}
+				if keys = queued(); len(keys) == 0 {
+					return fmt.Errorf("nothing queued after the pass")
+				}
+				return nil
+			})
+			assert.Equal(t, []string{key}, keys, "the instance's one key, never a second one")
+			r, err := tc.top.Replication(orphan)
+			require.NoError(t, err)
+			assert.Equal(t, valkey.RoleReplica, r.Role, "the step was the repair")
+
+			// a bare name that reaches the queue anyway runs no pass under it: it is re-queued as the key of
+			// the controller's own namespace (the only one a bare name can mean; Reconcile's convention)
+			c.queue.Add(tc.in)
+			require.True(t, c.processNext(ctx))
+			assert.Equal(t, []string{instanceKey(tc.o.Namespace, tc.in)}, queued(), "re-queued under namespace/name, no pass under the bare key")
+		})
 	}
 }

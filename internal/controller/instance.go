@@ -270,6 +270,11 @@ func (c *InstanceController) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if ns, name := c.splitKey(key); key != instanceKey(ns, name) {
+		// one queue key per instance: a bare name would run a pass concurrent with its namespace/name one
+		c.queue.Add(instanceKey(ns, name))
+		return true
+	}
 	start := time.Now()
 	requeue, err := c.Reconcile(ctx, key)
 	c.metrics.ReconcileSeconds.WithLabelValues("instance").Observe(time.Since(start).Seconds())
@@ -333,7 +338,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 	d := plan.Instance(w, mem.plan)
 	out, applyErr := c.apply(ctx, desc, w, &d, mem)
 	if out.LastAction != "" {
-		c.queue.Add(name) // one disruptive step per pass, then observe again at once
+		c.queue.Add(key) // one disruptive step per pass, then observe again at once (the same key: never a second, concurrent pass)
 	}
 	c.report(desc, w, d, mem)
 	mem.plan = d.Memory
