@@ -231,6 +231,16 @@ helm test), so customers using their whole allowance never lock the readiness pr
 {{- end -}}
 
 {{/*
+maxmemory-clients in bytes: half the room between maxmemory and resources.limits.memory (the other half is for
+the replication backlog, the process and the fork of a rewrite). Unread replies and queries of every client
+count; without it one connection that pipelines and never reads grows the server until the kubelet kills it.
+*/}}
+{{- define "valkey.maxmemoryClients" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- printf "%.0f" (divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 2) -}}
+{{- end -}}
+
+{{/*
 valkey.conf: server settings only (hashed into valkey.io/config-hash). No users, no passwords, no announce
 settings: the bootstrap appends replica-announce-ip, masteruser, masterauth and replicaof to a writable copy.
 */}}
@@ -257,6 +267,10 @@ aclfile /etc/valkey-ha/acl/users.acl
 maxmemory {{ include "valkey.bytes" $s.maxmemory }}
 maxmemory-policy {{ .Values.maxmemoryPolicy }}
 maxclients {{ include "valkey.maxclients" . }}
+# all clients' buffers together (queries and unread replies), half the room between maxmemory and the memory
+# limit: above it the server closes the largest client, so connections that pipeline and never read cannot grow
+# the server past its memory limit (config.maxmemory-clients, set after this line, wins)
+maxmemory-clients {{ include "valkey.maxmemoryClients" . }}
 {{- if $s.persistence }}
 appendonly yes
 appendfsync everysec
