@@ -308,6 +308,16 @@ users="$conf.users"
 cr="$(printf '\r')"
 secret_password() {
   pw="$(cat "$auth/$1")"
+  # $(cat) drops a trailing newline that the probes' REDISCLI_AUTH (the Secret as it is) keeps: refuse it, and
+  # any other whitespace at either end (the data pods and controllers read _instance trimmed)
+  case "$pw" in
+    "") ws=0 ;;
+    [[:space:]]*|*[[:space:]]) ws=1 ;;
+    *) ws="$(( $(wc -c < "$auth/$1") - $(printf %s "$pw" | wc -c) ))" ;;
+  esac
+  if [ "$ws" -ne 0 ]; then
+    echo "Secret {{ $S }}-auth-$1: key password starts or ends with whitespace (a newline from kubectl create secret --from-file?); remove it: the probes and clients send the password as it is and would be refused" >&2; exit 1
+  fi
   case "$pw" in
     ""|*"$cr"*) echo "Secret {{ $S }}-auth-$1: key password is empty or holds a line break; give it one line" >&2; exit 1 ;;
   esac
