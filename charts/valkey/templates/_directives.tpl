@@ -612,3 +612,26 @@ ClusterIssuer of cert-manager.io, DNS names. Call with (dict "field" "tls.certMa
 {{- include "valkey.checkFormat" (dict "field" $f "value" $n "format" "dnsNameOrWildcard" "example" "cache.example.com") -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+valkey.checkNulls: fails on the first of paths (dotted keys whose default in values.yaml is not null) that the
+values no longer hold. Helm deletes a key given as null (`key: null`, `key: ~`, nothing after the colon, or
+--set key=null) together with the chart's default instead of keeping the default, so `enabled: null` would
+silently turn a feature off (Sentinel auth, the NetworkPolicy, the PDB, the controller, the preStop hook) and
+other keys would crash a template. Call with (dict "values" .Values "paths" (list ...)).
+*/}}
+{{- define "valkey.checkNulls" -}}
+{{- range $path := .paths -}}
+{{- $v := $.values -}}
+{{- $seen := list -}}
+{{- range $k := splitList "." $path -}}
+{{- if kindIs "map" $v -}}
+{{- $seen = append $seen $k -}}
+{{- if or (not (hasKey $v $k)) (kindIs "invalid" (get $v $k)) -}}
+{{- fail (printf "%s: null (or nothing after the colon) deletes the chart's default instead of keeping it (Helm drops null values); give it a value, or delete the line to keep the default" (join "." $seen)) -}}
+{{- end -}}
+{{- $v = get $v $k -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -393,6 +393,46 @@ are identical).
 {{/* ---------------------------------------------------------------- validation */}}
 
 {{/*
+Values whose default is not null, as dotted paths: every leaf of values.yaml (a map or list default counts as
+one leaf), except dnsConfig (null keeps the cluster's resolver settings, by design) and the keys inside the
+pass-through maps sentinel.config and metrics.grafanaDashboard.labels (null drops one). checkNulls refuses a
+null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equal to values.yaml.
+*/}}
+{{- define "valkey.defaultedValues" -}}
+nameOverride fullnameOverride engine engineVersion global.imageRegistry image.registry image.repository
+image.tag image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas port
+clusterDomain updateStrategy plan resources.limits.cpu resources.limits.memory maxmemory maxmemoryPolicy
+maxclients minReplicasToWrite minReplicasMaxLag config persistence.size persistence.storageClass
+persistence.accessModes persistence.whenDeleted persistence.whenScaled persistence.existingClaims
+failover.mode sentinel.monitorName sentinel.config sentinel.release sentinel.controllerServiceAccount
+instanceLabels auth.existingSecret users tls.enabled tls.existingSecret tls.authClients
+tls.certManager.enabled tls.certManager.issuerRef.name tls.certManager.issuerRef.kind
+tls.certManager.issuerRef.group tls.certManager.duration tls.certManager.renewBefore
+tls.certManager.extraDnsNames service.primary.type service.primary.annotations
+service.primary.loadBalancerSourceRanges service.primary.extraPorts service.replicas.type
+service.replicas.annotations service.replicas.loadBalancerSourceRanges service.replicas.extraPorts
+service.headless.annotations service.headless.extraPorts allowedSources networkPolicy.enabled
+networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
+pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
+probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
+metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
+metrics.resources.cpu metrics.resources.memory metrics.podMonitor.enabled metrics.podMonitor.interval
+metrics.podMonitor.labels metrics.serviceMonitor.enabled metrics.serviceMonitor.interval
+metrics.serviceMonitor.labels metrics.prometheusRule.enabled metrics.prometheusRule.labels
+metrics.prometheusRule.alertLabels metrics.prometheusRule.maxLagBytes metrics.prometheusRule.memoryRatio
+metrics.prometheusRule.rollHeldSeconds metrics.prometheusRule.notReconcilingSeconds
+metrics.grafanaDashboard.enabled metrics.grafanaDashboard.labels metrics.grafanaDashboard.annotations
+controller.enabled controller.image.registry controller.image.repository controller.image.tag
+controller.image.digest controller.image.pullPolicy controller.replicas controller.resources.cpu
+controller.resources.memory controller.resources.requests.cpu controller.resources.requests.memory
+controller.nodeSelector controller.tolerations controller.affinity controller.topologySpreadConstraints
+controller.priorityClassName controller.serviceMonitor.enabled controller.serviceMonitor.interval
+controller.serviceMonitor.labels podLabels podAnnotations affinity topologySpreadConstraints tolerations
+nodeSelector priorityClassName terminationGracePeriodSeconds preStop.enabled extraEnvVars initContainers
+sidecars extraVolumes extraVolumeMounts serviceAccount.create serviceAccount.name serviceAccount.annotations
+{{- end -}}
+
+{{/*
 Every check, once per render and before any template reads a value: valkey.fullname, valkey.sizing and
 valkey.credentials start with it (each template calls one of them first), so a refusal is always the message
 written here rather than a failure further down. Each message names the field, the value and the fix.
@@ -400,6 +440,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- define "valkey.validate" -}}
 {{- if not (hasKey . "_valkeyHAValidated") -}}
 {{- $_ := set . "_valkeyHAValidated" true -}}
+{{- include "valkey.checkNulls" (dict "values" .Values "paths" (regexSplit "\\s+" (trim (include "valkey.defaultedValues" .)) -1)) -}}
 {{- include "valkey.validateFormats" . -}}
 {{- include "valkey.validateNames" . -}}
 {{- include "valkey.validateSizing" . -}}
