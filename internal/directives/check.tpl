@@ -635,3 +635,24 @@ other keys would crash a template. Call with (dict "values" .Values "paths" (lis
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+PREFIX.checkImageHosts: fails when an image's repository starts with a registry host (a first path element with a
+'.' or ':', or localhost) while a registry (global.imageRegistry, else the image's own) is put in front of it:
+the reference would hold two hosts (ghcr.io/ghcr.io/...) and every pull fail. Call with (dict "values" .Values
+"images" (list (list "image" .Values.image) ...)).
+*/}}
+{{- define "PREFIX.checkImageHosts" -}}
+{{- $global := .values.global.imageRegistry | default "" | trimSuffix "/" -}}
+{{- range $c := .images -}}
+{{- $name := index $c 0 -}}
+{{- $img := index $c 1 -}}
+{{- $repo := $img.repository | default "" | toString -}}
+{{- $reg := $global | default ($img.registry | default "" | trimSuffix "/") -}}
+{{- $regField := ternary "global.imageRegistry" (printf "%s.registry" $name) (ne $global "") -}}
+{{- $host := first (splitList "/" $repo) -}}
+{{- if and $reg (contains "/" $repo) (or (contains "." $host) (contains ":" $host) (eq $host "localhost")) -}}
+{{- fail (printf "%s.repository: %q starts with a registry host (%s), and %s (%s) is put in front of it too, so the pods would pull %s/%s; drop the host from the repository (%s), or set %s to \"\"" $name $repo $host $regField $reg $reg $repo (trimPrefix (printf "%s/" $host) $repo) $regField) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -473,6 +473,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "vs.checkImageHosts" (dict "values" .Values "images" (list (list "image" .Values.image) (list "metrics.image" .Values.metrics.image) (list "controller.image" .Values.controller.image))) -}}
 {{- range $i, $s := .Values.allowedSources -}}
 {{- include "vs.checkCIDR" (dict "field" (printf "allowedSources[%d]" $i) "value" $s) -}}
 {{- end -}}
