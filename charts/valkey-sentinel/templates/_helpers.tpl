@@ -376,12 +376,47 @@ echo "wrote $conf announcing $fqdn"
 {{/* ---------------------------------------------------------------- validation */}}
 
 {{/*
+Values whose default is not null, as dotted paths: every leaf of values.yaml (a map or list default counts as
+one leaf), except dnsConfig (null keeps the cluster's resolver settings, by design) and the keys inside the
+pass-through maps sentinel.config and metrics.grafanaDashboard.labels (null drops one). checkNulls refuses a
+null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equal to values.yaml.
+*/}}
+{{- define "vs.defaultedValues" -}}
+nameOverride fullnameOverride engineVersion global.imageRegistry image.registry image.repository image.tag
+image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas clusterDomain
+valkeySelector.matchLabels valkeySelector.matchExpressions config auth.enabled tls.enabled tls.existingSecret
+tls.authClients tls.certManager.enabled tls.certManager.issuerRef.name tls.certManager.issuerRef.kind
+tls.certManager.issuerRef.group tls.certManager.duration tls.certManager.renewBefore
+tls.certManager.extraDnsNames persistence.enabled persistence.size persistence.storageClass
+persistence.accessModes resources.cpu resources.memory service.type service.annotations
+service.loadBalancerSourceRanges service.extraPorts service.headless.annotations service.headless.extraPorts
+allowedSources networkPolicy.enabled networkPolicy.allowSameNamespace networkPolicy.clientPodSelector
+networkPolicy.metricsNamespaceSelector pdb.enabled pdb.maxUnavailable probes.livenessPeriodSeconds
+probes.livenessFailureThreshold probes.readinessPeriodSeconds metrics.enabled metrics.image.registry
+metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
+metrics.resources.cpu metrics.resources.memory metrics.podMonitor.enabled metrics.podMonitor.interval
+metrics.podMonitor.labels metrics.prometheusRule.enabled metrics.prometheusRule.labels
+metrics.prometheusRule.alertLabels metrics.prometheusRule.rollHeldSeconds
+metrics.prometheusRule.notReconcilingSeconds metrics.grafanaDashboard.enabled metrics.grafanaDashboard.labels
+metrics.grafanaDashboard.annotations controller.enabled controller.image.registry controller.image.repository
+controller.image.tag controller.image.digest controller.image.pullPolicy controller.serviceAccountName
+controller.createServiceAccount controller.replicas controller.resources.cpu controller.resources.memory
+controller.resources.requests.cpu controller.resources.requests.memory controller.nodeSelector
+controller.tolerations controller.affinity controller.topologySpreadConstraints controller.priorityClassName
+controller.serviceMonitor.enabled controller.serviceMonitor.interval controller.serviceMonitor.labels
+podLabels podAnnotations affinity topologySpreadConstraints tolerations nodeSelector priorityClassName
+terminationGracePeriodSeconds preStop.enabled preStop.timeoutSeconds extraEnvVars initContainers sidecars
+extraVolumes extraVolumeMounts serviceAccount.create serviceAccount.name serviceAccount.annotations
+{{- end -}}
+
+{{/*
 Every check, once per render and before any template reads a value (vs.fullname starts with it, and every
 template calls vs.fullname first). Each message names the field, the value and the fix.
 */}}
 {{- define "vs.validate" -}}
 {{- if not (hasKey . "_vsValidated") -}}
 {{- $_ := set . "_vsValidated" true -}}
+{{- include "vs.checkNulls" (dict "values" .Values "paths" (regexSplit "\\s+" (trim (include "vs.defaultedValues" .)) -1)) -}}
 {{- include "vs.validateFormats" . -}}
 {{- include "vs.validateNames" . -}}
 {{- include "vs.validateImage" . -}}
@@ -438,6 +473,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "vs.checkImageHosts" (dict "values" .Values "images" (list (list "image" .Values.image) (list "metrics.image" .Values.metrics.image) (list "controller.image" .Values.controller.image))) -}}
 {{- range $i, $s := .Values.allowedSources -}}
 {{- include "vs.checkCIDR" (dict "field" (printf "allowedSources[%d]" $i) "value" $s) -}}
 {{- end -}}
