@@ -120,12 +120,19 @@ func retry(ctx context.Context, interval time.Duration, log *slog.Logger, what s
 	}
 }
 
-// oneLinePassword returns key password of s without a trailing line break, refusing an empty one or one that
-// holds a line break (it could not be written into sentinel.conf).
+// oneLinePassword returns key password of s, refusing an empty one, one that holds a line break (it could not be
+// written into sentinel.conf) and one that starts or ends with whitespace: the Sentinels' probes and preStop hook
+// send REDISCLI_AUTH from the Secret as it is while the start step hashes it without a trailing newline, and the
+// data pods and instance controllers read _instance trimmed, so such a password would be refused by some and
+// not others (the chart's start step refuses it with the same words).
 func oneLinePassword(s *corev1.Secret) (string, error) {
-	pw := strings.TrimRight(string(s.Data["password"]), "\r\n")
-	if pw == "" || strings.ContainsAny(pw, "\r\n") {
+	pw := string(s.Data["password"])
+	switch trimmed := strings.TrimRight(pw, "\r\n"); {
+	case trimmed == "" || strings.ContainsAny(trimmed, "\r\n"):
 		return "", fmt.Errorf("secret %s/%s: key password is empty or holds a line break; give it one line (or delete the Secret to have one generated)", s.Namespace, s.Name)
+	case strings.TrimSpace(pw) != pw:
+		return "", fmt.Errorf("secret %s/%s: key password starts or ends with whitespace (a newline from kubectl create secret --from-file?); "+
+			"remove it: the probes and clients send the password as it is and would be refused", s.Namespace, s.Name)
 	}
 	return pw, nil
 }

@@ -26,7 +26,7 @@ func TestEnsureSentinelAuth(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "q-config", Namespace: "ns", UID: "cfg-uid"}}
 	cs := fake.NewClientset(cfg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "q-auth-client", Namespace: "ns"},
-		Data: map[string][]byte{"username": []byte(acl.SentinelClient), "password": []byte("brought-by-the-team\n")}})
+		Data: map[string][]byte{"username": []byte(acl.SentinelClient), "password": []byte("brought-by-the-team")}})
 	admin, err := ensureSentinelAuth(ctx, cs, "ns", "q", 100*time.Millisecond, log)
 	require.NoError(t, err)
 	pws := map[string]string{}
@@ -47,7 +47,7 @@ func TestEnsureSentinelAuth(t *testing.T) {
 	}
 	assert.Equal(t, pws[acl.SentinelAdmin], admin)
 	assert.NotEqual(t, pws[acl.SentinelAdmin], pws[acl.SentinelInstance], "one password per user")
-	assert.Equal(t, "brought-by-the-team\n", pws[acl.SentinelClient])
+	assert.Equal(t, "brought-by-the-team", pws[acl.SentinelClient])
 
 	again, err := ensureSentinelAuth(ctx, cs, "ns", "q", 100*time.Millisecond, log)
 	require.NoError(t, err)
@@ -57,6 +57,16 @@ func TestEnsureSentinelAuth(t *testing.T) {
 		Data: map[string][]byte{"password": []byte("two\nlines")}})
 	_, err = ensureSentinelAuthOnce(ctx, bad, "ns", "q", log)
 	require.ErrorContains(t, err, "secret ns/q-auth-admin: key password is empty or holds a line break")
+
+	// a brought password with surrounding whitespace (the newline of kubectl create secret --from-file) is
+	// refused: the Sentinels' probes send REDISCLI_AUTH as it is, the start step hashes it without the newline
+	for _, pw := range []string{"brought\n", "brought\r\n", " brought", "brought\t"} {
+		ws := fake.NewClientset(cfg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "q-auth-client", Namespace: "ns"},
+			Data: map[string][]byte{"password": []byte(pw)}})
+		_, err = ensureSentinelAuthOnce(ctx, ws, "ns", "q", log)
+		require.EqualError(t, err, "secret ns/q-auth-client: key password starts or ends with whitespace (a newline from kubectl create "+
+			"secret --from-file?); remove it: the probes and clients send the password as it is and would be refused", "%q", pw)
+	}
 
 	early := fake.NewClientset()
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -73,7 +83,7 @@ func TestEnsureSentinelAuth(t *testing.T) {
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		_, _ = late.CoreV1().Secrets("ns").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "q-auth-admin", Namespace: "ns"},
-			Data: map[string][]byte{"password": []byte("adm\n")}}, metav1.CreateOptions{})
+			Data: map[string][]byte{"password": []byte("adm")}}, metav1.CreateOptions{})
 	}()
 	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
 	defer rcancel()

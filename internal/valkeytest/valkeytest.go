@@ -289,6 +289,17 @@ func (p *Proc) Running() bool {
 	}
 }
 
+// Pid returns the process id of the running process (0 when it is not running): the server itself, also under
+// a root filesystem's loader, which runs the program in its own process. Tests read its memory in /proc.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil || p.exitedLocked() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Logs returns what the process wrote so far.
 func (p *Proc) Logs() string {
 	b, _ := os.ReadFile(filepath.Join(p.Dir, "process.log"))

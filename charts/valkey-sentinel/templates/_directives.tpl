@@ -612,3 +612,47 @@ ClusterIssuer of cert-manager.io, DNS names. Call with (dict "field" "tls.certMa
 {{- include "vs.checkFormat" (dict "field" $f "value" $n "format" "dnsNameOrWildcard" "example" "cache.example.com") -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+vs.checkNulls: fails on the first of paths (dotted keys whose default in values.yaml is not null) that the
+values no longer hold. Helm deletes a key given as null (`key: null`, `key: ~`, nothing after the colon, or
+--set key=null) together with the chart's default instead of keeping the default, so `enabled: null` would
+silently turn a feature off (Sentinel auth, the NetworkPolicy, the PDB, the controller, the preStop hook) and
+other keys would crash a template. Call with (dict "values" .Values "paths" (list ...)).
+*/}}
+{{- define "vs.checkNulls" -}}
+{{- range $path := .paths -}}
+{{- $v := $.values -}}
+{{- $seen := list -}}
+{{- range $k := splitList "." $path -}}
+{{- if kindIs "map" $v -}}
+{{- $seen = append $seen $k -}}
+{{- if or (not (hasKey $v $k)) (kindIs "invalid" (get $v $k)) -}}
+{{- fail (printf "%s: null (or nothing after the colon) deletes the chart's default instead of keeping it (Helm drops null values); give it a value, or delete the line to keep the default" (join "." $seen)) -}}
+{{- end -}}
+{{- $v = get $v $k -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+vs.checkImageHosts: fails when an image's repository starts with a registry host (a first path element with a
+'.' or ':', or localhost) while a registry (global.imageRegistry, else the image's own) is put in front of it:
+the reference would hold two hosts (ghcr.io/ghcr.io/...) and every pull fail. Call with (dict "values" .Values
+"images" (list (list "image" .Values.image) ...)).
+*/}}
+{{- define "vs.checkImageHosts" -}}
+{{- $global := .values.global.imageRegistry | default "" | trimSuffix "/" -}}
+{{- range $c := .images -}}
+{{- $name := index $c 0 -}}
+{{- $img := index $c 1 -}}
+{{- $repo := $img.repository | default "" | toString -}}
+{{- $reg := $global | default ($img.registry | default "" | trimSuffix "/") -}}
+{{- $regField := ternary "global.imageRegistry" (printf "%s.registry" $name) (ne $global "") -}}
+{{- $host := first (splitList "/" $repo) -}}
+{{- if and $reg (contains "/" $repo) (or (contains "." $host) (contains ":" $host) (eq $host "localhost")) -}}
+{{- fail (printf "%s.repository: %q starts with a registry host (%s), and %s (%s) is put in front of it too, so the pods would pull %s/%s; drop the host from the repository (%s), or set %s to \"\"" $name $repo $host $regField $reg $reg $repo (trimPrefix (printf "%s/" $host) $repo) $regField) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

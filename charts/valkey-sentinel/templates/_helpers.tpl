@@ -275,6 +275,7 @@ must not set them.
 {{- $fg := "the Sentinel must stay in the foreground as the container's process; remove it" -}}
 {{- toJson (dict
   "port" "every Sentinel listens on 26379 (clients, peers and the controllers use it); remove it"
+  "maxmemory-clients" "the chart sets it to an eighth of resources.memory, so clients that never read their replies cannot get the Sentinel OOM-killed; change resources.memory instead"
   "tls-port" $tls "tls-replication" $tls "tls-cluster" $tls "tls-auth-clients" "set tls.authClients instead"
   "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
   "tls-auth-clients-user" "it logs a client in as the user its certificate names, bypassing the Sentinels' passwords (auth.enabled); remove it"
@@ -347,6 +348,10 @@ protected-mode no
 dir /data
 sentinel resolve-hostnames yes
 sentinel announce-hostnames yes
+# all clients' buffers together (query and unread replies), an eighth of resources.memory (20 connections that
+# pipeline and never read, flooding again and again, left a Sentinel at 44 MB RSS of 64Mi; a quarter at 69 MB):
+# above it the Sentinel closes the largest client, so such clients cannot get it OOM-killed
+maxmemory-clients {{ printf "%.0f" (divf (float64 (include "vs.bytes" .Values.resources.memory)) 8) }}
 {{- range $k := keys .Values.config | sortAlpha }}
 {{- $d := ternary (get $data.sentinel (trimPrefix "sentinel " $k)) (get $data.server $k) (hasPrefix "sentinel " $k) }}
 {{ include "vs.confLine" (dict "name" $k "value" (get $.Values.config $k) "d" $d) }}
@@ -373,6 +378,16 @@ users="$conf.users"
 cr="$(printf '\r')"
 secret_password() {
   pw="$(cat "$auth/$1")"
+  # $(cat) drops a trailing newline that the probes' REDISCLI_AUTH (the Secret as it is) keeps: refuse it, and
+  # any other whitespace at either end (the data pods and controllers read _instance trimmed)
+  case "$pw" in
+    "") ws=0 ;;
+    [[:space:]]*|*[[:space:]]) ws=1 ;;
+    *) ws="$(( $(wc -c < "$auth/$1") - $(printf %s "$pw" | wc -c) ))" ;;
+  esac
+  if [ "$ws" -ne 0 ]; then
+    echo "Secret {{ $S }}-auth-$1: key password starts or ends with whitespace (a newline from kubectl create secret --from-file?); remove it: the probes and clients send the password as it is and would be refused" >&2; exit 1
+  fi
   case "$pw" in
     ""|*"$cr"*) echo "Secret {{ $S }}-auth-$1: key password is empty or holds a line break; give it one line" >&2; exit 1 ;;
   esac
@@ -431,12 +446,51 @@ echo "wrote $conf announcing $fqdn"
 {{/* ---------------------------------------------------------------- validation */}}
 
 {{/*
+Values whose default is not null, as dotted paths: every leaf of values.yaml (a map or list default counts as
+one leaf), except dnsConfig (null keeps the cluster's resolver settings, by design) and the keys inside the
+pass-through maps sentinel.config and metrics.grafanaDashboard.labels (null drops one). checkNulls refuses a
+null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equal to values.yaml.
+*/}}
+{{- define "vs.defaultedValues" -}}
+nameOverride fullnameOverride engineVersion global.imageRegistry image.registry image.repository image.tag
+image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas clusterDomain
+valkeySelector.matchLabels valkeySelector.matchExpressions config auth.enabled tls.enabled tls.existingSecret
+tls.authClients tls.certManager.enabled tls.certManager.issuerRef.name tls.certManager.issuerRef.kind
+tls.certManager.issuerRef.group tls.certManager.duration tls.certManager.renewBefore
+tls.certManager.extraDnsNames persistence.enabled persistence.size persistence.storageClass
+persistence.accessModes resources.cpu resources.memory service.type service.annotations
+service.loadBalancerSourceRanges service.extraPorts service.headless.annotations service.headless.extraPorts
+allowedSources networkPolicy.enabled networkPolicy.allowSameNamespace networkPolicy.clientPodSelector
+networkPolicy.metricsNamespaceSelector pdb.enabled pdb.maxUnavailable probes.livenessPeriodSeconds
+probes.livenessFailureThreshold probes.readinessPeriodSeconds metrics.enabled metrics.image.registry
+metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
+metrics.resources.cpu metrics.resources.memory metrics.podMonitor.enabled metrics.podMonitor.interval
+metrics.podMonitor.labels metrics.prometheusRule.enabled metrics.prometheusRule.labels
+metrics.prometheusRule.alertLabels metrics.prometheusRule.rollHeldSeconds
+metrics.prometheusRule.notReconcilingSeconds metrics.grafanaDashboard.enabled metrics.grafanaDashboard.labels
+metrics.grafanaDashboard.annotations controller.enabled controller.image.registry controller.image.repository
+controller.image.tag controller.image.digest controller.image.pullPolicy controller.serviceAccountName
+controller.createServiceAccount controller.replicas controller.resources.cpu controller.resources.memory
+controller.resources.requests.cpu controller.resources.requests.memory controller.nodeSelector
+controller.tolerations controller.affinity controller.topologySpreadConstraints controller.priorityClassName
+controller.serviceMonitor.enabled controller.serviceMonitor.interval controller.serviceMonitor.labels
+podLabels podAnnotations affinity topologySpreadConstraints tolerations nodeSelector priorityClassName
+terminationGracePeriodSeconds preStop.enabled preStop.timeoutSeconds extraEnvVars initContainers sidecars
+extraVolumes extraVolumeMounts serviceAccount.create serviceAccount.name serviceAccount.annotations
+namespaces namespaceSelector instanceController.enabled instanceController.replicas instanceController.workers
+instanceController.resources.cpu instanceController.resources.memory instanceController.resources.requests.cpu
+instanceController.resources.requests.memory instanceController.serviceMonitor.enabled
+instanceController.serviceMonitor.interval instanceController.serviceMonitor.labels
+{{- end -}}
+
+{{/*
 Every check, once per render and before any template reads a value (vs.fullname starts with it, and every
 template calls vs.fullname first). Each message names the field, the value and the fix.
 */}}
 {{- define "vs.validate" -}}
 {{- if not (hasKey . "_vsValidated") -}}
 {{- $_ := set . "_vsValidated" true -}}
+{{- include "vs.checkNulls" (dict "values" .Values "paths" (regexSplit "\\s+" (trim (include "vs.defaultedValues" .)) -1)) -}}
 {{- include "vs.validateFormats" . -}}
 {{- include "vs.validateNames" . -}}
 {{- include "vs.validateImage" . -}}
@@ -491,6 +545,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "vs.checkImageHosts" (dict "values" .Values "images" (list (list "image" .Values.image) (list "metrics.image" .Values.metrics.image) (list "controller.image" .Values.controller.image))) -}}
 {{- range $i, $s := .Values.allowedSources -}}
 {{- include "vs.checkCIDR" (dict "field" (printf "allowedSources[%d]" $i) "value" $s) -}}
 {{- end -}}

@@ -293,6 +293,16 @@ helm test), so customers using their whole allowance never lock the readiness pr
 {{- end -}}
 
 {{/*
+maxmemory-clients in bytes: half the room between maxmemory and resources.limits.memory (the other half is for
+the replication backlog, the process and the fork of a rewrite). Unread replies and queries of every client
+count; without it one connection that pipelines and never reads grows the server until the kubelet kills it.
+*/}}
+{{- define "valkey.maxmemoryClients" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- printf "%.0f" (divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 2) -}}
+{{- end -}}
+
+{{/*
 valkey.conf: server settings only (hashed into valkey.io/config-hash). No users, no passwords, no announce
 settings: the bootstrap appends replica-announce-ip, masteruser, masterauth and replicaof to a writable copy.
 */}}
@@ -319,6 +329,10 @@ aclfile /etc/valkey-ha/acl/users.acl
 maxmemory {{ include "valkey.bytes" $s.maxmemory }}
 maxmemory-policy {{ .Values.maxmemoryPolicy }}
 maxclients {{ include "valkey.maxclients" . }}
+# all clients' buffers together (queries and unread replies), half the room between maxmemory and the memory
+# limit: above it the server closes the largest client, so connections that pipeline and never read cannot grow
+# the server past its memory limit (config.maxmemory-clients, set after this line, wins)
+maxmemory-clients {{ include "valkey.maxmemoryClients" . }}
 {{- if $s.persistence }}
 appendonly yes
 appendfsync everysec
@@ -448,6 +462,47 @@ are identical).
 {{/* ---------------------------------------------------------------- validation */}}
 
 {{/*
+Values whose default is not null, as dotted paths: every leaf of values.yaml (a map or list default counts as
+one leaf), except dnsConfig (null keeps the cluster's resolver settings, by design) and the keys inside the
+pass-through maps sentinel.config and metrics.grafanaDashboard.labels (null drops one). checkNulls refuses a
+null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equal to values.yaml.
+*/}}
+{{- define "valkey.defaultedValues" -}}
+nameOverride fullnameOverride engine engineVersion global.imageRegistry image.registry image.repository
+image.tag image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas port
+clusterDomain updateStrategy plan resources.limits.cpu resources.limits.memory maxmemory maxmemoryPolicy
+maxclients minReplicasToWrite minReplicasMaxLag config persistence.size persistence.storageClass
+persistence.accessModes persistence.whenDeleted persistence.whenScaled persistence.existingClaims
+failover.mode sentinel.monitorName sentinel.config sentinel.release sentinel.controllerServiceAccount
+instanceLabels auth.existingSecret users tls.enabled tls.existingSecret tls.authClients
+tls.certManager.enabled tls.certManager.issuerRef.name tls.certManager.issuerRef.kind
+tls.certManager.issuerRef.group tls.certManager.duration tls.certManager.renewBefore
+tls.certManager.extraDnsNames service.primary.type service.primary.annotations
+service.primary.loadBalancerSourceRanges service.primary.extraPorts service.replicas.type
+service.replicas.annotations service.replicas.loadBalancerSourceRanges service.replicas.extraPorts
+service.headless.annotations service.headless.extraPorts allowedSources networkPolicy.enabled
+networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
+pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
+probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
+metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
+metrics.resources.cpu metrics.resources.memory metrics.podMonitor.enabled metrics.podMonitor.interval
+metrics.podMonitor.labels metrics.serviceMonitor.enabled metrics.serviceMonitor.interval
+metrics.serviceMonitor.labels metrics.prometheusRule.enabled metrics.prometheusRule.labels
+metrics.prometheusRule.alertLabels metrics.prometheusRule.maxLagBytes metrics.prometheusRule.memoryRatio
+metrics.prometheusRule.rollHeldSeconds metrics.prometheusRule.notReconcilingSeconds
+metrics.grafanaDashboard.enabled metrics.grafanaDashboard.labels metrics.grafanaDashboard.annotations
+controller.enabled controller.image.registry controller.image.repository controller.image.tag
+controller.image.digest controller.image.pullPolicy controller.replicas controller.resources.cpu
+controller.resources.memory controller.resources.requests.cpu controller.resources.requests.memory
+controller.nodeSelector controller.tolerations controller.affinity controller.topologySpreadConstraints
+controller.priorityClassName controller.serviceMonitor.enabled controller.serviceMonitor.interval
+controller.serviceMonitor.labels podLabels podAnnotations affinity topologySpreadConstraints tolerations
+nodeSelector priorityClassName terminationGracePeriodSeconds preStop.enabled extraEnvVars initContainers
+sidecars extraVolumes extraVolumeMounts serviceAccount.create serviceAccount.name serviceAccount.annotations
+controller.mode controller.shared.namespace controller.shared.serviceAccount sentinel.namespace
+{{- end -}}
+
+{{/*
 Every check, once per render and before any template reads a value: valkey.fullname, valkey.sizing and
 valkey.credentials start with it (each template calls one of them first), so a refusal is always the message
 written here rather than a failure further down. Each message names the field, the value and the fix.
@@ -455,6 +510,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- define "valkey.validate" -}}
 {{- if not (hasKey . "_valkeyHAValidated") -}}
 {{- $_ := set . "_valkeyHAValidated" true -}}
+{{- include "valkey.checkNulls" (dict "values" .Values "paths" (regexSplit "\\s+" (trim (include "valkey.defaultedValues" .)) -1)) -}}
 {{- include "valkey.validateFormats" . -}}
 {{- include "valkey.validateNames" . -}}
 {{- include "valkey.validateSizing" . -}}
@@ -520,6 +576,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.checkFormat" (dict "field" (index $c 0) "value" (index $c 1) "format" (index $c 2) "example" (index $c 3)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "valkey.checkImageHosts" (dict "values" .Values "images" (list (list "image" .Values.image) (list "metrics.image" .Values.metrics.image) (list "controller.image" .Values.controller.image))) -}}
 {{- with .Values.sentinel.monitorName -}}
 {{- if not (regexMatch "^[A-Za-z0-9._-]{1,64}$" .) -}}
 {{- fail (printf "sentinel.monitorName: %q is not a Sentinel master name: at most 64 letters, digits, '.', '_' and '-'; for example orders-cache" .) -}}
@@ -571,6 +628,21 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- if eq (include "valkey.sentinelControllerSA" .) "default" -}}
 {{- fail "sentinel.controllerServiceAccount: \"default\" is the ServiceAccount of every pod that names none, so each of them could read the Sentinel password; set the valkey-sentinel release's controller.serviceAccountName (valkey-sentinel-controller by default)" -}}
+{{- end -}}
+{{- with .Values.sentinel.release -}}
+{{- if eq . $F -}}
+{{- fail (printf "sentinel.release: %q is this instance's own full name, not a valkey-sentinel release: the quorum's controller ServiceAccount would be this instance's own controller (%s-controller), which must never read the _sentinel password, and no quorum could share this release's object names; set the full name of the valkey-sentinel release that monitors it (sentinel by default)" . $F) -}}
+{{- end -}}
+{{- if gt (len .) 50 -}}
+{{- fail (printf "sentinel.release: %q is %d characters, but a valkey-sentinel release's full name has at most 50 (its StatefulSet and S-headless Service), so no quorum can have it; set the full name of the valkey-sentinel release that monitors it" . (len .)) -}}
+{{- end -}}
+{{- $S := . -}}
+{{- $sa := include "valkey.sentinelControllerSA" $ -}}
+{{- $others := dict (printf "%s-controller" $F) "this instance's controller" (printf "%s-credentials" $F) "this instance's credentials Job" (printf "%s-test" $F) "this instance's helm test" (printf "%s-credentials" $S) "the quorum's credentials Job" (printf "%s-test" $S) "the quorum's helm test" $S "the quorum's Sentinel pods" -}}
+{{- if not $.Values.serviceAccount.name -}}{{- $_ := set $others $F "this instance's data pods" -}}{{- end -}}
+{{- if hasKey $others $sa -}}
+{{- fail (printf "sentinel.controllerServiceAccount: %q is the ServiceAccount of %s, not of the quorum's controller: it would get this instance's _sentinel password (Secret %s-sentinel-auth) and the quorum's controller would not, so no monitor is registered; set the valkey-sentinel release's controller.serviceAccountName (%s-controller by default)" $sa (get $others $sa) $F $S) -}}
+{{- end -}}
 {{- end -}}
 {{- $repo := last (splitList "/" (.Values.image.repository | default "")) -}}
 {{- if and (eq .Values.engine "redis") (contains "valkey" $repo) -}}
@@ -928,6 +1000,17 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- end -}}
 {{- $owned = append $owned (include "valkey.systemSecretName" .) -}}
+{{- $quorum := list -}}
+{{- with .Values.sentinel.release -}}
+{{- $quorum = list (printf "%s-auth-admin" .) (printf "%s-auth-instance" .) (printf "%s-auth-client" .) -}}
+{{- end -}}
+{{- if eq (include "valkey.crossNamespaceQuorum" .) "true" -}}
+{{- /* F-quorum-auth: the copy of the _instance password that a quorum of another namespace fills */ -}}
+{{- $quorum = append $quorum (printf "%s-quorum-auth" $F) -}}
+{{- end -}}
+{{- if has .Values.auth.existingSecret $quorum -}}
+{{- fail (printf "auth.existingSecret: %q is a Secret of the Sentinel quorum %s (a Sentinel user's password), not this instance's system passwords: it has no key _operator, and this release would read the quorum's credentials; name a Secret of your own with keys _operator, _replication, _probe and _exporter, or leave it empty" .Values.auth.existingSecret .Values.sentinel.release) -}}
+{{- end -}}
 {{- range $i, $u := .Values.users -}}
 {{- if or (eq $u.name "default") (hasPrefix "_" $u.name) -}}
 {{- fail (printf "users[%d].name: %q is reserved: `default` is always off and names starting with _ belong to the system users (_operator, _replication, _sentinel, _probe, _exporter); choose another name" $i $u.name) -}}
@@ -954,6 +1037,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.name" $i) "value" .name "format" "dnsName" "example" "app-password") -}}
 {{- if or (has .name $owned) (hasPrefix (printf "%s-user-" $F) .name) -}}
 {{- fail (printf "users[%d].passwordSecret.name: %q holds passwords of this release (system users, Sentinel, generated user passwords) or its ACL, so user %s would share a password it must not know; name a Secret of your own, or drop passwordSecret to let the chart generate one" $i .name $u.name) -}}
+{{- end -}}
+{{- if has .name $quorum -}}
+{{- fail (printf "users[%d].passwordSecret.name: %q is a Secret of the Sentinel quorum %s (a Sentinel user's password), so user %s would log in to the data nodes with it and this release's credentials Job would read it; name a Secret of your own, or drop passwordSecret to let the chart generate one" $i .name $.Values.sentinel.release $u.name) -}}
 {{- end -}}
 {{- include "valkey.checkFormat" (dict "field" (printf "users[%d].passwordSecret.key" $i) "value" .key "format" "secretKey" "example" "password") -}}
 {{- end -}}
