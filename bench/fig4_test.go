@@ -445,22 +445,7 @@ func scaleOnce(t *testing.T, ps *pairs, k int) scaleResult {
 
 	// steady window
 	time.Sleep(time.Second)
-	var pids []int
-	for _, s := range sents {
-		pid, err := serverPID(s, valkey.Options{})
-		if err != nil {
-			t.Fatalf("sentinel pid: %v", err)
-		}
-		pids = append(pids, pid)
-	}
-	sentCPU := func() time.Duration {
-		var d time.Duration
-		for _, pid := range pids {
-			c, _ := cpuTime(pid)
-			d += c
-		}
-		return d
-	}
+	pids, sentCPU := sentinelCPU(t, sents)
 	// CPU per pass: between two pass lines at least 10 s apart (the CPU between passes, idle work included,
 	// is charged to the passes); Sentinel CPU over the same wall-clock window
 	waitPass := func(after uint64) ctlStats {

@@ -429,22 +429,7 @@ func fleetOnce(t *testing.T, ps *pairs, k int) fleetResult {
 
 	// at rest: both controllers polling at their defaults, the Sentinels monitoring K instances
 	time.Sleep(2 * time.Second)
-	var pids []int
-	for _, s := range sents {
-		pid, err := serverPID(s, valkey.Options{})
-		if err != nil {
-			t.Fatalf("sentinel pid: %v", err)
-		}
-		pids = append(pids, pid)
-	}
-	sentCPU := func() time.Duration {
-		var d time.Duration
-		for _, pid := range pids {
-			c, _ := cpuTime(pid)
-			d += c
-		}
-		return d
-	}
+	pids, sentCPU := sentinelCPU(t, sents)
 	waitStats := func(p *ctlProc, after uint64) ctlStats {
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {

@@ -88,6 +88,27 @@ func serverPID(p *valkeytest.Proc, o valkey.Options) (int, error) {
 
 // ---- process accounting ---------------------------------------------------------------------------------
 
+// sentinelCPU returns the process ids of the Sentinels sents and a function that sums the CPU time they have
+// used (cpuTime); a Sentinel whose pid cannot be read fails the test.
+func sentinelCPU(t *testing.T, sents []*valkeytest.Proc) (pids []int, total func() time.Duration) {
+	t.Helper()
+	for _, s := range sents {
+		pid, err := serverPID(s, valkey.Options{})
+		if err != nil {
+			t.Fatalf("sentinel pid: %v", err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, func() time.Duration {
+		var d time.Duration
+		for _, pid := range pids {
+			c, _ := cpuTime(pid)
+			d += c
+		}
+		return d
+	}
+}
+
 // cpuTime returns the CPU time a process has used: from /proc/<pid>/schedstat (nanoseconds) when the kernel
 // provides it, else utime+stime of /proc/<pid>/stat (clock ticks of 10 ms).
 func cpuTime(pid int) (time.Duration, error) {
