@@ -84,6 +84,20 @@ daemon_pid() {
   echo "$pid"
 }
 
+# detached command...: exec it in a session of its own holding no descriptor of the caller's but 0-2 (run it in
+# the background, with its own redirections: `detached exe args >>log 2>&1 </dev/null &`; $! is then the
+# command's pid). A daemon must not keep an inherited lock open: one started under
+# `flock /tmp/valkey-ha-cluster.lock ...` (HELPERS.md) held that lock on fd 3 for the cluster's lifetime, so every
+# later waiter blocked forever.
+detached() {
+  local fd
+  for fd in "/proc/$BASHPID/fd"/*; do
+    fd=${fd##*/}
+    ((fd > 2)) && eval "exec $fd>&-"
+  done
+  exec setsid "$@"
+}
+
 stop_daemon() { # name [timeout]
   local name=$1 t=${2:-20} pid i
   if pid=$(daemon_pid "$name"); then

@@ -62,7 +62,7 @@ arm_timer() { # id ttl undo-args...
   local id=$1 ttl=$2; shift 2
   [[ $ttl =~ ^[0-9]+$ ]] && ((ttl > 0)) || return 0
   mkdir -p "$FAULTS"
-  setsid bash -c 'sleep "$1"; shift; exec "$@"' timer "$ttl" "$0" "$@" >>"$LOGS/faults.log" 2>&1 </dev/null &
+  detached bash -c 'sleep "$1"; shift; exec "$@"' timer "$ttl" "$0" "$@" >>"$LOGS/faults.log" 2>&1 </dev/null &
   echo $! >"$FAULTS/$id.timer"
 }
 disarm_timer() { # id

@@ -455,9 +455,9 @@ start_daemon() { # name binary args...
   log "starting $name${DAEMON_NETNS:+ in network namespace $DAEMON_NETNS}"
   # nsenter --net, not ip netns exec: the latter remounts /sys and hides the cgroup hierarchies
   if [[ -n ${DAEMON_NETNS:-} ]]; then
-    setsid nsenter --net="/run/netns/$DAEMON_NETNS" "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+    detached nsenter --net="/run/netns/$DAEMON_NETNS" "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
   else
-    setsid "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+    detached "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
   fi
   echo $! >"$RUN/$name.pid"
   echo "$exe" >"$RUN/$name.exe"

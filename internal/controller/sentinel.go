@@ -630,14 +630,14 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 	case apierrors.IsNotFound(err):
 		// No StatefulSet: the release is being uninstalled (this controller outlives it by a moment) or not
 		// applied yet. A ConfigMap created now would have no owner and outlive the release, so only an
-		// existing one (which keeps its owner) is updated.
-		if _, gerr := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, cm.Name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
-			return nil
-		}
+		// existing one (which keeps its owner) is updated; one garbage collection deletes meanwhile stays gone.
+		_, err = kube.UpdateConfigMap(ctx, c.cs, cm)
 	default:
 		return fmt.Errorf("get StatefulSet %s: %w", stsName, err)
 	}
-	_, err = kube.ApplyConfigMap(ctx, c.cs, cm)
+	if len(cm.OwnerReferences) > 0 {
+		_, err = kube.ApplyConfigMap(ctx, c.cs, cm)
+	}
 	if apierrors.IsForbidden(err) {
 		return nil
 	}

@@ -449,9 +449,9 @@ Call with (dict "field" "extraEnvVars" "list" l "reserved" (list "REDISCLI_AUTH"
 {{- end -}}
 
 {{/*
-PREFIX.checkMounts: extra volume mounts name a volume of the pod and an absolute path that is not one of the
-chart's (or inside one). Call with (dict "field" "extraVolumeMounts" "list" l "volumes" (list names...)
-"paths" (list "/data" ...)).
+PREFIX.checkMounts: extra volume mounts name a volume of the pod and an absolute path that is neither / nor one
+of the chart's (or inside one), compared as the container runtime resolves them (//data and /./data are /data).
+Call with (dict "field" "extraVolumeMounts" "list" l "volumes" (list names...) "paths" (list "/data" ...)).
 */}}
 {{- define "PREFIX.checkMounts" -}}
 {{- $seen := dict -}}
@@ -465,7 +465,10 @@ chart's (or inside one). Call with (dict "field" "extraVolumeMounts" "list" l "v
 {{- if not (hasPrefix "/" $path) -}}
 {{- fail (printf "%s.mountPath: %q is not an absolute path; write it like /scratch" $f $path) -}}
 {{- end -}}
-{{- $clean := trimSuffix "/" $path -}}
+{{- $clean := clean $path -}}
+{{- if eq $clean "/" -}}
+{{- fail (printf "%s.mountPath: %s would cover the image's own files and every mount of the chart; choose a path of its own, such as /scratch" $f $path) -}}
+{{- end -}}
 {{- range $p := $.paths -}}
 {{- if or (eq $clean $p) (hasPrefix (printf "%s/" $p) $clean) -}}
 {{- fail (printf "%s.mountPath: %s %s the chart's mount %s, which the container needs as it is; choose another path, such as /scratch" $f $path (ternary "is" "is inside" (eq $clean $p)) $p) -}}

@@ -109,9 +109,24 @@ func DeletePod(ctx context.Context, cs kubernetes.Interface, namespace, pod stri
 // ApplyConfigMap creates the ConfigMap, or updates its data, labels and annotations when they differ. It
 // returns whether anything was written.
 func ApplyConfigMap(ctx context.Context, cs kubernetes.Interface, want *corev1.ConfigMap) (bool, error) {
+	return writeConfigMap(ctx, cs, want, true)
+}
+
+// UpdateConfigMap updates an existing ConfigMap's data, labels and annotations when they differ, and never
+// creates one: a ConfigMap that does not exist, or is deleted before the update lands (garbage collection of
+// an uninstalled release), is left absent with (false, nil). It returns whether anything was written.
+func UpdateConfigMap(ctx context.Context, cs kubernetes.Interface, want *corev1.ConfigMap) (bool, error) {
+	wrote, err := writeConfigMap(ctx, cs, want, false)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return wrote, err
+}
+
+func writeConfigMap(ctx context.Context, cs kubernetes.Interface, want *corev1.ConfigMap, create bool) (bool, error) {
 	api := cs.CoreV1().ConfigMaps(want.Namespace)
 	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && create {
 		if _, err := api.Create(ctx, want, metav1.CreateOptions{}); err != nil {
 			return false, fmt.Errorf("create configmap %s/%s: %w", want.Namespace, want.Name, err)
 		}

@@ -133,3 +133,23 @@ func TestEnsureSecretNeverOverwrites(t *testing.T) {
 	_, _, err = EnsureSecret(ctx, failing, want("x"))
 	assert.ErrorContains(t, err, "get secret ns/s")
 }
+
+func TestUpdateConfigMapNeverCreates(t *testing.T) {
+	cs := fake.NewClientset()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}, Data: map[string]string{"k": "v"}}
+	wrote, err := UpdateConfigMap(ctx, cs, cm)
+	require.NoError(t, err, "a missing ConfigMap is not an error")
+	assert.False(t, wrote)
+	_, err = cs.CoreV1().ConfigMaps("ns").Get(ctx, "c", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "not created: %v", err)
+
+	_, err = cs.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	wrote, err = UpdateConfigMap(ctx, cs, cm)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	got, err := cs.CoreV1().ConfigMaps("ns").Get(ctx, "c", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "v", got.Data["k"])
+}

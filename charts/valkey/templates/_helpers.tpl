@@ -1203,11 +1203,20 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- $volNames := dict -}}
 {{- range $i, $v := .Values.extraVolumes -}}
 {{- $f := printf "extraVolumes[%d].name" $i -}}
 {{- include "valkey.checkFormat" (dict "field" $f "value" ($v.name | default "") "format" "dnsLabel" "example" "scratch") -}}
 {{- if has $v.name (list "config" "instance" "sentinels" "sentinel-auth" "system" "acl" "runtime" "bin" "data" "tls") -}}
 {{- fail (printf "%s: %q is a volume of the chart (config, instance, sentinels, sentinel-auth, system, acl, runtime, bin, data, tls); choose another name" $f $v.name) -}}
+{{- end -}}
+{{- if hasKey $volNames $v.name -}}
+{{- fail (printf "%s: %q is already the name of %s; volume names must be unique in a pod (the API server refuses the StatefulSet)" $f $v.name (get $volNames $v.name)) -}}
+{{- end -}}
+{{- $_ := set $volNames $v.name (printf "extraVolumes[%d]" $i) -}}
+{{- $sources := omit $v "name" | keys | sortAlpha -}}
+{{- if gt (len $sources) 1 -}}
+{{- fail (printf "extraVolumes[%d]: %s are %d volume sources; a volume has exactly one (the API server refuses the StatefulSet); keep one" $i (join " and " $sources) (len $sources)) -}}
 {{- end -}}
 {{- end -}}
 {{- $volumes := list -}}

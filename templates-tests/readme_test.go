@@ -1,0 +1,181 @@
+package templatestests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	"helm.sh/helm/v3/pkg/strvals"
+)
+
+// quickstartFiles hold the `helm install` lines a newcomer copies first.
+var quickstartFiles = []string{"../README.md", "../charts/valkey/README.md", "../charts/valkey-sentinel/README.md"}
+
+// TestReadmeQuickstartsInstallAsWritten: every `helm install` line in a sh/bash block of the READMEs renders
+// as a shell passes it to Helm (an unquoted `example\.com` reaches Helm as `example.com`, a nested key the
+// schema refuses), and in a block that installs instances and a quorum, each instance names a quorum of that
+// block (sentinel.release: its F-sentinel-auth RoleBinding is for that quorum's controller) whose
+// valkeySelector matches the instance's descriptor labels.
+func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
+	installs := 0
+	for _, file := range quickstartFiles {
+		for bi, block := range shellBlocks(t, file) {
+			type quorum struct {
+				release, controllerSA string
+				selector              labels.Selector
+			}
+			var quorums []quorum
+			type instance struct {
+				release, grantedSA string
+				labels             labels.Set
+			}
+			var instances []instance
+			for _, line := range block {
+				words := shellWords(t, line)
+				if len(words) < 4 || words[0] != "helm" || words[1] != "install" {
+					continue
+				}
+				installs++
+				rel, chartName := words[2], filepath.Base(words[3])
+				vals := map[string]any{}
+				for i := 4; i < len(words); i++ {
+					switch {
+					case words[i] == "--set" && i+1 < len(words):
+						i++
+						require.NoError(t, strvals.ParseInto(words[i], vals), "%s: %s", file, line)
+					case strings.HasPrefix(words[i], "--set="):
+						require.NoError(t, strvals.ParseInto(strings.TrimPrefix(words[i], "--set="), vals), "%s: %s", file, line)
+					default:
+						t.Fatalf("%s: %s: the test understands only --set, not %q", file, line, words[i])
+					}
+				}
+				valuesYAML, err := yaml.Marshal(vals)
+				require.NoError(t, err)
+				files, err := renderChart(t, chartName, string(valuesYAML), renderOpts{release: rel})
+				if !assert.NoError(t, err, "%s, as a shell runs it: %s", file, line) {
+					continue
+				}
+				objs := decode(t, files)
+				switch chartName {
+				case "valkey-sentinel":
+					sel := metav1.LabelSelector{}
+					b, _ := json.Marshal(vals["valkeySelector"])
+					require.NoError(t, json.Unmarshal(b, &sel))
+					s, err := metav1.LabelSelectorAsSelector(&sel)
+					require.NoError(t, err)
+					d := objs.get(t, "Deployment", rel+"-controller").(*appsv1.Deployment)
+					quorums = append(quorums, quorum{rel, d.Spec.Template.Spec.ServiceAccountName, s})
+				case "valkey":
+					in := instance{release: rel}
+					for _, o := range objs.ofKind("RoleBinding") {
+						if rb := o.(*rbacv1.RoleBinding); strings.HasSuffix(rb.Name, "-sentinel-auth") {
+							in.grantedSA = rb.Subjects[0].Name
+						}
+					}
+					for _, o := range objs.ofKind("ConfigMap") {
+						if strings.HasSuffix(nameOf(o), "-instance") {
+							in.labels = objMeta(o).GetLabels()
+						}
+					}
+					instances = append(instances, in)
+				}
+			}
+			if len(quorums) == 0 {
+				continue
+			}
+			for _, in := range instances {
+				var named *quorum
+				for i := range quorums {
+					if quorums[i].controllerSA == in.grantedSA {
+						named = &quorums[i]
+					}
+				}
+				if !assert.NotNil(t, named, "%s block %d: instance %s names a quorum whose controller is %s, not one this block installs (add --set sentinel.release=<quorum release>)", file, bi, in.release, in.grantedSA) {
+					continue
+				}
+				assert.True(t, named.selector.Matches(in.labels), "%s block %d: quorum %s's valkeySelector %s does not select instance %s (descriptor labels %v)", file, bi, named.release, named.selector, in.release, in.labels)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, installs, 5, "helm install lines found in %v", quickstartFiles)
+}
+
+// shellBlocks returns the lines (comments cut) of each ```sh / ```bash block of a Markdown file.
+func shellBlocks(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var blocks [][]string
+	var cur []string
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case !in && (strings.HasPrefix(l, "```sh") || strings.HasPrefix(l, "```bash")):
+			in, cur = true, nil
+		case in && strings.HasPrefix(l, "```"):
+			in = false
+			blocks = append(blocks, cur)
+		case in:
+			cur = append(cur, l)
+		}
+	}
+	return blocks
+}
+
+// shellWords splits one command line the way a POSIX shell does for these READMEs: single quotes keep
+// everything, double quotes keep all but \" and \\, a backslash outside quotes escapes the next character,
+// an unquoted # starts a comment, and `;` ends the command (what follows is ignored).
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			require.GreaterOrEqual(t, j, 0, "unterminated ' in %q", line)
+			w.WriteString(line[i+1 : i+1+j])
+			i, inWord = i+1+j, true
+		case c == '"':
+			for i++; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && (line[i+1] == '"' || line[i+1] == '\\') {
+					i++
+				}
+				w.WriteByte(line[i])
+			}
+			inWord = true
+		case c == '\\' && i+1 < len(line):
+			i++
+			w.WriteByte(line[i])
+			inWord = true
+		case c == ' ' || c == '\t' || c == ';' || (c == '#' && !inWord):
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+			if c == ';' || c == '#' {
+				return words
+			}
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
