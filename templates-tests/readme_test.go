@@ -2,6 +2,7 @@ package templatestests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,13 +32,14 @@ func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
 	for _, file := range quickstartFiles {
 		for bi, block := range shellBlocks(t, file) {
 			type quorum struct {
-				release, controllerSA string
-				selector              labels.Selector
+				release, namespace, controllerSA string
+				namespaces                       []string // the instances' namespaces it selects (its own, `namespaces`)
+				selector                         labels.Selector
 			}
 			var quorums []quorum
 			type instance struct {
-				release, grantedSA string
-				labels             labels.Set
+				release, namespace, grantedSA, grantedNS string
+				labels                                   labels.Set
 			}
 			var instances []instance
 			for _, line := range block {
@@ -48,20 +50,24 @@ func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
 				installs++
 				rel, chartName := words[2], filepath.Base(words[3])
 				vals := map[string]any{}
+				ns := "default"
 				for i := 4; i < len(words); i++ {
 					switch {
+					case (words[i] == "-n" || words[i] == "--namespace") && i+1 < len(words):
+						i++
+						ns = words[i]
 					case words[i] == "--set" && i+1 < len(words):
 						i++
 						require.NoError(t, strvals.ParseInto(words[i], vals), "%s: %s", file, line)
 					case strings.HasPrefix(words[i], "--set="):
 						require.NoError(t, strvals.ParseInto(strings.TrimPrefix(words[i], "--set="), vals), "%s: %s", file, line)
 					default:
-						t.Fatalf("%s: %s: the test understands only --set, not %q", file, line, words[i])
+						t.Fatalf("%s: %s: the test understands only --set and -n/--namespace, not %q", file, line, words[i])
 					}
 				}
 				valuesYAML, err := yaml.Marshal(vals)
 				require.NoError(t, err)
-				files, err := renderChart(t, chartName, string(valuesYAML), renderOpts{release: rel})
+				files, err := renderChart(t, chartName, string(valuesYAML), renderOpts{release: rel, namespace: ns})
 				if !assert.NoError(t, err, "%s, as a shell runs it: %s", file, line) {
 					continue
 				}
@@ -74,12 +80,16 @@ func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
 					s, err := metav1.LabelSelectorAsSelector(&sel)
 					require.NoError(t, err)
 					d := objs.get(t, "Deployment", rel+"-controller").(*appsv1.Deployment)
-					quorums = append(quorums, quorum{rel, d.Spec.Template.Spec.ServiceAccountName, s})
+					q := quorum{release: rel, namespace: ns, controllerSA: d.Spec.Template.Spec.ServiceAccountName, namespaces: []string{ns}, selector: s}
+					for _, n := range asList(vals["namespaces"]) {
+						q.namespaces = append(q.namespaces, fmt.Sprint(n))
+					}
+					quorums = append(quorums, q)
 				case "valkey":
-					in := instance{release: rel}
+					in := instance{release: rel, namespace: ns}
 					for _, o := range objs.ofKind("RoleBinding") {
 						if rb := o.(*rbacv1.RoleBinding); strings.HasSuffix(rb.Name, "-sentinel-auth") {
-							in.grantedSA = rb.Subjects[0].Name
+							in.grantedSA, in.grantedNS = rb.Subjects[0].Name, rb.Subjects[0].Namespace
 						}
 					}
 					for _, o := range objs.ofKind("ConfigMap") {
@@ -96,13 +106,14 @@ func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
 			for _, in := range instances {
 				var named *quorum
 				for i := range quorums {
-					if quorums[i].controllerSA == in.grantedSA {
+					if quorums[i].controllerSA == in.grantedSA && quorums[i].namespace == in.grantedNS {
 						named = &quorums[i]
 					}
 				}
-				if !assert.NotNil(t, named, "%s block %d: instance %s names a quorum whose controller is %s, not one this block installs (add --set sentinel.release=<quorum release>)", file, bi, in.release, in.grantedSA) {
+				if !assert.NotNil(t, named, "%s block %d: instance %s names a quorum whose controller is %s/%s, not one this block installs (add --set sentinel.release=<quorum release>, and sentinel.namespace=<its namespace> for another namespace)", file, bi, in.release, in.grantedNS, in.grantedSA) {
 					continue
 				}
+				assert.Contains(t, named.namespaces, in.namespace, "%s block %d: quorum %s does not select namespace %s (add it to namespaces)", file, bi, named.release, in.namespace)
 				assert.True(t, named.selector.Matches(in.labels), "%s block %d: quorum %s's valkeySelector %s does not select instance %s (descriptor labels %v)", file, bi, named.release, named.selector, in.release, in.labels)
 			}
 		}
@@ -110,7 +121,8 @@ func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
 	require.GreaterOrEqual(t, installs, 5, "helm install lines found in %v", quickstartFiles)
 }
 
-// shellBlocks returns the lines (comments cut) of each ```sh / ```bash block of a Markdown file.
+// shellBlocks returns the lines of each ```sh / ```bash block of a Markdown file, a line ending in a backslash
+// joined with the next.
 func shellBlocks(t *testing.T, path string) [][]string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -125,6 +137,10 @@ func shellBlocks(t *testing.T, path string) [][]string {
 		case in && strings.HasPrefix(l, "```"):
 			in = false
 			blocks = append(blocks, cur)
+		case in && len(cur) > 0 && strings.HasSuffix(cur[len(cur)-1], "\\"):
+			// a line ending in a backslash continues on the next one, as in a shell
+			last := cur[len(cur)-1]
+			cur[len(cur)-1] = last[:len(last)-1] + " " + l
 		case in:
 			cur = append(cur, l)
 		}
@@ -178,4 +194,10 @@ func shellWords(t *testing.T, line string) []string {
 		words = append(words, w.String())
 	}
 	return words
+}
+
+// asList returns v as a list ([]any from strvals, e.g. --set 'namespaces={t1,t2}'), or nil.
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
