@@ -308,5 +308,5 @@ EOF
 cat <<EOF
 and read the key again the Sentinel-aware way (the client asks the Sentinels, so it finds the new primary):
   hack/demo.sh --read
-Remove: helm -n $NS uninstall $DATA_REL $SENT_REL
+Remove: helm -n $NS uninstall $DATA_REL $SENT_REL && kubectl delete namespace $NS
 EOF

@@ -57,6 +57,9 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return "", err
 				}
+				if err := checkFound(o.Namespace, o.Instance, instances, quorums); err != nil {
+					return "", err
+				}
 				var b bytes.Buffer
 				renderStatus(&b, o.Output, instances, quorums)
 				return b.String(), nil
@@ -140,6 +143,18 @@ func readStatus(ctx context.Context, cs kubernetes.Interface, ns, instance strin
 		}
 	}
 	return instances, quorums, nil
+}
+
+// checkFound returns an error naming the namespace when nothing there has published a status (a mistyped
+// --namespace printed nothing and exited 0), or when --instance names no instance of it.
+func checkFound(ns, instance string, instances []status.Instance, quorums []status.Quorum) error {
+	switch {
+	case instance != "" && len(instances) == 0:
+		return fmt.Errorf("status: no instance %q has published a status in namespace %q: check --instance (the release's fullname) and --namespace", instance, ns)
+	case len(instances) == 0 && len(quorums) == 0:
+		return fmt.Errorf("status: no instance or Sentinel quorum has published a status in namespace %q: check --namespace (a new release publishes one within seconds of its controller starting)", ns)
+	}
+	return nil
 }
 
 // renderStatus writes instances and quorums as a table or as JSON (format "json").

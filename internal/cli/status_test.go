@@ -105,3 +105,26 @@ func TestStatusWatchPrintsOnChange(t *testing.T) {
 	}
 	assert.Equal(t, 4, strings.Count(out.String(), "--- "), "first, failover, error, recovery:\n%s", out.String())
 }
+
+// TestStatusNamesAnEmptyNamespace: a namespace where nothing published a status, or an --instance that is
+// not there, is an error naming what to check (a mistyped --namespace printed nothing and exited 0).
+func TestStatusNamesAnEmptyNamespace(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(statusConfigMap(t, status.Instance{Name: "cache"}))
+	for _, tc := range []struct{ ns, instance, want string }{
+		{"typo", "", `no instance or Sentinel quorum has published a status in namespace "typo"`},
+		{"ns", "cahce", `no instance "cahce" has published a status in namespace "ns"`},
+		{"ns", "", ""},
+		{"ns", "cache", ""},
+	} {
+		instances, quorums, err := readStatus(ctx, cs, tc.ns, tc.instance)
+		require.NoError(t, err)
+		err = checkFound(tc.ns, tc.instance, instances, quorums)
+		if tc.want == "" {
+			assert.NoError(t, err, "%s/%s", tc.ns, tc.instance)
+			continue
+		}
+		require.Error(t, err, "%s/%s", tc.ns, tc.instance)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}

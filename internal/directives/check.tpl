@@ -176,7 +176,8 @@ PREFIX.checkFormat: fails unless value has the named format (PREFIX.formats). Ca
 */}}
 {{- define "PREFIX.checkFormat" -}}
 {{- $f := get (include "PREFIX.formats" . | fromJson) .format -}}
-{{- if or (kindIs "bool" .value) (kindIs "float64" .value) (kindIs "int64" .value) -}}
+{{- /* a CPU quantity may be a number, as Kubernetes takes it (cpu: 1, cpu: 0.5) */ -}}
+{{- if or (kindIs "bool" .value) (and (or (kindIs "float64" .value) (kindIs "int64" .value)) (ne .format "cpu")) -}}
 {{- fail (printf "%s: %v is a %s, not text: YAML reads unquoted yes, no, on, off, true, false and numbers (8.0 becomes 8) as such; quote the value" .field .value (ternary "boolean" "number" (kindIs "bool" .value))) -}}
 {{- end -}}
 {{- $v := include "PREFIX.confValue" .value -}}
