@@ -929,7 +929,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- $owned = append $owned (include "valkey.systemSecretName" .) -}}
 {{- $quorum := list -}}
 {{- with .Values.sentinel.release -}}
-{{- $quorum = list (printf "%s-auth-admin" .) (printf "%s-auth-instance" .) (printf "%s-auth-client" .) -}}
+{{- $quorum = list (printf "%s-auth-admin" .) (printf "%s-auth-instance" .) (printf "%s-auth-client" .) (printf "%s-auth-controller" .) -}}
 {{- end -}}
 {{- if has .Values.auth.existingSecret $quorum -}}
 {{- fail (printf "auth.existingSecret: %q is a Secret of the Sentinel quorum %s (a Sentinel user's password), not this instance's system passwords: it has no key _operator, and this release would read the quorum's credentials; name a Secret of your own with keys _operator, _replication, _probe and _exporter, or leave it empty" .Values.auth.existingSecret .Values.sentinel.release) -}}
@@ -1219,7 +1219,8 @@ priority class.
 The valkey-sentinel release (fullname S, same namespace) that monitors this instance: sentinel.release.
 Its controller's ServiceAccount gets the _sentinel password (sentinel.controllerServiceAccount, default
 S-controller), and this instance's pods, controller and helm test use its _instance password, Secret
-S-auth-instance (spec.SentinelSecretName), which that release publishes.
+S-auth-instance (spec.SentinelSecretName), which that release publishes; the controller alone also reads its
+_controller password (SENTINEL RESET), Secret S-auth-controller (valkey.quorumControllerSecret).
 */}}
 {{- define "valkey.sentinelRelease" -}}
 {{- .Values.sentinel.release -}}
@@ -1231,4 +1232,10 @@ S-auth-instance (spec.SentinelSecretName), which that release publishes.
 
 {{- define "valkey.quorumSecret" -}}
 {{- printf "%s-auth-instance" (include "valkey.sentinelRelease" .) -}}
+{{- end -}}
+
+{{/* The quorum's _controller Secret, S-auth-controller: granted to this instance's controller only, never
+mounted into a pod and never granted to the helm test (its user may SENTINEL RESET). */}}
+{{- define "valkey.quorumControllerSecret" -}}
+{{- printf "%s-auth-controller" (include "valkey.sentinelRelease" .) -}}
 {{- end -}}
