@@ -73,6 +73,14 @@ func TestSecurityRBACOnTheAPIServer(t *testing.T) {
 		{sa(d.S + "-test"), "get", "secrets", d.S + "-auth-client", false},
 		{sa(d.S), "get", "secrets", d.S + "-auth-admin", false},
 		{sa("default"), "get", "secrets", d.S + "-auth-instance", false},
+		// _controller (SENTINEL RESET, h11-reset): the instance controller only, never the helm test or a data pod
+		{sa(in.F + "-controller"), "get", "secrets", d.S + "-auth-controller", true},
+		{sa(in.F + "-test"), "get", "secrets", d.S + "-auth-controller", false},
+		{sa(in.F), "get", "secrets", d.S + "-auth-controller", false},
+		{sa(in.F + "-credentials"), "get", "secrets", d.S + "-auth-controller", false},
+		{sa(d.S + "-controller"), "get", "secrets", d.S + "-auth-controller", false},
+		{sa(d.S + "-credentials"), "get", "secrets", d.S + "-auth-controller", true},
+		{sa("default"), "get", "secrets", d.S + "-auth-controller", false},
 	}
 	for _, c := range cases {
 		r, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{

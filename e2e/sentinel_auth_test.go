@@ -23,7 +23,8 @@ import (
 // (no Secret in the rendered charts), the data pods hold exactly S-auth-instance's password at the path the
 // bootstrap and preStop hook read, and helm test of both releases passes (the quorum's test pod fails unless
 // an unauthenticated client gets NOAUTH and _client's SENTINEL REMOVE NOPERM). Before this change the quorum ran without a password and every one of these commands
-// was accepted.
+// was accepted. _instance's SENTINEL RESET is refused (NOPERM; accepted before h11-reset) and no data pod holds
+// the _controller password.
 func TestSentinelAuthOnTheCluster(t *testing.T) {
 	maybeParallel(t)
 	d := Deploy(t, "sauth", DeployOpts{Replicas: 1, DataExtra: `users: [{name: app, access: full, keys: ["*"]}]`})
@@ -87,6 +88,24 @@ func TestSentinelAuthOnTheCluster(t *testing.T) {
 		out, _, err := Exec(ctx, d.NS, in.Pod(i), "valkey", nil, "sh", "-c", "sha256sum < /etc/valkey-ha/sentinel-auth/password")
 		if err != nil || !strings.HasPrefix(out, hex.EncodeToString(sum[:])) {
 			t.Errorf("%s: /etc/valkey-ha/sentinel-auth/password is not %s's password (%v)", in.Pod(i), spec.SentinelSecretName(d.S, acl.SentinelInstance), err)
+		}
+	}
+	// _instance, which every data pod holds, may fail over but not RESET (a RESET during a failover split an
+	// instance: h11-reset), and no file of a data pod holds the password of _controller, the user that may RESET
+	if out := cli(acl.SentinelInstance, instPW, "sentinel", "reset", "*"); !strings.Contains(out, "NOPERM") {
+		t.Errorf("%s SENTINEL RESET * from %s: %q (want NOPERM)", acl.SentinelInstance, in.Pod(0), out)
+	}
+	_, ctlPW, err := d.SentinelCredential(ctx, acl.SentinelController)
+	if err != nil || ctlPW == "" {
+		t.Fatalf("Secret %s: %v", spec.SentinelSecretName(d.S, acl.SentinelController), err)
+	}
+	ctlSum := sha256.Sum256([]byte(ctlPW))
+	for i := 0; i < in.Nodes(); i++ {
+		out, _, err := Exec(ctx, d.NS, in.Pod(i), "valkey", nil, "sh", "-c", "find /etc/valkey-ha -type f -size -64k -exec sha256sum {} +")
+		if err != nil {
+			t.Errorf("%s: hashing /etc/valkey-ha: %v", in.Pod(i), err)
+		} else if strings.Contains(out, hex.EncodeToString(ctlSum[:])) {
+			t.Errorf("%s holds the %s password: %s", in.Pod(i), acl.SentinelController, out)
 		}
 	}
 	// the quorum's test pod fails unless its sentinel-auth check passes (check.Quorum); a passed test pod is

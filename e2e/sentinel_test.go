@@ -140,6 +140,10 @@ func TestScaleInLeavesNoStaleReplica(t *testing.T) {
 			t.Logf("event %s: %s (count %d)", e.Reason, e.Message, e.Count)
 		}
 	}
+	// a fresh install's Sentinels know _controller, the only user that may RESET: no fallback to _instance
+	if fb, err := FindEvents(ctx, d.NS, "SentinelResetUserFallback", ""); err != nil || len(fb) > 0 {
+		t.Errorf("SentinelResetUserFallback events on a fresh install: %v (error %v)", fb, err)
+	}
 	d.WaitConverged(t, time.Minute, true)
 }
 

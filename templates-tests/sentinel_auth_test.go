@@ -162,10 +162,11 @@ func TestSecuritySentinelAuthFromTheChart(t *testing.T) {
 
 // TestSecurityOnlyNamedInstancesReadTheQuorumSecret (issue 15): in the rendered RBAC of a quorum and two
 // instances, only the controller and the helm test of the instance whose sentinel.release names the quorum
-// (and the quorum's credentials Job, which creates them) may read its _instance Secret; the quorum's
-// controller reads only _admin; nobody else reads any; no ServiceAccount may list Secrets, and only the
-// credentials Jobs may create one. Data pods of that instance mount the _instance password only;
-// the Sentinel pods mount the three for the start step and _client for their probes; the quorum's helm test
+// (and the quorum's credentials Job, which creates them) may read its _instance Secret; its controller alone
+// reads _controller (the user that may SENTINEL RESET: never its helm test, never a data pod, h11-reset); the
+// quorum's controller reads only _admin; nobody else reads any; no ServiceAccount may list Secrets, and only
+// the credentials Jobs may create one. Data pods of that instance mount the _instance password only;
+// the Sentinel pods mount the four for the start step and _client for their probes; the quorum's helm test
 // gets _client.
 func TestSecurityOnlyNamedInstancesReadTheQuorumSecret(t *testing.T) {
 	q := decode(t, mustRender(t, "valkey-sentinel", ""))
@@ -173,9 +174,10 @@ func TestSecurityOnlyNamedInstancesReadTheQuorumSecret(t *testing.T) {
 	other := decode(t, mustRender(t, "valkey", "", renderOpts{release: "other"})) // names the default quorum, "sentinel"
 	r := rbacOf(q, named, other)
 	inst, admin, client := sentinelRel+"-auth-instance", sentinelRel+"-auth-admin", sentinelRel+"-auth-client"
+	ctl := sentinelRel + "-auth-controller"
 	var readers []string
 	for _, sa := range serviceAccounts(q, named, other) {
-		for _, secret := range []string{inst, admin, client} {
+		for _, secret := range []string{inst, admin, client, ctl} {
 			if r.can(sa, "get", "", "secrets", secret) {
 				readers = append(readers, sa+" -> "+secret)
 			}
@@ -185,10 +187,14 @@ func TestSecurityOnlyNamedInstancesReadTheQuorumSecret(t *testing.T) {
 		assert.False(t, r.can(sa, "update", "", "secrets", admin), "%s changes a quorum credential", sa)
 	}
 	assert.ElementsMatch(t, []string{
-		valkeyF + "-controller -> " + inst, valkeyF + "-test -> " + inst,
+		valkeyF + "-controller -> " + inst, valkeyF + "-test -> " + inst, valkeyF + "-controller -> " + ctl,
 		sentinelRel + "-controller -> " + admin,
 		sentinelRel + "-credentials -> " + inst, sentinelRel + "-credentials -> " + admin, sentinelRel + "-credentials -> " + client,
+		sentinelRel + "-credentials -> " + ctl,
 	}, readers, "who may read the quorum's credentials")
+	assert.False(t, r.can(valkeyF+"-test", "get", "", "secrets", ctl), "the helm test never gets the RESET user's password")
+	assert.True(t, r.can("other-valkey-controller", "get", "", "secrets", "sentinel-auth-controller"), "the other instance's controller reads its own quorum's")
+	assert.False(t, r.can("other-valkey-test", "get", "", "secrets", "sentinel-auth-controller"), "the other instance's helm test does not")
 	for _, sa := range serviceAccounts(q, named, other) {
 		assert.Equal(t, sa == sentinelRel+"-credentials" || sa == valkeyF+"-credentials" || sa == "other-valkey-credentials",
 			r.can(sa, "create", "", "secrets", ""), "%s may create Secrets", sa)
@@ -222,13 +228,20 @@ func TestSecurityOnlyNamedInstancesReadTheQuorumSecret(t *testing.T) {
 	for _, sts := range named.statefulSets() {
 		assert.Equal(t, map[string]bool{inst: true}, mounted(&sts.Spec.Template.Spec), "%s: the _instance password only", sts.Name)
 	}
-	assert.Equal(t, map[string]bool{inst: true, admin: true, client: true, client + " (env sentinel)": true},
+	for _, rel := range []objects{named, other} {
+		for id, ps := range rel.podSpecs() {
+			for m := range mounted(ps) {
+				assert.NotContains(t, m, "-auth-controller", "%s: no pod of an instance release mounts the RESET user's password", id)
+			}
+		}
+	}
+	assert.Equal(t, map[string]bool{inst: true, admin: true, client: true, ctl: true, client + " (env sentinel)": true},
 		mounted(&sentinelSTS(t, q).Spec.Template.Spec))
 	test := q.get(t, "Pod", sentinelRel+"-test").(*corev1.Pod)
 	assert.Equal(t, map[string]bool{client + " (env test)": true}, mounted(&test.Spec))
 	for _, c := range sentinelSTS(t, q).Spec.Template.Spec.Containers {
 		for _, m := range c.VolumeMounts {
-			assert.NotEqual(t, "auth", m.Name, "container %s: the three passwords reach the start step only", c.Name)
+			assert.NotEqual(t, "auth", m.Name, "container %s: the four passwords reach the start step only", c.Name)
 		}
 	}
 	// the descriptor names the quorum; the controller's flags name no Secret (it reads the canonical one)
@@ -236,6 +249,7 @@ func TestSecurityOnlyNamedInstancesReadTheQuorumSecret(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sentinelRel, in.SentinelRelease)
 	assert.Equal(t, inst, spec.SentinelSecretName(in.SentinelRelease, acl.SentinelInstance), "the name the chart grants is the one the Go side reads")
+	assert.Equal(t, ctl, spec.SentinelSecretName(in.SentinelRelease, acl.SentinelController), "the name the chart grants is the one the Go side reads")
 }
 
 // serviceAccounts lists every ServiceAccount the rendered releases create or bind.

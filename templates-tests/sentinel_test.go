@@ -190,7 +190,7 @@ func initScript(t testing.TB, objs objects, dir string) string {
 // password); a test may write other ones into dir/etc/auth first. One holds characters the config parser
 // must see escaped.
 var sentinelPasswords = map[string]string{acl.SentinelAdmin: `admin-pw-"quoted"\back`, acl.SentinelInstance: "instance-pw-0123456789",
-	acl.SentinelClient: "client-pw-0123456789"}
+	acl.SentinelClient: "client-pw-0123456789", acl.SentinelController: "controller-pw-0123456789"}
 
 // runInit runs the start step as the pod would, with the rendered ConfigMap as the template.
 func runInit(t testing.TB, objs objects, dir, podName string) (string, error) {

@@ -613,7 +613,7 @@ func TestRBACVerbsExact(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{valkeyF + "-status"}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{valkeyF + "-system", valkeyF + "-acl", "sentinel-auth-instance"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{valkeyF + "-system", valkeyF + "-acl", "sentinel-auth-instance", "sentinel-auth-controller"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{valkeyF + "-controller"}, Verbs: []string{"get", "update"}},
@@ -641,7 +641,7 @@ func TestRBACVerbsExact(t *testing.T) {
 	cred := sobjs.get(t, "Role", sentinelRel+"-credentials").(*rbacv1.Role)
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin", sentinelRel + "-auth-instance", sentinelRel + "-auth-client"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin", sentinelRel + "-auth-instance", sentinelRel + "-auth-client", sentinelRel + "-auth-controller"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{sentinelRel + "-config"}, Verbs: []string{"get"}},
 	}, cred.Rules, "the credentials Job creates the quorum's three Secrets and never updates one")
 	ssa := sobjs.get(t, "ServiceAccount", sentinelRel+"-controller")

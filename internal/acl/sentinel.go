@@ -12,9 +12,9 @@ import (
 //
 // Why users and not requirepass: requirepass gives the one `default` user every command, and the widest
 // audience of a Sentinel password is every application pod with a Sentinel-aware client. With users, those
-// clients get discovery only (SentinelClient), the instance releases' components also failover and reset
-// (SentinelInstance), and only the quorum's own controller and peers may register, change or remove
-// monitors (SentinelAdmin). Nobody may SENTINEL DEBUG, SIMULATE-FAILURE or CONFIG (CONFIG SET could change
+// clients get discovery only (SentinelClient), the instance releases' components also failover
+// (SentinelInstance), the instance controllers alone reset (SentinelController), and only the quorum's own
+// controller and peers may register, change or remove monitors (SentinelAdmin). Nobody may SENTINEL DEBUG, SIMULATE-FAILURE or CONFIG (CONFIG SET could change
 // sentinel-user/sentinel-pass and the announced addresses), ACL, or SHUTDOWN. Sources: Sentinel docs,
 // "Configuring Sentinel instances with authentication" and "Sentinel commands"; Valkey docs "ACL rules".
 //
@@ -31,6 +31,9 @@ const (
 	// SentinelClient is the user of Sentinel-aware application clients (discovery and events only), the
 	// Sentinels' readiness probe and exporter, and the quorum's helm test. Secret S-auth-client.
 	SentinelClient = "_client"
+	// SentinelController is the user of the instance controllers alone: SENTINEL RESET (forget a removed
+	// replica after a scale-in). Secret S-auth-controller, which no data pod, application or helm test reads.
+	SentinelController = "_controller"
 )
 
 // SentinelPermission is one rule of a Sentinel user with the reason it is needed. ValkeyOnly rules name
@@ -104,9 +107,22 @@ var SentinelUsers = []SentinelUser{
 	}},
 	{Name: SentinelInstance, Perms: append(append([]SentinelPermission{}, discovery...),
 		perm("+sentinel|failover", "the preStop hook, the planned roll and an empty node's bootstrap ask for a failover"),
-		perm("+sentinel|reset", "the instance controller forgets a removed replica after a scale-in"),
 	)},
 	{Name: SentinelClient, Perms: discovery},
+	// RESET is not _instance's: every data pod and helm test holds that password, and a RESET * sent while a
+	// failover runs leaves two primaries (h7-attack: 0.3-1.5 s after SENTINEL FAILOVER, 3 of 3 runs). Only the
+	// instance controllers hold this user's password, and they send RESET only when internal/plan's policy allows
+	// it (no failover in progress, a quiet period). It may connect and RESET, nothing else: the controller reads
+	// and fails over as _instance.
+	{Name: SentinelController, Perms: []SentinelPermission{
+		perm("+hello", "HELLO 3 AUTH (the instance controller, valkey-go)"),
+		perm("+auth", "AUTH user password (valkey-cli, RESP2 clients)"),
+		perm("+ping", "connection health"),
+		perm("+client|setname", "the controller names its connections"),
+		valkeyOnly("+client|setinfo", "client library report; Valkey only"),
+		perm("+sentinel|reset", "the instance controller forgets a removed replica after a scale-in (plan policy "+
+			"checkReset: no failover in progress, quiet period)"),
+	}},
 }
 
 // SentinelUserByName returns the Sentinel user with that name.

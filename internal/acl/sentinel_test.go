@@ -28,7 +28,7 @@ func TestSentinelRulesPerEngine(t *testing.T) {
 			assert.NotEmpty(t, p.Why, "%s %s: every rule says why", u.Name, p.Rule)
 		}
 	}
-	for _, name := range []string{acl.SentinelClient, acl.SentinelInstance} {
+	for _, name := range []string{acl.SentinelClient, acl.SentinelInstance, acl.SentinelController} {
 		u, ok := acl.SentinelUserByName(name)
 		require.True(t, ok)
 		for _, rule := range acl.SentinelRules(u, "valkey") {
@@ -75,7 +75,8 @@ func forbiddenToClients(monitor string, primaryPort int) [][]string {
 // users of acl.SentinelUsers, as charts/valkey-sentinel runs them): a client that did not authenticate may
 // run nothing (SENTINEL FAILOVER / REMOVE / SET / MONITOR / DEBUG get NOAUTH); a customer's data-node user,
 // the data nodes' system users and a wrong password are refused at AUTH; _client may only discover, _instance
-// also fail over and reset, and nobody, _admin included, may DEBUG, SIMULATE-FAILURE, CONFIG, ACL or SHUTDOWN.
+// also fail over (not reset: h11-reset), _controller only reset (no discovery, no failover), and nobody, _admin
+// included, may DEBUG, SIMULATE-FAILURE, CONFIG, ACL or SHUTDOWN.
 // Without auth (the chart before this change) every one of these commands ran for anyone reaching port 26379.
 func TestSecuritySentinelAuthRefusesWhoMayNot(t *testing.T) {
 	valkeytest.ForEachEngine(t, func(t *testing.T, e valkeytest.Engine) {
@@ -134,6 +135,16 @@ func TestSecuritySentinelAuthRefusesWhoMayNot(t *testing.T) {
 		cl := s.Client(top.SentinelOptionsAs(acl.SentinelClient))
 		check(refused(ctx, cl, "NOPERM", "SENTINEL", "FAILOVER", top.Cfg.MonitorName))
 		check(refused(ctx, cl, "NOPERM", "SENTINEL", "RESET", "*"))
+		check(refused(ctx, s.Client(top.SentinelOptionsAs(acl.SentinelInstance)), "NOPERM", "SENTINEL", "RESET", "*"))
+		ctl := s.Client(top.SentinelOptionsAs(acl.SentinelController))
+		for _, args := range append(forbiddenToClients(top.Cfg.MonitorName, primary.Port),
+			[]string{"SENTINEL", "FAILOVER", top.Cfg.MonitorName}, []string{"SENTINEL", "MASTERS"},
+			[]string{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", top.Cfg.MonitorName}, []string{"INFO", "sentinel"}) {
+			check(refused(ctx, ctl, "NOPERM", args...))
+		}
+		if _, err := ctl.SentinelReset(ctx, top.Cfg.MonitorName); err != nil {
+			bad = append(bad, fmt.Sprintf("%s SENTINEL RESET: %v", acl.SentinelController, err))
+		}
 		admin := s.Client(top.SentinelOptions())
 		for _, args := range forbiddenToClients(top.Cfg.MonitorName, primary.Port)[4:] {
 			if args[0] == "SENTINEL" && args[1] == "FLUSHCONFIG" || args[0] == "PUBLISH" {
@@ -144,8 +155,9 @@ func TestSecuritySentinelAuthRefusesWhoMayNot(t *testing.T) {
 		for _, b := range bad {
 			t.Error(b)
 		}
-		// nothing moved: the monitor is registered everywhere and the primary is where it was
-		top.WaitSentinelsConverged(10*time.Second, 1, 2)
+		// nothing moved: the monitor is registered everywhere and the primary is where it was (30 s: the
+		// RESET above makes one Sentinel rediscover its replica and peers)
+		top.WaitSentinelsConverged(30*time.Second, 1, 2)
 		port, err := top.SentinelPrimary()
 		require.NoError(t, err)
 		assert.Equal(t, primary.Port, port)

@@ -20,8 +20,10 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
-// sentinelUsers are the users whose credential Secrets a quorum publishes, in the order they are created.
-var sentinelUsers = []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient}
+// sentinelUsers are the users whose credential Secrets a quorum publishes, in the order they are created
+// (charts/valkey-sentinel's vs.authUsers lists the same). The Job creates each missing one, so an upgrade from a
+// version without _controller adds S-auth-controller and leaves the others as they are.
+var sentinelUsers = []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient, acl.SentinelController}
 
 // SentinelCredentialsOptions are the flags of `sentinel-credentials`.
 type SentinelCredentialsOptions struct {
@@ -51,9 +53,10 @@ func newSentinelCredentialsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sentinel-credentials",
 		Short: "Create a Sentinel quorum's credential Secrets once (the valkey-sentinel chart's credentials Job)",
-		Long: `sentinel-credentials creates Secrets <S>-auth-admin, <S>-auth-instance and <S>-auth-client (keys username,
-password: the Sentinels' users _admin, _instance and _client) with random passwords when they do not exist,
-never overwriting one (a Secret created beforehand is the way to bring your own), owned by ConfigMap
+		Long: `sentinel-credentials creates Secrets <S>-auth-admin, <S>-auth-instance, <S>-auth-client and
+<S>-auth-controller (keys username, password: the Sentinels' users _admin, _instance, _client and _controller)
+with random passwords when they do not exist (on an upgrade: the ones an older version did not create), never
+overwriting one (a Secret created beforehand is the way to bring your own), owned by ConfigMap
 <S>-config so helm uninstall removes them. The Sentinel pods wait for them. It retries until ConfigMap
 <S>-config exists and every Secret holds a one-line password, and exits 0, or 1 after --timeout with the reason.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,8 +82,8 @@ never overwriting one (a Secret created beforehand is the way to bring your own)
 	return cmd
 }
 
-// ensureSentinelAuth makes sure the quorum's three credential Secrets exist (docs/contract.md: S-auth-admin,
-// S-auth-instance, S-auth-client, keys username and password) and returns the _admin password. A missing
+// ensureSentinelAuth makes sure the quorum's credential Secrets exist (docs/contract.md: S-auth-admin,
+// S-auth-instance, S-auth-client, S-auth-controller, keys username and password) and returns the _admin password. A missing
 // Secret is generated here, at run time, never at render time (no Helm lookup: offline renders stay
 // identical; passwords from credentials.GeneratePassword, as the instances' credentials Job makes them); an
 // existing one is used as it is, whoever created it. Generated Secrets are owned by ConfigMap S-config, so

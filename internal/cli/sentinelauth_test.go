@@ -17,7 +17,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
-// TestEnsureSentinelAuth: the credentials Job generates the quorum's three Secrets at run time (owned
+// TestEnsureSentinelAuth: the credentials Job generates the quorum's four Secrets at run time (owned
 // by S-config, so helm uninstall removes them; labelled as the project's), returns the _admin password, keeps
 // existing Secrets as they are (a second start, or Secrets the platform team created first), refuses a
 // password with a line break, and waits (retrying) while S-config does not exist yet.
@@ -30,7 +30,7 @@ func TestEnsureSentinelAuth(t *testing.T) {
 	admin, err := ensureSentinelAuth(ctx, cs, "ns", "q", 100*time.Millisecond, log)
 	require.NoError(t, err)
 	pws := map[string]string{}
-	for _, u := range []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient} {
+	for _, u := range []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient, acl.SentinelController} {
 		s, err := cs.CoreV1().Secrets("ns").Get(ctx, spec.SentinelSecretName("q", u), metav1.GetOptions{})
 		require.NoError(t, err, u)
 		assert.Equal(t, u, string(s.Data["username"]))
@@ -47,6 +47,7 @@ func TestEnsureSentinelAuth(t *testing.T) {
 	}
 	assert.Equal(t, pws[acl.SentinelAdmin], admin)
 	assert.NotEqual(t, pws[acl.SentinelAdmin], pws[acl.SentinelInstance], "one password per user")
+	assert.NotEqual(t, pws[acl.SentinelInstance], pws[acl.SentinelController], "one password per user")
 	assert.Equal(t, "brought-by-the-team", pws[acl.SentinelClient])
 
 	again, err := ensureSentinelAuth(ctx, cs, "ns", "q", 100*time.Millisecond, log)
@@ -92,4 +93,40 @@ func TestEnsureSentinelAuth(t *testing.T) {
 	assert.Equal(t, "adm", pw)
 	_, err = readSentinelAdmin(rctx, fake.NewClientset(cfg), "ns", "q", 100*time.Millisecond, log)
 	assert.ErrorContains(t, err, "q-auth-admin", "gives up with ctx, naming the Secret")
+}
+
+// TestEnsureSentinelAuthUpgradeAddsControllerSecret: a quorum installed before _controller existed has
+// S-auth-admin, S-auth-instance and S-auth-client only; the upgrade's credentials Job adds S-auth-controller
+// (owned and labelled like the others) and leaves the three it finds exactly as they were (same passwords,
+// same resourceVersion: never updated).
+func TestEnsureSentinelAuthUpgradeAddsControllerSecret(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "q-config", Namespace: "ns", UID: "cfg-uid"}}
+	cs := fake.NewClientset(cfg)
+	var old []*corev1.Secret
+	for _, u := range []string{acl.SentinelAdmin, acl.SentinelInstance, acl.SentinelClient} {
+		s, err := cs.CoreV1().Secrets("ns").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: spec.SentinelSecretName("q", u),
+			Namespace: "ns", ResourceVersion: "7"}, Data: map[string][]byte{"username": []byte(u), "password": []byte("old-" + u)}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		old = append(old, s)
+	}
+	_, err := cs.CoreV1().Secrets("ns").Get(ctx, "q-auth-controller", metav1.GetOptions{})
+	require.Error(t, err, "the install before the upgrade has no S-auth-controller")
+
+	admin, err := ensureSentinelAuth(ctx, cs, "ns", "q", 100*time.Millisecond, log)
+	require.NoError(t, err)
+	assert.Equal(t, "old-_admin", admin)
+	for _, o := range old {
+		s, err := cs.CoreV1().Secrets("ns").Get(ctx, o.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, o.Data, s.Data, "%s is left as it was", o.Name)
+		assert.Equal(t, o.ResourceVersion, s.ResourceVersion, "%s is never updated", o.Name)
+	}
+	s, err := cs.CoreV1().Secrets("ns").Get(ctx, "q-auth-controller", metav1.GetOptions{})
+	require.NoError(t, err, "the upgrade adds S-auth-controller")
+	assert.Equal(t, acl.SentinelController, string(s.Data["username"]))
+	assert.Len(t, s.Data["password"], 40)
+	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "q-config", UID: "cfg-uid"}}, s.OwnerReferences)
+	assert.Equal(t, "credentials", s.Labels[spec.LabelComponent])
 }

@@ -98,6 +98,8 @@ type InstanceController struct {
 	reported reportOnce
 	// sentinelAuth holds the quorum passwords sent to the Sentinels (sentinelOpts)
 	sentinelAuth quorumCredentials
+	// resetFallback remembers why SENTINEL RESET last fell back to _instance (resetClient)
+	resetFallback fallbackMemory
 }
 
 // instanceMemory is what the controller remembers between passes of one instance. Nothing here is needed
@@ -702,9 +704,9 @@ func planFailoverOrder(addrs []string) []string {
 	return out
 }
 
-// reset sends SENTINEL RESET <monitor> to one Sentinel.
+// reset sends SENTINEL RESET <monitor> to one Sentinel, as acl.SentinelController (resetClient).
 func (c *InstanceController) reset(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, s plan.Step) (string, error) {
-	cl, err := c.pool.get(ctx, s.Sentinel, c.sentinelOpts(ctx, in, *w.SentinelInfo))
+	cl, err := c.resetClient(ctx, desc, in, *w.SentinelInfo, s.Sentinel)
 	if err != nil {
 		return "", err
 	}
@@ -715,6 +717,66 @@ func (c *InstanceController) reset(ctx context.Context, desc *corev1.ConfigMap, 
 		in.MonitorName, s.Sentinel, strings.Join(s.For, ", "))
 	c.log.Info("SENTINEL RESET after scale-in", "instance", in.Name, "sentinel", s.Sentinel, "gone", s.For)
 	return "SENTINEL RESET on " + s.Sentinel, nil
+}
+
+// resetClient is the client for SENTINEL RESET on the Sentinel at addr: the quorum's acl.SentinelController user
+// (Secret <S>-auth-controller), the only one that may RESET. Until the quorum has been upgraded to the version
+// that has that user (its Secret does not exist yet, or this Sentinel has not restarted with it and answers
+// WRONGPASS), it falls back to acl.SentinelInstance, which may RESET on such a Sentinel and gets NOPERM on an
+// upgraded one; the fallback is logged and reported (Event SentinelResetUserFallback) once per change of reason,
+// and its end is logged.
+func (c *InstanceController) resetClient(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, si spec.SentinelInfo,
+	addr string) (*valkey.Client, error) {
+	o := c.sentinelOpts(ctx, in, si)
+	user, pw, why := c.sentinelAuth.credentialOf(ctx, c.cs, c.log, in, si, c.opts.ClusterDomain, acl.SentinelController)
+	if pw != "" {
+		co := o
+		co.Username, co.Password = user, pw
+		cl, err := c.pool.get(ctx, addr, co)
+		if err == nil {
+			if c.resetFallback.set(in.Namespace+"/"+in.Name, "") {
+				c.log.Info("SENTINEL RESET as the controllers' user again", "instance", in.Name, "user", user, "sentinel", addr)
+			}
+			return cl, nil
+		}
+		if !valkey.IsWrongPass(err) {
+			return nil, err
+		}
+		why = "a Sentinel refused " + user + " (WRONGPASS: it has not restarted since the quorum's upgrade)"
+	}
+	if o.Username == "" {
+		return c.pool.get(ctx, addr, o) // no Sentinel credentials at all (auth off, or not the descriptor's quorum)
+	}
+	if c.resetFallback.set(in.Namespace+"/"+in.Name, why) {
+		msg := fmt.Sprintf("SENTINEL RESET as %s, not %s: %s; the quorum's chart upgrade adds that user (its Sentinels restart with it)",
+			o.Username, acl.SentinelController, why)
+		c.log.Warn("SENTINEL RESET falls back to the instance user", "instance", in.Name, "sentinel", addr, "reason", why)
+		c.recorder.Event(desc, corev1.EventTypeWarning, "SentinelResetUserFallback", msg)
+	}
+	return c.pool.get(ctx, addr, o)
+}
+
+// fallbackMemory remembers, per instance (namespace/name, the queue key), why the last SENTINEL RESET could not use acl.SentinelController
+// ("" while it could). Unlike reportOnce it is not swept per pass: RESETs are passes apart.
+type fallbackMemory struct {
+	mu  sync.Mutex
+	why map[string]string
+}
+
+// set records why for instance and reports whether it changed.
+func (f *fallbackMemory) set(instance, why string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.why == nil {
+		f.why = map[string]string{}
+	}
+	prev := f.why[instance]
+	if why == "" {
+		delete(f.why, instance)
+	} else {
+		f.why[instance] = why
+	}
+	return prev != why
 }
 
 // opOptions are the options of the _operator user towards the instance's nodes.
@@ -869,6 +931,7 @@ func (c *InstanceController) putStatus(ctx context.Context, desc *corev1.ConfigM
 // instance uses them) and its metric series.
 func (c *InstanceController) forget(name string) {
 	c.metrics.ForgetInstance(name)
+	c.resetFallback.set(name, "")
 	c.mu.Lock()
 	st, ok := c.state[name]
 	delete(c.state, name)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,11 +14,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -256,6 +259,90 @@ func TestCaseS03ScaleInResetsOneSentinelAtATime(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{})
 	e.PublishSentinels()
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	events := scaleInResets(t, e)
+	assert.Empty(t, eventsWith(events, "SentinelResetUserFallback"), "no Sentinel auth: nothing to fall back from")
+}
+
+// TestScaleInResetAsControllerUserWithSentinelAuth (h11-reset): with Sentinel auth on (the charts' default;
+// _instance may not RESET), the scale-in RESET still reaches every Sentinel, one at a time, sent as
+// acl.SentinelController with the password of Secret q-auth-controller, without falling back. With the
+// controller of before the fix (RESET as _instance, which these Sentinels refuse with NOPERM) no Sentinel stops
+// listing the removed replica.
+func TestScaleInResetAsControllerUserWithSentinelAuth(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{SentinelAuth: true})
+	quorumSecrets(t, e, acl.SentinelInstance, acl.SentinelController)
+	e.PublishSentinels()
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	events := scaleInResets(t, e)
+	// no fallback, and _instance gets NOPERM for RESET on these Sentinels (internal/acl): the three RESETs were
+	// the controller user's
+	assert.Empty(t, eventsWith(events, "SentinelResetUserFallback"), "every Sentinel knows %s", acl.SentinelController)
+}
+
+// TestScaleInResetFallsBackOnAQuorumNotYetUpgraded (h11-reset, the upgrade): Sentinels still running the ACL of
+// the release before _controller existed (_instance with +sentinel|reset, no _controller user) answer the
+// controller user's AUTH with WRONGPASS; the instance controller then sends RESET as _instance, which such a
+// Sentinel accepts, so a scale-in during the quorum's upgrade still completes, and reports the fallback once
+// (one Warning Event for three RESETs).
+func TestScaleInResetFallsBackOnAQuorumNotYetUpgraded(t *testing.T) {
+	pws := map[string]string{}
+	for _, u := range acl.SentinelUsers {
+		pws[u.Name] = valkeytest.RandomPassword(t)
+	}
+	var old []string
+	for _, l := range valkeytest.SentinelAuthLines(t, valkeytest.Default, pws) {
+		switch {
+		case strings.HasPrefix(l, "user "+acl.SentinelController+" "):
+			continue // unknown to the old release
+		case strings.HasPrefix(l, "user "+acl.SentinelInstance+" "):
+			l += " +sentinel|reset" // the old release's _instance
+		}
+		old = append(old, l)
+	}
+	e := newEnv(t, valkeytest.TopologyConfig{SentinelAuth: true, SentinelAuthLines: old, SentinelPasswords: pws})
+	quorumSecrets(t, e, acl.SentinelInstance, acl.SentinelController)
+	e.PublishSentinels()
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	events := scaleInResets(t, e)
+	fallbacks := eventsWith(events, "SentinelResetUserFallback")
+	require.Len(t, fallbacks, 1, "reported once: %v", events)
+	assert.Contains(t, fallbacks[0], "WRONGPASS")
+}
+
+// quorumSecrets names quorum testenv.SentinelRelease in e's descriptor and creates its Secrets of users with the
+// topology's Sentinel passwords, as the quorum's credentials Job would.
+func quorumSecrets(t *testing.T, e *env, users ...string) {
+	t.Helper()
+	ctx := context.Background()
+	e.In.SentinelRelease = testenv.SentinelRelease
+	b, _ := json.Marshal(e.In)
+	e.Desc.Data[contract.KeyInstance] = string(b)
+	_, err := e.CS.CoreV1().ConfigMaps(ns).Update(ctx, e.Desc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	for _, u := range users {
+		_, err := e.CS.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Name: spec.SentinelSecretName(testenv.SentinelRelease, u), Namespace: ns},
+			Data: map[string][]byte{contract.KeyPassword: []byte(e.Top.SentinelPasswords[u])}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+// eventsWith returns the events of events with reason.
+func eventsWith(events []string, reason string) []string {
+	var out []string
+	for _, ev := range events {
+		if testenv.HasReason(ev, reason) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// scaleInResets removes node 2 from e's instance (descriptor, pod, process) and asserts that every Sentinel stops
+// listing it within 60 s through one SENTINEL RESET per Sentinel and none in steady state afterwards. It returns
+// every event recorded meanwhile.
+func scaleInResets(t *testing.T, e *env) []string {
+	t.Helper()
 	ctx := context.Background()
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
 
@@ -272,9 +359,11 @@ func TestCaseS03ScaleInResetsOneSentinelAtATime(t *testing.T) {
 	removed := e.Top.Nodes[2]
 	removed.Kill()
 
+	var events []string
 	valkeytest.Eventually(t, 60*time.Second, 300*time.Millisecond, "no Sentinel lists the removed replica", func() error {
+		events = append(events, testenv.DrainEvents(e.Rec, "")...)
 		for _, s := range e.Top.Sentinels {
-			reps, err := s.Client(valkey.Options{}).SentinelReplicas(ctx, e.In.MonitorName)
+			reps, err := s.Client(e.Top.SentinelOptions()).SentinelReplicas(ctx, e.In.MonitorName)
 			if err != nil {
 				return err
 			}
@@ -290,8 +379,9 @@ func TestCaseS03ScaleInResetsOneSentinelAtATime(t *testing.T) {
 		return nil
 	})
 	e.Top.WaitSentinelsConverged(30*time.Second, 1, 2)
-	resets := testenv.DrainEvents(e.Rec, "SentinelReset")
-	assert.Len(t, resets, 3, "one RESET per Sentinel: %v", resets)
+	events = append(events, testenv.DrainEvents(e.Rec, "")...)
+	assert.Len(t, eventsWith(events, "SentinelReset"), 3, "one RESET per Sentinel: %v", events)
 	time.Sleep(3 * time.Second) // steady state: a few more passes
 	assert.Empty(t, testenv.DrainEvents(e.Rec, "SentinelReset"), "no RESET in steady state")
+	return events
 }

@@ -33,6 +33,13 @@ func IsServerError(err error) bool {
 	return errors.As(err, &ve) && !ve.IsNil()
 }
 
+// IsWrongPass reports whether err carries the server's WRONGPASS reply to AUTH or HELLO AUTH: the user is unknown
+// to the server, disabled, or the password is not one of its own (Valkey docs, "AUTH").
+func IsWrongPass(err error) bool {
+	var ve *vk.ValkeyError
+	return errors.As(err, &ve) && !ve.IsNil() && strings.HasPrefix(ve.Error(), "WRONGPASS")
+}
+
 // ClientPauseWrite runs CLIENT PAUSE <ms> WRITE (Valkey docs, "CLIENT PAUSE"): commands that may write,
 // PUBLISH and expiry included, wait until CLIENT UNPAUSE or until d has passed; reads go on. While paused the
 // primary sends its replicas nothing, not even PINGs, so its master_repl_offset stays put. d is rounded down

@@ -189,9 +189,17 @@ NetworkPolicy peers in the namespaces this quorum selects beyond its own, for po
 
 {{/*
 Secret of one Sentinel user (auth.enabled): (dict "ctx" $ "user" "_admin") -> S-auth-admin; _instance ->
-S-auth-instance, _client -> S-auth-client (spec.SentinelSecretName). The sentinel controller generates them at
+S-auth-instance, _client -> S-auth-client, _controller -> S-auth-controller (spec.SentinelSecretName). The sentinel controller generates them at
 run time when they do not exist (keys username and password); the chart never renders them.
 */}}
+{{/*
+The Sentinel users whose Secrets the quorum publishes, without the leading "_", space-separated, in the order the
+credentials Job creates them (internal/cli sentinelUsers): the Sentinel pods mount all four, the Job reads them.
+*/}}
+{{- define "vs.authUsers" -}}
+admin instance client controller
+{{- end -}}
+
 {{- define "vs.authSecret" -}}
 {{- printf "%s-auth-%s" (include "vs.fullname" .ctx) (trimPrefix "_" .user) -}}
 {{- end -}}
@@ -204,8 +212,9 @@ rules after "resetkeys resetchannels nocommands", as a JSON list of [name, rules
 {{- $discovery := "&* +hello +auth +ping +client|setname +client|setinfo +info +role +subscribe +psubscribe +unsubscribe +punsubscribe +sentinel|get-master-addr-by-name +sentinel|get-primary-addr-by-name +sentinel|master +sentinel|primary +sentinel|masters +sentinel|primaries +sentinel|replicas +sentinel|slaves +sentinel|sentinels +sentinel|ckquorum" -}}
 {{- toJson (list
   (list "_admin" "&__sentinel__:hello +hello +auth +ping +client|setname +client|setinfo +info +role +publish +sentinel -sentinel|debug -sentinel|simulate-failure -sentinel|config")
-  (list "_instance" (printf "%s +sentinel|failover +sentinel|reset" $discovery))
-  (list "_client" $discovery)) -}}
+  (list "_instance" (printf "%s +sentinel|failover" $discovery))
+  (list "_client" $discovery)
+  (list "_controller" "+hello +auth +ping +client|setname +client|setinfo +sentinel|reset")) -}}
 {{- end -}}
 
 {{- define "vs.containerSecurityContext" -}}
@@ -371,7 +380,7 @@ fqdn="${POD_NAME}.{{ include "vs.headless" . }}.{{ .Release.Namespace }}.svc.{{ 
 myid="$(printf %s "{{ .Release.Namespace }}/${POD_NAME}" | sha1sum | cut -c1-40)"
 {{- if .Values.auth.enabled }}
 # Sentinel users (auth.enabled): default off, each user with the SHA-256 of its password from Secrets
-# S-auth-admin, S-auth-instance and S-auth-client (mounted here only); _admin is also what the Sentinels send
+# S-auth-admin, S-auth-instance, S-auth-client and S-auth-controller (mounted here only); _admin is also what the Sentinels send
 # each other (sentinel-user/sentinel-pass).
 auth=/etc/valkey-ha/auth
 users="$conf.users"
@@ -396,7 +405,7 @@ secret_password() {
   fi
   printf %s "$pw"
 }
-for u in admin instance client; do secret_password "$u" > /dev/null; done
+for u in {{ include "vs.authUsers" . }}; do secret_password "$u" > /dev/null; done
 {
   echo "user default off resetpass resetkeys resetchannels nocommands"
 {{- range $u := include "vs.sentinelUsers" . | fromJsonArray }}

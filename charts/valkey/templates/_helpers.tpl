@@ -202,10 +202,12 @@ F-shared-controller), so both modes hold exactly the same rights over the instan
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch"]
 # the Secrets it reads: system passwords (_operator), the ACL desired state and, when monitored, the
-# _instance password of the quorum sentinel.release names (valkey.quorumSecret)
+# _instance password of the quorum sentinel.release names (valkey.quorumSecret) and, for a quorum of this
+# namespace, its _controller password (valkey.quorumControllerSecret: SENTINEL RESET; granted to nobody else
+# in this chart)
 - apiGroups: [""]
   resources: ["secrets"]
-  resourceNames: [{{ include "valkey.systemSecretName" . | quote }}, {{ printf "%s-acl" $F | quote }}{{ if eq .Values.failover.mode "Sentinel" }}, {{ include "valkey.quorumSecret" . | quote }}{{ end }}]
+  resourceNames: [{{ include "valkey.systemSecretName" . | quote }}, {{ printf "%s-acl" $F | quote }}{{ if eq .Values.failover.mode "Sentinel" }}, {{ include "valkey.quorumSecret" . | quote }}{{ if ne (include "valkey.crossNamespaceQuorum" .) "true" }}, {{ include "valkey.quorumControllerSecret" . | quote }}{{ end }}{{ end }}]
   verbs: ["get"]
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
@@ -1002,7 +1004,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- $owned = append $owned (include "valkey.systemSecretName" .) -}}
 {{- $quorum := list -}}
 {{- with .Values.sentinel.release -}}
-{{- $quorum = list (printf "%s-auth-admin" .) (printf "%s-auth-instance" .) (printf "%s-auth-client" .) -}}
+{{- $quorum = list (printf "%s-auth-admin" .) (printf "%s-auth-instance" .) (printf "%s-auth-client" .) (printf "%s-auth-controller" .) -}}
 {{- end -}}
 {{- if eq (include "valkey.crossNamespaceQuorum" .) "true" -}}
 {{- /* F-quorum-auth: the copy of the _instance password that a quorum of another namespace fills */ -}}
@@ -1309,7 +1311,8 @@ priority class.
 The valkey-sentinel release (fullname S, same namespace) that monitors this instance: sentinel.release.
 Its controller's ServiceAccount gets the _sentinel password (sentinel.controllerServiceAccount, default
 S-controller), and this instance's pods, controller and helm test use its _instance password, Secret
-S-auth-instance (spec.SentinelSecretName), which that release publishes.
+S-auth-instance (spec.SentinelSecretName), which that release publishes; the controller alone also reads its
+_controller password (SENTINEL RESET), Secret S-auth-controller (valkey.quorumControllerSecret).
 */}}
 {{- define "valkey.sentinelRelease" -}}
 {{- .Values.sentinel.release -}}
@@ -1336,4 +1339,10 @@ quorum in sentinel.namespace, which the credentials Job creates empty and that q
 {{/* true when the quorum is in another namespace (sentinel.namespace). */}}
 {{- define "valkey.crossNamespaceQuorum" -}}
 {{- ne (include "valkey.sentinelNamespace" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The quorum's _controller Secret, S-auth-controller: granted to this instance's controller only, never
+mounted into a pod and never granted to the helm test (its user may SENTINEL RESET). */}}
+{{- define "valkey.quorumControllerSecret" -}}
+{{- printf "%s-auth-controller" (include "valkey.sentinelRelease" .) -}}
 {{- end -}}
