@@ -255,7 +255,16 @@ func TestSentinelControllerLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	assert.Len(t, testenv.DrainEvents(e.Rec, "MonitorRemoved"), 3, "one MonitorRemoved event per Sentinel")
+	// the last Sentinel's REMOVE can answer before its Event is recorded: collect them with a deadline
+	var removed []string
+	valkeytest.Eventually(t, 5*time.Second, 50*time.Millisecond, "a MonitorRemoved event per Sentinel", func() error {
+		removed = append(removed, testenv.DrainEvents(e.Rec, "MonitorRemoved")...)
+		if len(removed) < 3 {
+			return fmt.Errorf("%d MonitorRemoved events", len(removed))
+		}
+		return nil
+	})
+	assert.Len(t, removed, 3, "one MonitorRemoved event per Sentinel")
 	valkeytest.Eventually(t, 5*time.Second, 100*time.Millisecond, "sentinel info withdrawn", func() error {
 		_, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-sentinels", metav1.GetOptions{})
 		if err == nil {
