@@ -1275,8 +1275,15 @@ priority class.
 {{- if eq $sa "default" -}}
 {{- fail "controller.shared.serviceAccount: \"default\" is the ServiceAccount of every pod that names none, so each of them could act on this instance; name the shared controller's own ServiceAccount (S-instance-controller of the valkey-sentinel release that runs it)" -}}
 {{- end -}}
-{{- if and (eq (include "valkey.sharedNamespace" .) .Release.Namespace) (has $sa (list (printf "%s-controller" $F) (printf "%s-test" $F) (include "valkey.sentinelControllerSA" .))) -}}
-{{- fail (printf "controller.shared.serviceAccount: %q is this release's own controller, its helm test or the Sentinel controller, not a shared instance controller; name the valkey-sentinel release's S-instance-controller" $sa) -}}
+{{- $sharedNS := include "valkey.sharedNamespace" . -}}
+{{- $own := and (eq $sharedNS .Release.Namespace) (has $sa (list (printf "%s-controller" $F) (printf "%s-test" $F))) -}}
+{{- /* the quorum's controller lives in sentinel.namespace, which may be another namespace (docs/fleet.md) */ -}}
+{{- $quorum := and (eq $sharedNS (include "valkey.sentinelNamespace" .)) (eq $sa (include "valkey.sentinelControllerSA" .)) -}}
+{{- if $own -}}
+{{- fail (printf "controller.shared.serviceAccount: %q is this release's own controller or its helm test, not a shared instance controller; name the valkey-sentinel release's S-instance-controller" $sa) -}}
+{{- end -}}
+{{- if $quorum -}}
+{{- fail (printf "controller.shared.serviceAccount: %q in namespace %s is the quorum's Sentinel controller (sentinel.controllerServiceAccount), which must never get this instance's _operator password; name the shared instance controller, %s-instance-controller for valkey-sentinel release %s" $sa $sharedNS (include "valkey.sentinelRelease" .) (include "valkey.sentinelRelease" .)) -}}
 {{- end -}}
 {{- end -}}
 {{- $r := .Values.controller.resources -}}
