@@ -360,3 +360,21 @@ func TestSecurityNetworkPolicyCrossNamespace(t *testing.T) {
 	assert.True(t, reaches(t, ssp, labelled, 6379))
 	assert.False(t, admits(t, ssp, foreignData, 26379))
 }
+
+// TestSharedControllerDefaultsToTheQuorumsOwn: controller.mode shared without controller.shared grants the
+// shared instance controller of the quorum the instance names (<sentinel.release>-instance-controller in
+// sentinel.namespace), the one that quorum's release runs. Before, the defaults named
+// sentinel-instance-controller in the instance's own namespace, which no release rendered: the instance ran
+// with no controller at all and nothing said so (found by a new user following docs/fleet.md).
+func TestSharedControllerDefaultsToTheQuorumsOwn(t *testing.T) {
+	quorum := decode(t, mustRender(t, "valkey-sentinel", "instanceController: {enabled: true}\nnamespaces: [t1]\n",
+		renderOpts{release: fleetRel, namespace: platformNS}))
+	shared := decode(t, mustRender(t, "valkey", "sentinel: {release: fleet, namespace: platform}\ncontroller: {mode: shared}\n",
+		renderOpts{release: "cache", namespace: "t1"}))
+	d := quorum.get(t, "Deployment", "fleet-instance-controller").(*appsv1.Deployment)
+	require.Equal(t, fleetShared.Name, d.Spec.Template.Spec.ServiceAccountName)
+	r := clusterRBACOf(quorum, shared)
+	assert.True(t, r.can(fleetShared, "get", "t1", "", "secrets", "cache-valkey-system"),
+		"the quorum's shared controller is granted the instance by default")
+	assert.True(t, r.can(fleetShared, "patch", "t1", "", "pods", "cache-valkey-0-0"))
+}

@@ -155,9 +155,16 @@ Call with (dict "ctx" $ "image" <image values> "repository" r "tag" t).
 {{- .Values.sentinel.namespace | default .Release.Namespace -}}
 {{- end -}}
 
-{{/* Namespace of the shared instance controller (controller.mode shared). */}}
+{{/* Namespace of the shared instance controller (controller.mode shared): controller.shared.namespace, else the
+quorum's (sentinel.namespace, else this release's), where the valkey-sentinel release that runs it lives. */}}
 {{- define "valkey.sharedNamespace" -}}
-{{- .Values.controller.shared.namespace | default .Release.Namespace -}}
+{{- .Values.controller.shared.namespace | default (include "valkey.sentinelNamespace" .) -}}
+{{- end -}}
+
+{{/* ServiceAccount of the shared instance controller: controller.shared.serviceAccount, else
+S-instance-controller of the quorum this instance names (sentinel.release). */}}
+{{- define "valkey.sharedServiceAccount" -}}
+{{- .Values.controller.shared.serviceAccount | default (printf "%s-instance-controller" (include "valkey.sentinelRelease" .)) -}}
 {{- end -}}
 
 {{/* true when a shared instance controller serves this instance (controller.enabled and mode shared). */}}
@@ -1245,7 +1252,7 @@ variables, silently overrides the chart's).
 {{- end -}}
 {{- $F := include "valkey.fullname" . -}}
 {{- $name := include "valkey.dataServiceAccount" . -}}
-{{- range $other := list (printf "%s-controller" $F) (printf "%s-test" $F) (include "valkey.sentinelControllerSA" .) .Values.controller.shared.serviceAccount -}}
+{{- range $other := list (printf "%s-controller" $F) (printf "%s-test" $F) (include "valkey.sentinelControllerSA" .) (include "valkey.sharedServiceAccount" .) -}}
 {{- if eq $name $other -}}
 {{- fail (printf "serviceAccount.name: %q is the ServiceAccount of a valkey-ha controller or of the helm test, which holds rights (or reads the _sentinel password) the data pods must not have; choose another name, or leave it empty for %s" $name $F) -}}
 {{- end -}}
@@ -1271,7 +1278,7 @@ priority class.
 {{- end -}}
 {{- if eq (include "valkey.shared" .) "true" -}}
 {{- $F := include "valkey.fullname" . -}}
-{{- $sa := .Values.controller.shared.serviceAccount -}}
+{{- $sa := include "valkey.sharedServiceAccount" . -}}
 {{- if eq $sa "default" -}}
 {{- fail "controller.shared.serviceAccount: \"default\" is the ServiceAccount of every pod that names none, so each of them could act on this instance; name the shared controller's own ServiceAccount (S-instance-controller of the valkey-sentinel release that runs it)" -}}
 {{- end -}}
