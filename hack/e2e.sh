@@ -3,13 +3,13 @@
 #   1. cluster: the one KUBECONFIG reaches; if none, the local one (hack/cluster.sh up)
 #   2. images: hack/images.sh into the local cluster (the controller image is skipped, with a warning,
 #      while cmd/valkey-sentinel-ctl does not exist yet)
-#   3. go test -tags e2e -count=1 -timeout 40m ./e2e/... [extra go test args]
+#   3. go test -tags e2e -count=1 -timeout 55m ./e2e/... [extra go test args]
 #
 #   hack/e2e.sh                         # everything
 #   hack/e2e.sh -run TestClusterReachable -v
 # Knobs: E2E_KEEP=1 / E2E_KEEP_FAILED=1 (keep test namespaces), E2E_PSS, E2E_SKIP_IMAGES=1, E2E_TAGS (build tags,
 # default e2e; make chaos-cluster uses "e2e chaos"),
-# E2E_TIMEOUT (go test -timeout, default 40m), E2E_PARALLEL=1 (run the deployment tests in parallel; the
+# E2E_TIMEOUT (go test -timeout, default 55m), E2E_PARALLEL=1 (run the deployment tests in parallel; the
 # default runs one deployment at a time: on 2 cores with requests = limits, more leave pods Pending).
 # The whole suite takes about 11 minutes on the local cluster (2 cores).
 set -euo pipefail
@@ -48,9 +48,9 @@ if [[ -n $leftover ]]; then
   fi
 fi
 
-say "go test -tags ${E2E_TAGS:-e2e} -count=1 -timeout ${E2E_TIMEOUT:-40m} ./e2e/... $*"
+say "go test -tags ${E2E_TAGS:-e2e} -count=1 -timeout ${E2E_TIMEOUT:-55m} ./e2e/... $*"
 cd "$ROOT"
 rc=0
-go test -tags "${E2E_TAGS:-e2e}" -count=1 -timeout "${E2E_TIMEOUT:-40m}" ./e2e/... "$@" || rc=$?
+go test -tags "${E2E_TAGS:-e2e}" -count=1 -timeout "${E2E_TIMEOUT:-55m}" ./e2e/... "$@" || rc=$?
 say "e2e finished in $(( $(date +%s) - T0 ))s (exit $rc)"
 exit "$rc"
