@@ -627,6 +627,7 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 	switch {
 	case err == nil:
 		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID}}
+		_, err = kube.ApplyConfigMap(ctx, c.cs, cm)
 	case apierrors.IsNotFound(err):
 		// No StatefulSet: the release is being uninstalled (this controller outlives it by a moment) or not
 		// applied yet. A ConfigMap created now would have no owner and outlive the release, so only an
@@ -634,9 +635,6 @@ func (c *SentinelController) putStatus(ctx context.Context, st status.Quorum) er
 		_, err = kube.UpdateConfigMap(ctx, c.cs, cm)
 	default:
 		return fmt.Errorf("get StatefulSet %s: %w", stsName, err)
-	}
-	if len(cm.OwnerReferences) > 0 {
-		_, err = kube.ApplyConfigMap(ctx, c.cs, cm)
 	}
 	if apierrors.IsForbidden(err) {
 		return nil
