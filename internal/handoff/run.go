@@ -97,6 +97,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		fctx, cancel := context.WithDeadline(pctx, pausedAt.Add(budget))
 		ferr = sc.SentinelFailover(fctx, cfg.MonitorName)
 		cancel()
+		if afterFailover != nil {
+			afterFailover()
+		}
 	}
 	failoverAt := time.Now()
 	switch {
@@ -193,6 +196,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 // beforeFailover, when set (tests only), runs right before SENTINEL FAILOVER is sent: the moment a failover
 // of someone else can make the reply INPROG.
 var beforeFailover func()
+
+// afterFailover, when set (tests only), runs right after the reply to SENTINEL FAILOVER arrived.
+var afterFailover func()
 
 // foreignMove is the error of a handoff whose primary was moved by a failover that was not ours (nil when
 // it was ours): the old primary follows the new one, but the caller should look again before going on.
