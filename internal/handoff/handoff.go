@@ -58,11 +58,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -249,8 +251,15 @@ type handoff struct {
 // controller down; it ends with the connection, so a handoff that dies holds nothing.
 const LockName = "valkey-ha-handoff-"
 
+// LockUsers are the users whose connections may hold the handoff lock: the ones the handoffs themselves
+// connect as (acl.Operator for the instance controller's planned roll, acl.PreStop for the preStop hook).
+// Any user may name a connection (CLIENT SETNAME is in @connection, which every customer preset grants),
+// so a name alone would let a customer's connection defer planned rolls forever and make the hook skip
+// its handoff (issue 25.5); CLIENT LIST reports each connection's user, which a client cannot choose.
+var LockUsers = []string{acl.Operator, acl.PreStop}
+
 // lock names a fresh connection to the primary LockName+<random> and then lists the primary's clients:
-// the lock is held when no other connection with that prefix has a lower client id. Both sides name
+// the lock is held when no other connection with that prefix, of one of LockUsers, has a lower client id. Both sides name
 // their connection before they look, and the server runs one command at a time, so of two handoffs that
 // race, the later one to list sees the other, and only the one with the lower id goes on.
 func (h *handoff) lock(ctx context.Context) (*valkey.Client, error) {
@@ -282,7 +291,8 @@ type lockHolder struct {
 }
 
 // lockHolders reads CLIENT LIST: the id of the connection called mine (-1 if absent) and every other
-// connection whose name starts with LockName.
+// connection whose name starts with LockName and whose user is one of LockUsers (any other user's
+// connection named so is ignored).
 func lockHolders(list []valkey.ClientEntry, mine string) (int64, []lockHolder) {
 	own := int64(-1)
 	var out []lockHolder
@@ -290,7 +300,7 @@ func lockHolders(list []valkey.ClientEntry, mine string) (int64, []lockHolder) {
 		switch {
 		case e.Name == mine:
 			own = e.ID
-		case strings.HasPrefix(e.Name, LockName):
+		case strings.HasPrefix(e.Name, LockName) && slices.Contains(LockUsers, e.User):
 			out = append(out, lockHolder{id: e.ID, name: e.Name})
 		}
 	}
