@@ -5,12 +5,13 @@
 //
 // Monitored (Sentinel owns failover), Run does:
 //
-//  1. Observe. The primary answers as primary. The first Sentinel in Config.Sentinels that answers and is not
-//     in TILT mode names it, runs no failover and does not see it down; only connection failures and TILT
-//     move on to the next Sentinel. A Sentinel in TILT mode (its timer jumped by more than 2 s, e.g. the
-//     process was stopped) accepts SENTINEL FAILOVER but runs none of it for 30 s (Sentinel docs, "TILT
-//     mode"). Its
-//     replicas that a failover may pick are the candidates: replica-priority > 0 and not s_down, o_down or
+//  1. Observe. The primary answers as primary. The first Sentinel in Config.Sentinels that answers, is not
+//     in TILT mode and passes SENTINEL CKQUORUM names it, runs no failover and does not see it down; only
+//     connection failures, TILT and NOQUORUM move on to the next Sentinel. A Sentinel in TILT mode (its
+//     timer jumped by more than 2 s, e.g. the process was stopped) accepts SENTINEL FAILOVER but runs none
+//     of it for 30 s (Sentinel docs, "TILT mode"); one without quorum is cut off from its peers or was
+//     replaced a moment ago (issue 24.3).
+//     Its replicas that a failover may pick are the candidates: replica-priority > 0 and not s_down, o_down or
 //     disconnected. The replica link is deliberately not a filter: Sentinel also promotes a replica whose
 //     link has been down for less than ten times down-after-milliseconds (Sentinel docs, "Replica
 //     selection and priority"). No candidate: NoGoodReplica, nothing paused.
@@ -20,11 +21,17 @@
 //     (master_replid) at an offset of at least O. When that does not happen within CatchUpTimeout: unpause,
 //     ReplicasLag. WAIT cannot do this: it counts only acknowledgements of the caller's own writes, and this
 //     connection never writes (F1).
-//  4. SENTINEL FAILOVER, on that one Sentinel only, its reply awaited no longer than the pause budget (a
-//     Sentinel stopped with the request would otherwise hold the handoff past the server-side pause; no reply
-//     is handled as in step 6). NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover
-//     of someone else runs. It is watched like ours, because the pause protects it too. No other Sentinel is
-//     ever asked: it would start a second failover in a new epoch (F2).
+//  4. SENTINEL FAILOVER, on that one Sentinel, its reply awaited no longer than the pause budget (a
+//     Sentinel stopped with the request would otherwise hold the handoff past the server-side pause; no
+//     reply is handled as in step 6). NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover of someone
+//     else runs. It is watched like ours, because the pause protects it too. While that Sentinel may still
+//     run the request (a reply, INPROG, or no reply on a live connection), no other Sentinel is asked: it
+//     would start a second failover in a new epoch (F2). A Sentinel's failover lives in its memory only, so
+//     when its connection dies before the reply (refused, reset, closed) and it then refuses connections
+//     (or answers again running none), or it refuses connections later while we watch (killed after
+//     accepting), nothing runs there: another Sentinel is asked, but only when a majority of all Sentinels
+//     answers naming the primary with no failover running; one that names another primary or runs a
+//     failover is watched instead, never asked (issue 24.3).
 //  5. Watch while the pause budget lasts. Once the Sentinel names the promoted replica (its
 //     GET-MASTER-ADDR-BY-NAME does so from the promotion on), demote the old primary to it with REPLICAOF,
 //     close the Sentinel's Pub/Sub clients so that subscribed clients ask it again at once, and unpause.
