@@ -16,10 +16,13 @@ import (
 )
 
 // stopPod runs the hook on node 0, then stops its server as the kubelet does after the hook (SIGTERM), all
-// under Sentinel-aware writers, and returns the hook's outcome and what the writers saw.
-func stopPod(t *testing.T, top *valkeytest.Topology, cfg prestop.Config, during func()) (prestop.Outcome, testenv.Outage) {
+// under Sentinel-aware writers (before runs right before the hook, during alongside it), and returns the hook's outcome and what the writers saw.
+func stopPod(t *testing.T, top *valkeytest.Topology, cfg prestop.Config, before, during func()) (prestop.Outcome, testenv.Outage) {
 	var out prestop.Outcome
 	o := testenv.MeasureOutage(t, top, top.Nodes[0].Port, 40*time.Second, func() {
+		if before != nil {
+			before()
+		}
 		if during != nil {
 			go during()
 		}
@@ -54,7 +57,7 @@ func TestPreStopAskedSentinelKilledAsWritesPauseAsksTheOthers(t *testing.T) {
 	cfg := hookFor(t, top, 0)
 	top.DelayReplication(600 * time.Millisecond)
 	asked := top.Sentinels[len(top.Sentinels)-1]
-	out, o := stopPod(t, top, cfg, func() { writesPaused(t, top); asked.Kill() })
+	out, o := stopPod(t, top, cfg, nil, func() { writesPaused(t, top); asked.Kill() })
 	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
 	assert.NotEqual(t, asked.Addr(), out.Result.Sentinel, "another Sentinel was asked")
 	assert.Zero(t, o.Lost, "no acknowledged write lost")
@@ -87,9 +90,42 @@ func TestPreStopOneSentinelWithoutQuorumIsNoVeto(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, q.OK, "%s: %s", s.Addr(), q.Message)
 	}
-	out, o := stopPod(t, top, hookFor(t, top, 0), nil)
+	out, o := stopPod(t, top, hookFor(t, top, 0), nil, nil)
 	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
 	assert.NotEqual(t, lone.Addr(), out.Result.Sentinel, "the Sentinel without quorum was not asked")
 	assert.Zero(t, o.Lost, "no acknowledged write lost")
 	assert.Less(t, o.Longest, 1500*time.Millisecond, "write outage of a handoff, not of a crash-style failover")
+}
+
+// TestPreStopFreshlyReplacedSentinelIsNoVeto (issue 24.3): the Sentinel the hook asks first was replaced a
+// moment ago (killed, a new one with empty state in its place): it does not know the monitor yet, or it was
+// just registered and knows no peer (NOQUORUM). The other two are a healthy quorum: the hook hands off
+// through them, 0 lost, writes wait as with every Sentinel healthy.
+func TestPreStopFreshlyReplacedSentinelIsNoVeto(t *testing.T) {
+	for _, registered := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unknown-monitor", true: "just-registered"}[registered], func(t *testing.T) {
+			top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+			old := top.Sentinels[len(top.Sentinels)-1]
+			old.Kill()
+			fresh := valkeytest.StartSentinel(t, top.Cfg.Engine, valkeytest.SentinelConfig{})
+			addrs := testenv.SentinelAddrs(top)
+			addrs[len(addrs)-1] = fresh.Addr()
+			cfg := hookFor(t, top, 0, addrs...)
+			var before func()
+			if registered {
+				before = func() {
+					ctx := context.Background()
+					top.Register(ctx, fresh, top.Nodes[0])
+					q, err := fresh.Client(top.SentinelOptions()).SentinelCKQuorum(ctx, top.Cfg.MonitorName)
+					require.NoError(t, err)
+					t.Logf("the fresh Sentinel's CKQUORUM as the hook starts: ok %v, %s", q.OK, q.Message)
+				}
+			}
+			out, o := stopPod(t, top, cfg, before, nil)
+			require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
+			assert.NotEqual(t, fresh.Addr(), out.Result.Sentinel, "the replaced Sentinel was not asked")
+			assert.Zero(t, o.Lost, "no acknowledged write lost")
+			assert.Less(t, o.Longest, 1500*time.Millisecond, "write outage of a handoff, not of a crash-style failover")
+		})
+	}
 }
