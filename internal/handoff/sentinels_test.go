@@ -105,3 +105,29 @@ func TestRunIgnoresACustomerNamedLikeTheLock(t *testing.T) {
 	require.NoError(t, err, "the customer's connection does not hold the handoff lock")
 	assert.Equal(t, top.Nodes[1].Addr(), res.NewPrimary)
 }
+
+// TestRunSkipsASentinelWithoutQuorum (issue 24.3): the first Sentinel of the controller's order was replaced
+// a moment ago and just got the monitor registered: it knows no peer yet (CKQUORUM: NOQUORUM) and maybe not
+// the replicas. It is not asked; the next, with quorum, is: the handoff completes as if all were healthy.
+func TestRunSkipsASentinelWithoutQuorum(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	ctx := context.Background()
+	top.Sentinels[0].Kill()
+	fresh := valkeytest.StartSentinel(t, top.Cfg.Engine, valkeytest.SentinelConfig{})
+	cfg := configFor(top)
+	cfg.Sentinels[0] = fresh.Addr()
+	var res Result
+	var err error
+	o := testenv.MeasureOutage(t, top, top.Nodes[0].Port, 40*time.Second, func() {
+		top.Register(ctx, fresh, top.Nodes[0])
+		q, qerr := fresh.Client(top.SentinelOptions()).SentinelCKQuorum(ctx, top.Cfg.MonitorName)
+		require.NoError(t, qerr)
+		t.Logf("the fresh Sentinel's CKQUORUM as the handoff starts: ok %v, %s", q.OK, q.Message)
+		res, err = Run(ctx, cfg)
+	})
+	t.Logf("handoff: %+v, err %v; %s", res, err, o)
+	require.NoError(t, err)
+	assert.NotEqual(t, fresh.Addr(), res.Sentinel, "the Sentinel without quorum was not asked")
+	assert.Zero(t, o.Lost)
+	assert.Less(t, o.Longest, 1500*time.Millisecond)
+}
