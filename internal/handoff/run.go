@@ -85,7 +85,18 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	// handle classifies the reply of saddr to SENTINEL FAILOVER (ferr); takeOver asks another Sentinel
 	// once the one asked is known to run nothing (see another). Both return an error that ends the handoff.
 	var handle func(ctx context.Context, until time.Time) error
+	orphan := "" // a candidate that reports itself primary while no Sentinel that answers runs a failover
 	takeOver := func(ctx context.Context, until time.Time) error {
+		if orphan != "" {
+			return nil // a promotion is under way: never start a second one; the budget's end demotes to it
+		}
+		if p := h.promotedReplica(ctx, cands); p != "" {
+			// the gone Sentinel got as far as promoting p (or is alive behind a refusing link and promoting it):
+			// asking another Sentinel could promote a second replica
+			orphan, accepted = p, true
+			log.Warn("handoff: the gone Sentinel's failover already promoted a replica; asking no other Sentinel", "promoted", p)
+			return nil
+		}
 		next, nerr, err := h.another(ctx, asked, until)
 		if err != nil {
 			return err
@@ -156,9 +167,17 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		if st.gone {
 			// the Sentinel that runs (or may hold) the failover refuses connections: killed, its failover
 			// died with it. Nothing is demoted yet; another Sentinel takes over once none runs a failover.
-			log.Warn("handoff: the asked Sentinel refuses connections; its failover died with it")
+			if orphan == "" {
+				log.Warn("handoff: the asked Sentinel refuses connections; its failover died with it")
+			}
 			if err := takeOver(pctx, deadline); err != nil {
 				return res, err
+			}
+			if !time.Now().Before(deadline) {
+				break
+			}
+			if !sleep(pctx, cfg.Poll) {
+				return res, fail(ReasonCommandFailed, pctx.Err(), "waiting for the promotion")
 			}
 			continue
 		}
@@ -194,6 +213,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 
 	// 6. budget spent: demote first, then unpause, then wait for the failover's end
 	target := h.selected(pctx, saddr, cands)
+	if orphan != "" {
+		target = orphan
+	}
 	if err := h.demote(pctx, target, pausedAt.Add(budget+serverPauseMargin)); err != nil {
 		paused = false
 		return res, err
@@ -205,10 +227,15 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	for time.Now().Before(end) {
 		st := h.observeSentinel(ctx, saddr, end)
 		if st.gone {
-			log.Warn("handoff: the Sentinel that ran the failover refuses connections; its failover died with it")
+			if orphan == "" {
+				log.Warn("handoff: the Sentinel that ran the failover refuses connections; its failover died with it")
+			}
 			if err := takeOver(ctx, end); err != nil {
 				return res, fail(ReasonFailoverAborted, err, "the failover died with Sentinel %s after %s had been demoted to %s; %s",
 					saddr, cfg.Primary, target, h.restore(ctx))
+			}
+			if !sleep(ctx, cfg.Poll) {
+				return res, fail(ReasonCommandFailed, ctx.Err(), "waiting for the failover's end")
 			}
 			continue
 		}
@@ -363,6 +390,26 @@ func (h *handoff) quiet(ctx context.Context, addr string) bool {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}
 	return !found || (!m.FailoverInProgress() && sameAddr(h.cfg.Primary, m.Host, m.Port))
+}
+
+// promotedReplica returns the first candidate that reports role master (read directly, as for the
+// catch-up), or "".
+func (h *handoff) promotedReplica(ctx context.Context, cands []candidate) string {
+	for _, c := range cands {
+		pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+		rc, err := h.dial(pctx, c.addr, h.replicaOptions())
+		if err == nil {
+			var r valkey.Replication
+			if r, err = rc.InfoReplication(pctx); err != nil {
+				h.drop(c.addr)
+			} else if r.Role == valkey.RolePrimary {
+				cancel()
+				return c.addr
+			}
+		}
+		cancel()
+	}
+	return ""
 }
 
 // another finds the Sentinel to take over from asked ones that are known to run nothing (quiet). It asks
