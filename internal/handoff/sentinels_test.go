@@ -15,6 +15,12 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
+// outageBound bounds the write outage a Sentinel-aware writer sees in these tests: the handoff pauses writes
+// 1.1-1.2 s (asserted apart, on Result.Paused); the writer may hear of the switch up to a few seconds later
+// on a loaded machine (one run in eight at load 11-14 on 2 cores), still far below the 5 s down-after plus
+// election of a crash-style failover and the 20-34 s before the fix.
+const outageBound = 4 * time.Second
+
 // handOffMeasured runs the handoff of node 0 under Sentinel-aware writers and returns its result and what
 // the writers saw.
 func handOffMeasured(t *testing.T, top *valkeytest.Topology, cfg Config) (Result, error, testenv.Outage) {
@@ -58,7 +64,8 @@ func TestRunAskedSentinelKilledBeforeTheRequestAsksTheNext(t *testing.T) {
 	assert.NotEqual(t, asked.Addr(), res.Sentinel, "another Sentinel was asked")
 	assert.False(t, res.DemotedEarly, "never demoted before a promotion was under way")
 	assert.Zero(t, o.Lost, "no acknowledged write lost")
-	assert.Less(t, o.Longest, 1500*time.Millisecond, "write outage as if every Sentinel were healthy")
+	assert.Less(t, res.Paused, 1500*time.Millisecond, "writes paused as if every Sentinel were healthy")
+	assert.Less(t, o.Longest, outageBound, "write outage as if every Sentinel were healthy")
 	assertOneFailover(t, top)
 }
 
@@ -77,7 +84,8 @@ func TestRunAskedSentinelKilledAfterAcceptingAsksTheNext(t *testing.T) {
 	assert.Equal(t, top.Nodes[1].Addr(), res.NewPrimary)
 	assert.False(t, res.DemotedEarly, "never demoted before a promotion was under way")
 	assert.Zero(t, o.Lost, "no acknowledged write lost")
-	assert.Less(t, o.Longest, 1500*time.Millisecond, "write outage as if every Sentinel were healthy")
+	assert.Less(t, res.Paused, 1500*time.Millisecond, "writes paused as if every Sentinel were healthy")
+	assert.Less(t, o.Longest, outageBound, "write outage as if every Sentinel were healthy")
 	assertOneFailover(t, top)
 }
 
@@ -129,5 +137,6 @@ func TestRunSkipsASentinelWithoutQuorum(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, fresh.Addr(), res.Sentinel, "the Sentinel without quorum was not asked")
 	assert.Zero(t, o.Lost)
-	assert.Less(t, o.Longest, 1500*time.Millisecond)
+	assert.Less(t, res.Paused, 1500*time.Millisecond, "writes paused as if every Sentinel were healthy")
+	assert.Less(t, o.Longest, outageBound)
 }

@@ -61,7 +61,8 @@ func TestPreStopAskedSentinelKilledAsWritesPauseAsksTheOthers(t *testing.T) {
 	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
 	assert.NotEqual(t, asked.Addr(), out.Result.Sentinel, "another Sentinel was asked")
 	assert.Zero(t, o.Lost, "no acknowledged write lost")
-	assert.Less(t, o.FirstOnNew, 3*time.Second, "first write on the new primary within the handoff, not after a crash-style failover")
+	assert.Less(t, out.Took, 3*time.Second, "the hook hands off about as fast as with every Sentinel healthy (1.7-1.9 s at 600 ms lag)")
+	assert.Less(t, o.FirstOnNew, 5*time.Second, "first write on the new primary within the handoff, not after a crash-style failover")
 }
 
 // TestPreStopOneSentinelWithoutQuorumIsNoVeto (issue 24.3): the Sentinel the hook asks first is cut off
@@ -94,7 +95,8 @@ func TestPreStopOneSentinelWithoutQuorumIsNoVeto(t *testing.T) {
 	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
 	assert.NotEqual(t, lone.Addr(), out.Result.Sentinel, "the Sentinel without quorum was not asked")
 	assert.Zero(t, o.Lost, "no acknowledged write lost")
-	assert.Less(t, o.Longest, 1500*time.Millisecond, "write outage of a handoff, not of a crash-style failover")
+	assert.Less(t, out.Result.Paused, 1500*time.Millisecond, "writes paused as in a healthy handoff")
+	assert.Less(t, o.Longest, 4*time.Second, "write outage of a handoff, not of a crash-style failover (the writer may hear of the switch late on a loaded machine)")
 }
 
 // TestPreStopFreshlyReplacedSentinelIsNoVeto (issue 24.3): the Sentinel the hook asks first was replaced a
@@ -125,7 +127,8 @@ func TestPreStopFreshlyReplacedSentinelIsNoVeto(t *testing.T) {
 			require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
 			assert.NotEqual(t, fresh.Addr(), out.Result.Sentinel, "the replaced Sentinel was not asked")
 			assert.Zero(t, o.Lost, "no acknowledged write lost")
-			assert.Less(t, o.Longest, 1500*time.Millisecond, "write outage of a handoff, not of a crash-style failover")
+			assert.Less(t, out.Result.Paused, 1500*time.Millisecond, "writes paused as in a healthy handoff")
+	assert.Less(t, o.Longest, 4*time.Second, "write outage of a handoff, not of a crash-style failover (the writer may hear of the switch late on a loaded machine)")
 		})
 	}
 }
