@@ -97,6 +97,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 			log.Warn("handoff: the gone Sentinel's failover already promoted a replica; asking no other Sentinel", "promoted", p)
 			return nil
 		}
+		if !time.Now().Before(until) {
+			return fail(ReasonUnreachable, nil, "Sentinel %s is gone and the pause budget left no time to ask another; nothing was promoted", saddr)
+		}
 		next, nerr, err := h.another(ctx, asked, until)
 		if err != nil {
 			return err
