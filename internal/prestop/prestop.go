@@ -104,8 +104,9 @@ type Outcome struct {
 
 // The parts of Bound.
 const (
-	// ReachSentinels bounds finding a Sentinel that answers (CKQUORUM, then SENTINEL MASTER on the first that
-	// answers; each dial and command is bounded by Config.DialTimeout, 1 s).
+	// ReachSentinels bounds finding a Sentinel that answers when they all do (CKQUORUM until a majority
+	// confirmed it, then SENTINEL MASTER, INFO and CKQUORUM on the first usable one; each dial and command is
+	// bounded by Config.DialTimeout, 1 s, so a stopped Sentinel costs about 1 s more).
 	ReachSentinels = 2 * time.Second
 	// DefaultFailoverWait is Config.FailoverWait's default.
 	DefaultFailoverWait = 5 * time.Second
