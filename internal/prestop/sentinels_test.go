@@ -128,7 +128,7 @@ func TestPreStopFreshlyReplacedSentinelIsNoVeto(t *testing.T) {
 			assert.NotEqual(t, fresh.Addr(), out.Result.Sentinel, "the replaced Sentinel was not asked")
 			assert.Zero(t, o.Lost, "no acknowledged write lost")
 			assert.Less(t, out.Result.Paused, 1500*time.Millisecond, "writes paused as in a healthy handoff")
-	assert.Less(t, o.Longest, 4*time.Second, "write outage of a handoff, not of a crash-style failover (the writer may hear of the switch late on a loaded machine)")
+			assert.Less(t, o.Longest, 4*time.Second, "write outage of a handoff, not of a crash-style failover (the writer may hear of the switch late on a loaded machine)")
 		})
 	}
 }
