@@ -126,16 +126,20 @@ func TestRunSkipsASentinelWithoutQuorum(t *testing.T) {
 	cfg.Sentinels[0] = fresh.Addr()
 	var res Result
 	var err error
+	var q valkey.Quorum
 	o := testenv.MeasureOutage(t, top, top.Nodes[0].Port, 40*time.Second, func() {
 		top.Register(ctx, fresh, top.Nodes[0])
-		q, qerr := fresh.Client(top.SentinelOptions()).SentinelCKQuorum(ctx, top.Cfg.MonitorName)
+		var qerr error
+		q, qerr = fresh.Client(top.SentinelOptions()).SentinelCKQuorum(ctx, top.Cfg.MonitorName)
 		require.NoError(t, qerr)
 		t.Logf("the fresh Sentinel's CKQUORUM as the handoff starts: ok %v, %s", q.OK, q.Message)
 		res, err = Run(ctx, cfg)
 	})
 	t.Logf("handoff: %+v, err %v; %s", res, err, o)
 	require.NoError(t, err)
-	assert.NotEqual(t, fresh.Addr(), res.Sentinel, "the Sentinel without quorum was not asked")
+	if !q.OK { // it learns its peers from their hellos within 2 s: rarely before the handoff looked
+		assert.NotEqual(t, fresh.Addr(), res.Sentinel, "the Sentinel without quorum was not asked")
+	}
 	assert.Zero(t, o.Lost)
 	assert.Less(t, res.Paused, 1500*time.Millisecond, "writes paused as if every Sentinel were healthy")
 	assert.Less(t, o.Longest, outageBound)

@@ -114,18 +114,22 @@ func TestPreStopFreshlyReplacedSentinelIsNoVeto(t *testing.T) {
 			addrs[len(addrs)-1] = fresh.Addr()
 			cfg := hookFor(t, top, 0, addrs...)
 			var before func()
+			noQuorum := true
 			if registered {
 				before = func() {
 					ctx := context.Background()
 					top.Register(ctx, fresh, top.Nodes[0])
 					q, err := fresh.Client(top.SentinelOptions()).SentinelCKQuorum(ctx, top.Cfg.MonitorName)
 					require.NoError(t, err)
+					noQuorum = !q.OK // it learns its peers from their hellos within 2 s: rarely before the hook looked
 					t.Logf("the fresh Sentinel's CKQUORUM as the hook starts: ok %v, %s", q.OK, q.Message)
 				}
 			}
 			out, o := stopPod(t, top, cfg, before, nil)
 			require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
-			assert.NotEqual(t, fresh.Addr(), out.Result.Sentinel, "the replaced Sentinel was not asked")
+			if noQuorum {
+				assert.NotEqual(t, fresh.Addr(), out.Result.Sentinel, "the replaced Sentinel was not asked")
+			}
 			assert.Zero(t, o.Lost, "no acknowledged write lost")
 			assert.Less(t, out.Result.Paused, 1500*time.Millisecond, "writes paused as in a healthy handoff")
 			assert.Less(t, o.Longest, 4*time.Second, "write outage of a handoff, not of a crash-style failover (the writer may hear of the switch late on a loaded machine)")
