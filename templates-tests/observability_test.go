@@ -376,3 +376,58 @@ func TestAlertOneSeverityPerCondition(t *testing.T) {
 		assert.Len(t, sev, 1, "%s: one severity, got %v", cond, sev)
 	}
 }
+
+// TestDashboardsServeAFleet: each dashboard has namespace and instance (quorum) variables, opening on its
+// own release, and every panel query selects through them, so one imported dashboard shows any instance
+// (quorum) of the fleet: no query names a fixed namespace or release (rendered as release zz9 in namespace
+// fleet7, names no query could hold by chance).
+func TestDashboardsServeAFleet(t *testing.T) {
+	for chart, variable := range map[string]string{"valkey": "instance", "valkey-sentinel": "quorum"} {
+		out, err := renderChart(t, chart, observabilityValues[chart], renderOpts{release: "zz9", namespace: "fleet7"})
+		require.NoError(t, err)
+		var doc, name string
+		for _, o := range decode(t, out).ofKind("ConfigMap") {
+			if cm := o.(*corev1.ConfigMap); cm.Labels["grafana_dashboard"] == "1" {
+				name = strings.TrimSuffix(cm.Name, "-dashboard")
+				for _, v := range cm.Data {
+					doc = v
+				}
+			}
+		}
+		require.NotEmpty(t, doc, chart)
+		require.Contains(t, name, "zz9")
+		var d struct {
+			Templating struct {
+				List []struct {
+					Name, Type, Definition string
+					Current                struct{ Value string }
+				}
+			}
+			Panels []struct {
+				Title   string
+				Targets []struct{ Expr string }
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(doc), &d))
+		vars := map[string]string{}
+		for _, v := range d.Templating.List {
+			vars[v.Name] = v.Current.Value
+			if v.Type == "query" {
+				assert.Contains(t, v.Definition, "label_values(", "%s: variable %s", chart, v.Name)
+			}
+		}
+		assert.Equal(t, "fleet7", vars["namespace"], "%s opens on its own namespace", chart)
+		assert.Equal(t, name, vars[variable], "%s opens on its own release", chart)
+		n := 0
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				n++
+				assert.Contains(t, tg.Expr, "$namespace", "%s: panel %q", chart, p.Title)
+				assert.Contains(t, tg.Expr, "$"+variable, "%s: panel %q", chart, p.Title)
+				assert.NotContains(t, tg.Expr, "fleet7", "%s: panel %q names a fixed namespace", chart, p.Title)
+				assert.NotContains(t, tg.Expr, "zz9", "%s: panel %q names a fixed release", chart, p.Title)
+			}
+		}
+		assert.Greater(t, n, 10, chart)
+	}
+}
