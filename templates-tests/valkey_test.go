@@ -1035,10 +1035,12 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 	users := []struct {
 		access         string
 		keys, channels []string
+		functions      bool
 	}{
-		{"full", []string{"app:*"}, []string{"app.*"}}, {"full", []string{"*"}, nil}, {"full", nil, nil},
-		{"readonly", []string{"events:*"}, nil}, {"readonly", []string{"*"}, []string{"news"}},
-		{"readwrite", []string{"w:*", "shared:*"}, []string{"w.*", "x"}}, {"readwrite", []string{"*"}, nil},
+		{"full", []string{"app:*"}, []string{"app.*"}, false}, {"full", []string{"*"}, nil, false}, {"full", nil, nil, false},
+		{"full", []string{"lib:*"}, nil, true}, {"full", []string{"*"}, nil, true},
+		{"readonly", []string{"events:*"}, nil, false}, {"readonly", []string{"*"}, []string{"news"}, false},
+		{"readwrite", []string{"w:*", "shared:*"}, []string{"w.*", "x"}, false}, {"readwrite", []string{"*"}, nil, false},
 	}
 	var values strings.Builder
 	values.WriteString("users:\n")
@@ -1051,14 +1053,14 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 		if u.channels == nil {
 			c = []byte("[]")
 		}
-		fmt.Fprintf(&values, "  - {name: u%d, access: %s, keys: %s, channels: %s}\n", i, u.access, k, c)
+		fmt.Fprintf(&values, "  - {name: u%d, access: %s, keys: %s, channels: %s, functions: %v}\n", i, u.access, k, c, u.functions)
 	}
 	byName := map[string]aclUser{}
 	for _, u := range aclJSON(t, installedValkey(t, values.String())) {
 		byName[u.Name] = u
 	}
 	for i, u := range users {
-		want, err := acl.CustomerRules(u.access, u.keys, u.channels)
+		want, err := acl.CustomerRules(u.access, u.keys, u.channels, u.functions)
 		require.NoError(t, err)
 		assert.Equal(t, want, byName[fmt.Sprintf("u%d", i)].Rules, "%s keys %v channels %v", u.access, u.keys, u.channels)
 	}

@@ -392,10 +392,19 @@ SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY.
 {{- if eq . "readonly" -}}
 -@all +@read +@connection -@admin +info +role
 {{- else if eq . "readwrite" -}}
--@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role
+-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role {{ include "valkey.noFunctionRules" . }}
 {{- else -}}
-+@all -@admin +role
++@all -@admin +role {{ include "valkey.noFunctionRules" . }}
 {{- end -}}
+{{- end -}}
+
+{{/*
+Subtracted from readwrite and full (internal/acl.NoFunctionRules, issue 25): libraries are server-wide and FCALL
+runs a library's code with the caller's key rights, so whoever may FUNCTION LOAD REPLACE runs code as everyone who
+FCALLs it. Only users[].functions: true (a trust grant, internal/acl.FunctionRules: +function) manages libraries.
+*/}}
+{{- define "valkey.noFunctionRules" -}}
+-function|load -function|delete -function|flush -function|restore -function|dump -function|list
 {{- end -}}
 
 {{/*
@@ -429,6 +438,9 @@ are identical).
 {{- $rules = concat $rules $keys (list "resetchannels") $chans (list "nocommands" (include "valkey.accessPreset" ($u.access | default "readonly"))) -}}
 {{- if not (and (eq (len ($u.keys | default list)) 1) (eq (index $u.keys 0) "*")) -}}
 {{- $rules = append $rules (include "valkey.restrictedKeyRules" .) -}}
+{{- end -}}
+{{- if $u.functions -}}
+{{- $rules = append $rules "+function" -}}
 {{- end -}}
 {{- $e := dict "name" $u.name "system" false "rules" (join " " $rules) "field" (printf "users[%d]" $i) -}}
 {{- if $u.passwordSecret -}}
@@ -1036,6 +1048,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if not (regexMatch "^[^\\s\"'\\\\]{1,64}$" (toString $p)) -}}
 {{- fail (printf "users[%d].%s[%d]: %q is not a pattern the ACL file can hold: 1 to 64 characters without spaces, quotes or backslashes; for example app:*" $i $what $j (toString $p)) -}}
 {{- end -}}
+{{- if regexMatch "[()]" (toString $p) -}}
+{{- fail (printf "users[%d].%s[%d]: %q holds a parenthesis, which opens an ACL selector (rules that add to the user's), so the live sync refuses every users.json that carries one; drop the parentheses, for example app:*" $i $what $j (toString $p)) -}}
+{{- end -}}
 {{- $prefix := ternary "~" "&" (eq $what "keys") -}}
 {{- if or (hasPrefix $prefix (toString $p)) (and (eq $what "keys") (hasPrefix "%" (toString $p))) -}}
 {{- fail (printf "users[%d].%s[%d]: %q starts with an ACL rule prefix (%s), which the chart writes itself, so the pattern would only match names beginning with it; write the bare pattern, such as %s" $i $what $j (toString $p) (ternary "~ or %R~/%W~" "&" (eq $what "keys")) (regexReplaceAll "^(%[RW]*)?[~&]" (toString $p) "")) -}}
@@ -1057,6 +1072,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if or (hasPrefix "__sentinel__:" $lit) (hasPrefix $lit "__sentinel__:") -}}
 {{- fail (printf "users[%d].channels[%d]: %q could match Sentinel's channel __sentinel__:hello, where a forged message moves the primary to any address; use a prefix of your own such as %q" $i $j $c (printf "%s.*" $u.name)) -}}
 {{- end -}}
+{{- end -}}
+{{- if and $u.functions (ne ($u.access | default "readonly") "full") -}}
+{{- fail (printf "users[%d].functions: access %s cannot FCALL, so the grant would only let user %s plant code that full users run; set access: full, or drop functions" $i ($u.access | default "readonly") $u.name) -}}
 {{- end -}}
 {{- $rot := $u.rotation | default dict -}}
 {{- if and $u.passwordSecret $rot -}}
