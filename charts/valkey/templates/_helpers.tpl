@@ -312,6 +312,20 @@ count; without it one connection that pipelines and never reads grows the server
 {{- end -}}
 
 {{/*
+proto-max-bulk-len in bytes: an eighth of the room between maxmemory and resources.limits.memory (issue 25). The
+server checks maxmemory before a command, so one command may grow one value past it: SETBIT k 4294967295 1 made a
+node allocate 512 MB (the default), past the starter plan's 256Mi. SETRANGE, SETBIT, BITFIELD and APPEND refuse a
+result longer than this on valkey 9.1, 8.0 and redis 7.0, and no bulk argument may be longer. With every client
+buffer full (maxmemory-clients, half the room) one such value (rounded up by the allocator, by at most a quarter)
+and the process still fit in the rest. config.proto-max-bulk-len may raise it to a quarter of the room, which holds
+while client buffers are not full at the same time.
+*/}}
+{{- define "valkey.protoMaxBulkLen" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- printf "%.0f" (floor (divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 8)) -}}
+{{- end -}}
+
+{{/*
 valkey.conf: server settings only (hashed into valkey.io/config-hash). No users, no passwords, no announce
 settings: the bootstrap appends replica-announce-ip, masteruser, masterauth and replicaof to a writable copy.
 */}}
@@ -342,6 +356,10 @@ maxclients {{ include "valkey.maxclients" . }}
 # limit: above it the server closes the largest client, so connections that pipeline and never read cannot grow
 # the server past its memory limit (config.maxmemory-clients, set after this line, wins)
 maxmemory-clients {{ include "valkey.maxmemoryClients" . }}
+# the largest single value (a string, or what SETRANGE, SETBIT, BITFIELD and APPEND may grow one to): an eighth of
+# the same room, since maxmemory is checked before a command and one SETBIT could otherwise add 512 MB at once
+# (issue 25; config.proto-max-bulk-len, set after this line, wins and may take at most a quarter of the room)
+proto-max-bulk-len {{ include "valkey.protoMaxBulkLen" . }}
 {{- if $s.persistence }}
 appendonly yes
 appendfsync everysec
@@ -356,6 +374,11 @@ min-replicas-max-lag {{ int .Values.minReplicasMaxLag }}
 {{- end }}
 {{- include "valkey.loadDirectives" . -}}
 {{- $directives := get . "_valkeyHADirectives" -}}
+{{- if hasKey $directives.server "sanitize-dump-payload" }}
+# deep-check RESTORE payloads of clients (not the primary's stream or the AOF): a corrupt listpack crashed valkey 8.0
+# and redis 7.0 on its first read, and AOF and replication carried it on (issue 25); valkey 9 always checks
+sanitize-dump-payload clients
+{{- end }}
 {{- range $k := keys .Values.config | sortAlpha }}
 {{ include "valkey.confLine" (dict "name" $k "value" (get $.Values.config $k) "d" (get $directives.server $k)) }}
 {{- end }}
@@ -828,6 +851,7 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
   "replica-read-only" $noRepl "slave-read-only" $noRepl
   "maxmemory" "set maxmemory instead (it is checked against the memory limit)"
   "maxmemory-policy" "set maxmemoryPolicy instead"
+  "sanitize-dump-payload" "the chart sets it to clients where the engine has it (a corrupt RESTORE payload crashed valkey 8.0 and redis 7.0 nodes); remove it"
   "maxclients" "set maxclients instead"
   "appendonly" "set persistence.enabled instead (it also creates the volumes)"
   "daemonize" $fg "supervised" $fg
@@ -891,6 +915,12 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
 {{- end -}}
 {{- if and (eq $k "repl-diskless-load") (eq (lower $val) "swapdb") -}}
 {{- fail "config.repl-diskless-load: swapdb keeps two copies of the data set during a full resync, more than the memory limit allows above maxmemory; use on-empty-db or disabled" -}}
+{{- end -}}
+{{- if eq $k "proto-max-bulk-len" -}}
+{{- $room := divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 4.0 -}}
+{{- if gt (float64 (include "valkey.memBytes" $val)) $room -}}
+{{- fail (printf "config.proto-max-bulk-len: %s does not fit: one command may grow one value by that much above maxmemory (%s), in the room before resources.limits.memory (%s), and may take at most a quarter of it (%.0fmb); lower it or raise resources.limits.memory" $val $s.maxmemory $s.memory (divf $room 1048576.0)) -}}
+{{- end -}}
 {{- end -}}
 {{- if eq $k "repl-backlog-size" -}}
 {{- $room := divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 2.0 -}}
