@@ -526,6 +526,7 @@ service.primary.loadBalancerSourceRanges service.primary.extraPorts service.repl
 service.replicas.annotations service.replicas.loadBalancerSourceRanges service.replicas.extraPorts
 service.headless.annotations service.headless.extraPorts allowedSources networkPolicy.enabled
 networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
+networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
 probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
@@ -653,6 +654,11 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- include "valkey.checkSelector" (dict "field" "networkPolicy.clientPodSelector" "selector" .Values.networkPolicy.clientPodSelector) -}}
 {{- include "valkey.checkSelector" (dict "field" "networkPolicy.metricsNamespaceSelector" "selector" .Values.networkPolicy.metricsNamespaceSelector) -}}
+{{- include "valkey.checkSelector" (dict "field" "networkPolicy.dns.namespaceSelector" "selector" .Values.networkPolicy.dns.namespaceSelector) -}}
+{{- include "valkey.checkSelector" (dict "field" "networkPolicy.dns.podSelector" "selector" .Values.networkPolicy.dns.podSelector) -}}
+{{- if and .Values.networkPolicy.dns.podSelector (not .Values.networkPolicy.dns.namespaceSelector) -}}
+{{- fail "networkPolicy.dns.namespaceSelector: empty selects every namespace, so a pod of any namespace wearing the podSelector's labels would be reachable on port 53 (the exporter's /scrape or a customer's MIGRATE could dial it); name the namespace of your cluster DNS, for example {matchLabels: {kubernetes.io/metadata.name: kube-system}}" -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "valkey.validateNames" -}}
