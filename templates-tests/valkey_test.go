@@ -328,9 +328,10 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 	}
 	// every customer line starts from a clean slate, with the preset rules
 	restricted := regexp.QuoteMeta(" " + acl.RestrictedKeyRules)
+	nofn := regexp.QuoteMeta(" " + acl.NoFunctionRules)
 	assert.Regexp(t, `^user analytics on resetpass #[0-9a-f]{64} resetkeys ~events:\* resetchannels nocommands -@all \+@read \+@connection -@admin \+info \+role`+restricted+`$`, lines["analytics"])
-	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role`+restricted+`$`, lines["writer"])
-	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -@admin \+role`+restricted+`$`, lines["app"])
+	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role`+nofn+restricted+`$`, lines["writer"])
+	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -@admin \+role`+nofn+restricted+`$`, lines["app"])
 
 	// users.json re-renders users.acl exactly
 	users := aclJSON(t, objs)
@@ -632,11 +633,12 @@ func TestRBACVerbsExact(t *testing.T) {
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{sentinelRel + "-0", sentinelRel + "-1", sentinelRel + "-2"}, Verbs: []string{"delete"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{sentinelRel + "-controller"}, Verbs: []string{"get", "update"}},
 	}, srole.Rules, "the sentinel controller reads only its own Sentinel user's password; it creates and changes no Secret")
 	cred := sobjs.get(t, "Role", sentinelRel+"-credentials").(*rbacv1.Role)
 	assert.Equal(t, []rbacv1.PolicyRule{
