@@ -246,36 +246,78 @@ func corruptHashPayload(t *testing.T, dump string) string {
 	return string(b)
 }
 
+// rdbLen32 is an RDB length in its 32-bit form (0x80, then 4 bytes big-endian).
+func rdbLen32(n int) []byte {
+	return binary.BigEndian.AppendUint32([]byte{0x80}, uint32(n))
+}
+
+// lzfStringPayload returns a DUMP payload (RDB version footer taken from a real DUMP) of a string of n bytes
+// 'x', LZF-compressed: one literal, then back-references of 264 bytes each (3 bytes apiece), about 88 to 1.
+func lzfStringPayload(dump string, n int) string {
+	lz := []byte{0, 'x'}
+	for produced := 1; produced < n; {
+		k := min(264, n-produced)
+		switch {
+		case k < 3:
+			lz = append(lz, 0, 'x')
+			k = 1
+		case k-2 >= 7:
+			lz = append(lz, 7<<5, byte(k-2-7), 0)
+		default:
+			lz = append(lz, byte((k-2)<<5), 0)
+		}
+		produced += k
+	}
+	p := append([]byte{0, 0xc3}, rdbLen32(len(lz))...)
+	p = append(p, rdbLen32(n)...)
+	p = append(p, lz...)
+	p = append(p, dump[len(dump)-10:len(dump)-8]...)
+	return string(binary.LittleEndian.AppendUint64(p, crc64Jones(p)))
+}
+
 // TestSecurityCorruptRestorePayloadRefused (issue 25 item 4): a `full` user's RESTORE of a corrupt listpack
 // (right checksum) used to be stored on valkey 8.0 and redis 7.0 (only a shallow check), and the next read of
-// the key crashed the node; with AOF and replication the key came back with every restart and promotion. The
-// chart now renders sanitize-dump-payload clients where the engine has it (valkey 9.1 dropped the directive and
-// always checks): RESTORE is refused, nothing is stored or replicated, the primary and its replica stay up.
+// the key crashed the node; with AOF and replication the key came back with every restart and promotion. And a
+// RESTORE of 3.4 MB (under proto-max-bulk-len) whose LZF string inflates to 300 MB took a starter-plan node from
+// 13 to 320 MB RSS on all three engines, past its 256Mi limit. `full` has no RESTORE any more (NOPERM), and the
+// chart renders sanitize-dump-payload clients where the engine has it (valkey 9.1 dropped the directive and
+// always checks), so a trusted tool's RESTORE of the corrupt payload (testAdmin here) is refused with "Bad data
+// format": nothing stored or replicated, the primary and its replica stay up.
 func TestSecurityCorruptRestorePayloadRefused(t *testing.T) {
 	for _, e := range valkeytest.Engines {
 		t.Run(e.String(), func(t *testing.T) {
 			valkeytest.Require(t, e)
 			ci := renderInstance(t, engineValues(e)+"users:\n  - {name: app, access: full, keys: [\"app:*\"]}\n")
 			top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e, Replicas: 1, Sentinels: -1,
-				ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: ci.conf})
+				ACL: withTestAdmin(ci.acl), Passwords: ci.pw, ExtraServerLines: ci.conf})
 			primary, replica := top.Nodes[0], top.Nodes[1]
 			c := since(ci.login(t, primary.Port, "app"), 20*time.Second)
 			require.Equal(t, "1", c.do(t, "HSET", "app:src", "f", "v"))
 			dump := c.do(t, "DUMP", "app:src")
 			require.Equal(t, byte(16), dump[0], "%s: DUMP of a small hash is RDB_TYPE_HASH_LISTPACK", e)
-			got := c.do(t, "RESTORE", "app:bad", "0", corruptHashPayload(t, dump))
-			t.Logf("%s: RESTORE of a corrupt listpack: %q", e, got)
+			corrupt := corruptHashPayload(t, dump)
+			bomb := lzfStringPayload(dump, 300<<20)
+			before := rss(t, primary.Pid())
+			for what, p := range map[string]string{"corrupt listpack": corrupt, "LZF string of 300 MB": bomb} {
+				got := c.do(t, "RESTORE", "app:bad", "0", p)
+				assert.True(t, strings.HasPrefix(got, "-NOPERM"), "%s: a full user's RESTORE of a %s: %.80q", e, what, got)
+			}
+			admin := since(dialRESP(t, primary.Port), 20*time.Second)
+			require.Equal(t, "OK", admin.do(t, "AUTH", testAdmin, testAdminPassword))
+			got := admin.do(t, "RESTORE", "app:bad", "0", corrupt)
+			t.Logf("%s: a trusted RESTORE of a corrupt listpack: %q; RSS %d MB -> %d MB", e, got, before>>20, rss(t, primary.Pid())>>20)
 			if !strings.HasPrefix(got, "-") {
 				// stored: read it as the next client would (this is what crashed the node before the fix)
-				_ = c.c.SetDeadline(time.Now().Add(3 * time.Second))
-				_, _ = fmt.Fprintf(c.c, "*2\r\n$7\r\nHGETALL\r\n$7\r\napp:bad\r\n")
-				_, _ = c.r.ReadString('\n')
+				_ = admin.c.SetDeadline(time.Now().Add(3 * time.Second))
+				_, _ = fmt.Fprintf(admin.c, "*2\r\n$7\r\nHGETALL\r\n$7\r\napp:bad\r\n")
+				_, _ = admin.r.ReadString('\n')
 			}
-			assert.True(t, strings.HasPrefix(got, "-"), "%s: RESTORE of a corrupt payload was accepted", e)
+			assert.True(t, strings.HasPrefix(got, "-ERR Bad data format"), "%s: RESTORE of a corrupt payload: %q", e, got)
 			for _, n := range []*valkeytest.Proc{primary, replica} {
 				out, err := n.CLI(acl.Probe, ci.pw[acl.Probe], "PING")
 				assert.Equal(t, "PONG", out, "%s: %s is down after the corrupt RESTORE: %v\n%s", e, n.Addr(), err, tail(n.Logs(), 600))
 			}
+			assert.Less(t, rss(t, primary.Pid()), int64(256<<20), "%s: RSS after the refused RESTOREs", e)
 			if primary.Running() {
 				assert.Equal(t, "0", since(ci.login(t, primary.Port, "app"), 5*time.Second).do(t, "EXISTS", "app:bad"), "%s: the corrupt key was stored", e)
 			}

@@ -331,7 +331,7 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 	nofn := regexp.QuoteMeta(" " + acl.NoFunctionRules)
 	assert.Regexp(t, `^user analytics on resetpass #[0-9a-f]{64} resetkeys ~events:\* resetchannels nocommands -@all \+@read \+@connection -@admin \+info \+role`+restricted+`$`, lines["analytics"])
 	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role`+nofn+restricted+`$`, lines["writer"])
-	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -@admin \+role`+nofn+restricted+`$`, lines["app"])
+	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -@admin \+role -restore -restore-asking`+nofn+restricted+`$`, lines["app"])
 
 	// users.json re-renders users.acl exactly
 	users := aclJSON(t, objs)

@@ -238,8 +238,11 @@ var Presets = map[string]string{
 	// probe's and the controller's connections), replication and failover commands, SHUTDOWN, DEBUG, MODULE,
 	// MONITOR, SAVE/BGSAVE, SLOWLOG, LATENCY; ROLE as for readonly. Scripting stays (queues, rate limiters and
 	// locks need EVAL): a script that never ends is handled by the liveness probe (README, Security model).
-	// FCALL stays, the library commands do not (NoFunctionRules).
-	"full": "+@all -@admin +role " + NoFunctionRules,
+	// FCALL stays, the library commands do not (NoFunctionRules). No RESTORE (issue 25): a DUMP payload is
+	// LZF-compressed, so 3.4 MB (under proto-max-bulk-len) inflated to a 300 MB value in one command, past the
+	// starter plan's limit, on 9.1, 8.0 and 7.0; and a corrupt one crashed 8.0 and 7.0 without
+	// sanitize-dump-payload. DUMP stays.
+	"full": "+@all -@admin +role -restore -restore-asking " + NoFunctionRules,
 }
 
 // NoFunctionRules are subtracted from every preset (issue 25): function libraries are server-wide and FCALL

@@ -76,7 +76,7 @@ func TestChannelPatternReachesSentinel(t *testing.T) {
 func TestCustomerRules(t *testing.T) {
 	r, err := acl.CustomerRules("full", []string{"app:*"}, []string{"app.*"}, false)
 	require.NoError(t, err)
-	assert.Equal(t, "resetkeys ~app:* resetchannels &app.* nocommands +@all -@admin +role "+acl.NoFunctionRules+" "+acl.RestrictedKeyRules, r)
+	assert.Equal(t, "resetkeys ~app:* resetchannels &app.* nocommands +@all -@admin +role -restore -restore-asking "+acl.NoFunctionRules+" "+acl.RestrictedKeyRules, r)
 	r, err = acl.CustomerRules("full", []string{"lib:*"}, nil, true)
 	require.NoError(t, err)
 	assert.Equal(t, "resetkeys ~lib:* resetchannels nocommands "+acl.Presets["full"]+" "+acl.RestrictedKeyRules+" "+acl.FunctionRules, r, "functions: true comes last")
@@ -212,7 +212,8 @@ var fullRefuses = [][]string{{"ACL", "SETUSER", "evil", "on", ">x", "+@all"}, {"
 	{"CLIENT", "KILL", "USER", "_probe"}, {"CLIENT", "PAUSE", "100"}, {"CLIENT", "UNPAUSE"}, {"CLIENT", "LIST"}, {"CLIENT", "UNBLOCK", "1"},
 	{"REPLICAOF", "localhost", "1"}, {"SLAVEOF", "localhost", "1"}, {"FAILOVER"}, {"SYNC"}, {"PSYNC", "?", "-1"}, {"REPLCONF", "listening-port", "1"},
 	{"SHUTDOWN"}, {"MODULE", "LIST"}, {"CONFIG", "SET", "maxmemory", "1"}, {"CONFIG", "GET", "masterauth"}, {"CONFIG", "REWRITE"},
-	{"CONFIG", "RESETSTAT"}, {"MONITOR"}, {"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"}, {"SLOWLOG", "RESET"}, {"LATENCY", "RESET"}}
+	{"CONFIG", "RESETSTAT"}, {"MONITOR"}, {"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"}, {"SLOWLOG", "RESET"}, {"LATENCY", "RESET"},
+	{"RESTORE", "k", "0", "x"}, {"RESTORE-ASKING", "k", "0", "x"}, {"FUNCTION", "LOAD", "x"}, {"FUNCTION", "LIST"}}
 
 // TestFullPresetRefusesAdminOnRedis: the same refusals on redis-server 7.0 (engine redis), whose ACL
 // categories the preset relies on too.

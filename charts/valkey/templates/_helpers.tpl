@@ -409,7 +409,8 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
 {{/*
 Customer access presets: rules after `nocommands` (internal/acl.Presets; a test compares them). `full` is
 +@all without @admin: no ACL, CONFIG (GET would read masterauth), CLIENT KILL/PAUSE/LIST, replication,
-SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY.
+SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY; and no RESTORE (an LZF-compressed payload of 3.4 MB
+inflated to a 300 MB value in one command, issue 25).
 */}}
 {{- define "valkey.accessPreset" -}}
 {{- if eq . "readonly" -}}
@@ -417,7 +418,7 @@ SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY.
 {{- else if eq . "readwrite" -}}
 -@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role {{ include "valkey.noFunctionRules" . }}
 {{- else -}}
-+@all -@admin +role {{ include "valkey.noFunctionRules" . }}
++@all -@admin +role -restore -restore-asking {{ include "valkey.noFunctionRules" . }}
 {{- end -}}
 {{- end -}}
 
