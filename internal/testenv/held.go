@@ -290,7 +290,9 @@ func (h *HeldClients) AckedKeys() []string {
 }
 
 // ConnOf is a Dial helper for a connection that always dials the same cached address.
-func ConnOf(addr string) func(int) (string, error) { return func(int) (string, error) { return addr, nil } }
+func ConnOf(addr string) func(int) (string, error) {
+	return func(int) (string, error) { return addr, nil }
+}
 
 // Service models the primary Service on loopback: the address it sends a new connection to, changed by the
 // test when the labels change (Set).
