@@ -105,9 +105,16 @@ func TestCloseClientsBoundedOnAPausedNode(t *testing.T) {
 }
 
 // TestCloseClientsKeepsSystemConnections (issue 30): CloseClients closes the application's normal
-// connections only: the system users' connections, Pub/Sub subscribers and the replication links stay.
+// connections only: the system users' connections and the replication links stay. On every supported
+// engine (CLIENT KILL USER ... TYPE normal SKIPME yes).
 func TestCloseClientsKeepsSystemConnections(t *testing.T) {
-	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: -1})
+	for _, eng := range valkeytest.Engines {
+		t.Run(eng.Name+"-"+eng.Version, func(t *testing.T) { testCloseClientsKeepsSystemConnections(t, eng) })
+	}
+}
+
+func testCloseClientsKeepsSystemConnections(t *testing.T, eng valkeytest.Engine) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: eng, Replicas: 1, Sentinels: -1})
 	pw := testenv.AddAppUser(t, top)
 	p := top.Nodes[0]
 	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 3, User: testenv.AppUser, Password: pw, Dial: testenv.ConnOf(p.Addr())})
