@@ -14,7 +14,9 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/topology"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -180,4 +182,73 @@ func testPausedPrimaryFailover(t *testing.T, extra []string) {
 	// relabels, so the Service points at the new primary only when the old one answers or that times out
 	assert.LessOrEqual(t, s.Quantile(0.95), 4*time.Second, "p95 within the controller's INFO timeout plus 1 s")
 	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
+}
+
+// TestSentinelFailoverMovesHeldClients (issue 30): SENTINEL FAILOVER of a healthy primary with ten clients of
+// the primary Service writing. Sentinel demotes the old primary itself and closes its normal clients; the
+// clients that reconnect before the relabel land on it again, and the controller's relabel closes them once
+// more, so every client writes to the new primary within 1 s of the switch, and the old primary acknowledges
+// no write after its demotion.
+func TestSentinelFailoverMovesHeldClients(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	e.PublishSentinels()
+	pw := testenv.AddAppUser(t, e.Top)
+	m := e.startMetricsInstanceController()
+	old := e.Top.Nodes[0]
+	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
+	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond,
+		Dial: func(int) (string, error) { return e.labelledPrimary() }})
+	begin := time.Now()
+	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
+
+	sw := testenv.NewSwitchWatcher(t, e.Top)
+	require.NoError(t, e.Top.Sentinels[0].Client(e.Top.SentinelOptions()).SentinelFailover(context.Background(), e.Top.Cfg.MonitorName))
+	at, port, err := sw.WaitSwitch(old.Port, 20*time.Second)
+	require.NoError(t, err)
+	var newNode *valkeytest.Proc
+	for _, n := range e.Top.Nodes {
+		if n.Port == port {
+			newNode = n
+		}
+	}
+	demotedAt := waitReplica(t, e, old, 15*time.Second)
+	for end := time.Now().Add(5 * time.Second); held.AllWrote(newNode.Addr(), at) != nil && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	held.Stop()
+	s := held.Summarize(at, old.Addr(), newNode.Addr())
+	after := held.Summarize(demotedAt, old.Addr(), newNode.Addr())
+	t.Logf("held clients after the switch: %s; old primary demoted %s after the switch; closed by the controller: %v",
+		s, demotedAt.Sub(at).Round(time.Millisecond), testutil.ToFloat64(m.DemotedClientsClosed.WithLabelValues(ns+"/vk")))
+	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
+	assert.LessOrEqual(t, s.Quantile(0.95), time.Second, "p95 within 1 s of the switch")
+	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
+}
+
+func TestCloseOnRelabel(t *testing.T) {
+	n0, n1 := spec.Node{Index: 0, Pod: "vk-0-0"}, spec.Node{Index: 1, Pod: "vk-1-0"}
+	st := func(label string, reachable bool, role valkey.Role) topology.NodeState {
+		return topology.NodeState{Node: n0, RoleLabel: label, Reachable: reachable, Repl: valkey.Replication{Role: role}}
+	}
+	unlabel := topology.Action{Kind: topology.Label, Node: n0, Role: ""}
+	toReplica := topology.Action{Kind: topology.Label, Node: n0, Role: contract.RoleReplica}
+	elsewhere := topology.Plan{Primary: &n1, PrimaryConfirmed: true}
+	for _, tc := range []struct {
+		name string
+		n    topology.NodeState
+		a    topology.Action
+		tp   topology.Plan
+		want bool
+	}{
+		{"demoted primary relabelled replica", st(contract.RolePrimary, true, valkey.RoleReplica), toReplica, elsewhere, true},
+		{"stale primary while another is confirmed", st(contract.RolePrimary, true, valkey.RolePrimary), unlabel, elsewhere, true},
+		{"stale primary, no confirmed primary", st(contract.RolePrimary, true, valkey.RolePrimary), unlabel, topology.Plan{Primary: &n1}, false},
+		{"the confirmed primary itself", st(contract.RolePrimary, true, valkey.RolePrimary), unlabel, topology.Plan{Primary: &n0, PrimaryConfirmed: true}, false},
+		{"unreachable", st(contract.RolePrimary, false, ""), unlabel, elsewhere, false},
+		{"was a replica", st(contract.RoleReplica, true, valkey.RoleReplica), unlabel, elsewhere, false},
+		{"labelled primary", st("", true, valkey.RolePrimary), topology.Action{Kind: topology.Label, Node: n0, Role: contract.RolePrimary}, elsewhere, false},
+	} {
+		assert.Equal(t, tc.want, closeOnRelabel(tc.n, tc.a, tc.tp), tc.name)
+	}
 }

@@ -586,7 +586,7 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 		out.LastAction = d.Step.String()
 	}
 	for _, a := range d.Labels() {
-		if err := c.label(ctx, desc, in, w, a, mem); err != nil {
+		if err := c.label(ctx, desc, in, w, d.Topology, a, mem); err != nil {
 			return out, err
 		}
 	}
@@ -606,20 +606,38 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 }
 
 // label sets one pod's valkey.io/role as observed (its resourceVersion as precondition).
-func (c *InstanceController) label(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, a topology.Action,
-	mem *instanceMemory) error {
+func (c *InstanceController) label(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, tp topology.Plan,
+	a topology.Action, mem *instanceMemory) error {
 	if err := kube.PatchPodRole(ctx, c.cs, in.Namespace, a.Node.Pod, w.Node(a.Node.Index).PodVersion, a.Role); err != nil {
 		return err
 	}
 	c.metrics.LabelPatches.WithLabelValues(in.Namespace + "/" + in.Name).Inc()
 	c.log.Info("role label", "instance", in.Name, "pod", a.Node.Pod, "role", a.Role, "reason", a.Reason)
-	if n := w.Node(a.Node.Index); n.RoleLabel == contract.RolePrimary && a.Role != contract.RolePrimary &&
-		n.Reachable && n.Repl.Role == valkey.RoleReplica {
+	if closeOnRelabel(w.Node(a.Node.Index).NodeState, a, tp) {
 		// the primary Service no longer selects it: connections that came back to it between its demotion and
-		// this patch (a handoff closes them at the demotion) now reconnect to the new primary
-		c.closeClients(ctx, desc, in, mem, a.Node, "relabelled "+a.Role)
+		// this patch (a handoff closes them at the demotion), or that a stale primary still serves, now
+		// reconnect to the real primary
+		c.closeClients(ctx, desc, in, mem, a.Node, "primary label removed")
 	}
 	return nil
+}
+
+// closeOnRelabel reports whether the label change a, planned in tp, takes the primary label off a node whose
+// application connections must then be closed: the node was labelled primary and is reachable, and it either
+// reports role replica (it was demoted), or still reports role master while tp's confirmed primary is another
+// node (a stale primary that Sentinel demotes at its next INFO, up to about a second later: every write it
+// acknowledges meanwhile is lost, so its clients are better sent to the real primary at once).
+func closeOnRelabel(n topology.NodeState, a topology.Action, tp topology.Plan) bool {
+	if a.Kind != topology.Label || a.Role == contract.RolePrimary || n.RoleLabel != contract.RolePrimary || !n.Reachable {
+		return false
+	}
+	switch n.Repl.Role {
+	case valkey.RoleReplica:
+		return true
+	case valkey.RolePrimary:
+		return tp.Primary != nil && tp.PrimaryConfirmed && tp.Primary.Index != n.Node.Index
+	}
+	return false
 }
 
 // closeClients closes the application connections of a node observed as a replica (handoff.CloseClients)
