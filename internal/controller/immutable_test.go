@@ -1,0 +1,122 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// TestMonitorRenameRefusedAtRunTime (issue 26): the chart refuses a changed sentinel.monitorName only when its
+// render can see the cluster (lookup); Argo CD and Flux render without one and apply the new descriptor. Here
+// the descriptor's monitorName changes under a running quorum (three real Sentinels, the sentinel controller on
+// a fake clientset), as such a sync applies it. The controller refuses: for at least 10 passes no Sentinel
+// registers the new name and every Sentinel keeps the old monitor (no SENTINEL REMOVE in their logs), the
+// published Sentinel info keeps naming the old monitor, the quorum status and one Warning event
+// (MonitorRefused) name the value and the fix. Setting the name back clears the refusal. Before, the controller
+// registered the new name and removed the old one: clients asking for the old name lost the primary.
+func TestMonitorRenameRefusedAtRunTime(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true})
+	ctx := context.Background()
+	_, err := e.CS.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns,
+		Labels: testenv.PartOf(map[string]string{contract.LabelSentinel: "q"})}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	events := testenv.RecordEvents(t, e.Rec)
+	m := metrics.New()
+	passReg := prometheus.NewRegistry()
+	passReg.MustRegister(m.ReconcileSeconds)
+	sel, err := labels.Parse("tier=cache")
+	require.NoError(t, err)
+	testenv.PublishQuorum(t, e.CS, ns, "q", testenv.SentinelAddrs(e.Top), false)
+	c := NewSentinelController(e.CS, SentinelOptions{Namespace: ns, Release: "q", Selector: sel, Resync: 300 * time.Millisecond}, m, e.Rec, quietLog())
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = c.Run(cctx, nil); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	old := e.In.MonitorName
+	e.Top.WaitSentinelsConverged(30*time.Second, 2, 2)
+	valkeytest.Eventually(t, 5*time.Second, 100*time.Millisecond, "sentinel info published", func() error {
+		_, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-sentinels", metav1.GetOptions{})
+		return err
+	})
+	audited := len(testenv.Audited(s10Events(e)))
+	events.Take()
+
+	setName := func(name string) {
+		desc, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
+		require.NoError(t, err)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(desc.Data[contract.KeyInstance]), &doc))
+		doc["monitorName"] = name
+		b, _ := json.Marshal(doc)
+		desc.Data[contract.KeyInstance] = string(b)
+		_, err = e.CS.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	quorumStatus := func() string {
+		cm, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "q-status", metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return cm.Data[contract.KeyStatus]
+	}
+	want := MonitorRenameRefusal(old, "renamed")
+	setName("renamed")
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "the refusal in the quorum status", func() error {
+		if !strings.Contains(quorumStatus(), "sentinel.monitorName: this instance is monitored as") {
+			return assert.AnError
+		}
+		return nil
+	})
+	from, start := s10Passes(passReg, "sentinel"), time.Now()
+	for s10Passes(passReg, "sentinel")-from < 10 || time.Since(start) < 3*time.Second {
+		require.Less(t, time.Since(start), 30*time.Second, "too few passes")
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, s := range e.Top.Sentinels {
+		_, found, err := s.Client(valkey.Options{}).SentinelMaster(ctx, old)
+		require.NoError(t, err)
+		assert.True(t, found, "%s keeps monitor %s", s.Addr(), old)
+		_, found, err = s.Client(valkey.Options{}).SentinelMaster(ctx, "renamed")
+		require.NoError(t, err)
+		assert.False(t, found, "%s never registered the new name", s.Addr())
+	}
+	assert.Zero(t, testenv.CountEvents(testenv.Audited(s10Events(e))[audited:])["-monitor"], "no SENTINEL REMOVE of the old monitor")
+	info, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-sentinels", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, info.Data[contract.KeySentinels], `"monitorName": "`+old+`"`, "the published info still names the old monitor")
+	var warnings []string
+	for _, ev := range events.Take() {
+		if strings.HasPrefix(ev, corev1.EventTypeWarning) {
+			warnings = append(warnings, ev)
+		}
+	}
+	require.Len(t, warnings, 1, "one Warning event for the whole refusal: %q", warnings)
+	assert.Contains(t, warnings[0], "MonitorRefused")
+	assert.Contains(t, warnings[0], want)
+	assert.Contains(t, want, "set sentinel.monitorName: "+old)
+
+	setName(old)
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "the refusal cleared", func() error {
+		if strings.Contains(quorumStatus(), "sentinel.monitorName:") {
+			return assert.AnError
+		}
+		return nil
+	})
+}
