@@ -120,3 +120,88 @@ func TestMonitorRenameRefusedAtRunTime(t *testing.T) {
 		return nil
 	})
 }
+
+// TestStartRefusedReported (issue 26): a data pod whose start step refused the values (here a changed engine
+// on existing data, as valkey-sentinel-ctl bootstrap writes it to the container's termination message; the
+// refusal itself is internal/bootstrap TestEngineChangeRefusedAtStart) is reported by the instance controller
+// with one StartRefused Warning event and the ValuesAccepted condition False, both naming the pod, the value
+// and the fix; once the pod starts cleanly the condition is True again.
+func TestStartRefusedReported(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{})
+	ctx := context.Background()
+	events := testenv.RecordEvents(t, e.Rec)
+	m := metrics.New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.ReconcileSeconds)
+	c := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk", Resync: 500 * time.Millisecond}, m, e.Rec, quietLog())
+	e.Run(func(ctx context.Context) error { return c.Run(ctx, nil) })
+	passes := func() uint64 { return s10Passes(reg, "instance") }
+	msg := "engine: the RDB file on this node's volume was written by valkey 9.1.2 and engine cannot change (data files are not interchangeable), so redis is not started on it; keep engine: valkey, or install a new release and migrate"
+	pod := e.In.Nodes[2].Pod
+	setMessage := func(m string) {
+		p, err := e.CS.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		require.NoError(t, err)
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "valkey", RestartCount: 3,
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: m}}}}
+		_, err = e.CS.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	condition := func() (string, string) {
+		cm, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-status", metav1.GetOptions{})
+		if err != nil {
+			return "", ""
+		}
+		var st struct {
+			Conditions []struct{ Type, Status, Reason, Message string } `json:"conditions"`
+		}
+		if json.Unmarshal([]byte(cm.Data[contract.KeyStatus]), &st) != nil {
+			return "", ""
+		}
+		for _, c := range st.Conditions {
+			if c.Type == "ValuesAccepted" {
+				return c.Status, c.Message
+			}
+		}
+		return "", ""
+	}
+	valkeytest.Eventually(t, 20*time.Second, 100*time.Millisecond, "ValuesAccepted True", func() error {
+		if s, _ := condition(); s != "True" {
+			return assert.AnError
+		}
+		return nil
+	})
+	events.Take()
+	setMessage(contract.StartRefusedPrefix + msg)
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "ValuesAccepted False", func() error {
+		if s, _ := condition(); s != "False" {
+			return assert.AnError
+		}
+		return nil
+	})
+	_, got := condition()
+	assert.Equal(t, pod+": "+msg, got)
+	from := passes()
+	valkeytest.Eventually(t, 20*time.Second, 100*time.Millisecond, "5 more passes", func() error {
+		if passes()-from < 5 {
+			return assert.AnError
+		}
+		return nil
+	})
+	var refused []string
+	for _, ev := range events.Take() {
+		if strings.Contains(ev, "StartRefused") {
+			refused = append(refused, ev)
+		}
+	}
+	require.Len(t, refused, 1, "one event for the refusal, not one per pass: %q", refused)
+	assert.Contains(t, refused[0], corev1.EventTypeWarning)
+	assert.Contains(t, refused[0], pod+": "+msg)
+
+	setMessage("")
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "ValuesAccepted True again", func() error {
+		if s, _ := condition(); s != "True" {
+			return assert.AnError
+		}
+		return nil
+	})
+}

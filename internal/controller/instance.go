@@ -464,6 +464,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 		restarts += s.RestartCount
 	}
 	nw.Identity = fmt.Sprintf("%s/%d", pod.UID, restarts)
+	nw.StartRefused = startRefused(pod)
 	// a pod being deleted is still observed until its deletion deadline (its preStop hook may be handing
 	// the primary role off: topology treats it as handing off, issue 14)
 	nw.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)
@@ -472,6 +473,19 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// startRefused returns the reason a container of pod last refused to start with the values (its termination
+// message after contract.StartRefusedPrefix, current or last state), "" when none did.
+func startRefused(pod *corev1.Pod) string {
+	for _, s := range pod.Status.ContainerStatuses {
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if t != nil && strings.HasPrefix(t.Message, contract.StartRefusedPrefix) {
+				return strings.TrimSpace(strings.TrimPrefix(t.Message, contract.StartRefusedPrefix))
+			}
+		}
+	}
+	return ""
 }
 
 // sentinelInfo reads <F>-sentinels: nil and "" when none is published, nil and the reason when it is
@@ -810,6 +824,11 @@ func addrs(w plan.World) (nodes, sentinels []string) {
 // the one-off PrimaryChanged.
 func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan.Decision, mem *instanceMemory) {
 	name := instanceKey(w.Instance.Namespace, w.Instance.Name) // the keys of reportOnce: unique across namespaces
+	for _, n := range w.Nodes {
+		if n.StartRefused != "" && c.reported.changed(name+"/start/"+n.Node.Pod, n.StartRefused) {
+			c.recorder.Eventf(desc, corev1.EventTypeWarning, "StartRefused", "%s: %s", n.Node.Pod, n.StartRefused)
+		}
+	}
 	if len(w.Instance.Unknown) > 0 {
 		msg := "descriptor fields this controller does not know (ignored): " + strings.Join(w.Instance.Unknown, ", ")
 		if c.reported.changed(name+"/unknown", msg) {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
@@ -118,6 +119,19 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 		default:
 			set(status.SentinelQuorumHealthy, status.False, "NoQuorum", w.Quorum.Message)
 		}
+	}
+	// the values the running instance cannot take (the run-time twins of the chart's render-time guards,
+	// which a render without the cluster skips): a data pod's start step refused them
+	var refused []string
+	for _, n := range w.Nodes {
+		if n.StartRefused != "" {
+			refused = append(refused, n.Node.Pod+": "+n.StartRefused)
+		}
+	}
+	if len(refused) > 0 {
+		set(status.ValuesAccepted, status.False, "StartRefused", strings.Join(refused, "; "))
+	} else {
+		set(status.ValuesAccepted, status.True, "Accepted", "no data pod refused the values")
 	}
 	// serving and converged are separate signals: AccessConverged never feeds Ready (docs/design.md, "Status")
 	st.DesiredAccess, st.AppliedAccess = o.Access.Desired, o.Access.Applied

@@ -51,6 +51,9 @@ type Node struct {
 	Identity string
 	// StatefulSet is the node's StatefulSet; nil when it does not exist (yet).
 	StatefulSet *StatefulSet
+	// StartRefused is why the pod's start step last refused the values (its termination message after
+	// contract.StartRefusedPrefix, e.g. a changed engine on existing data); "" when it did not.
+	StartRefused string
 }
 
 // StatefulSet is what the planners need of a data StatefulSet.
