@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -204,4 +206,104 @@ func TestStartRefusedReported(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestClaimsDifferReported (issue 26): the chart refuses a changed persistence.size or storageClass only when
+// its render sees the cluster; under Argo CD or Flux the descriptor is applied and the API server refuses the
+// StatefulSet update with a message naming no value. Here the data StatefulSets claim 8Gi of class standard
+// (fake clientset) and the descriptor asks for 20Gi: the instance controller reports it with one ClaimsDiffer
+// Warning event per StatefulSet and the ValuesAccepted condition False, naming the value and the fix; a
+// storage class change is reported the same way; a size equal as a quantity (8192Mi) is accepted.
+func TestClaimsDifferReported(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{})
+	ctx := context.Background()
+	events := testenv.RecordEvents(t, e.Rec)
+	class := "standard"
+	for _, n := range e.In.Nodes {
+		_, err := e.CS.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: n.StatefulSet, Namespace: ns, Labels: testenv.PartOf(map[string]string{contract.LabelInstance: "vk"})},
+			Spec: appsv1.StatefulSetSpec{VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class, Resources: corev1.VolumeResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Gi")}}}}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	setClaims := func(claims map[string]any) {
+		desc, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-instance", metav1.GetOptions{})
+		require.NoError(t, err)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(desc.Data[contract.KeyInstance]), &doc))
+		doc["persistence"], doc["claims"] = true, claims
+		b, _ := json.Marshal(doc)
+		desc.Data[contract.KeyInstance] = string(b)
+		_, err = e.CS.CoreV1().ConfigMaps(ns).Update(ctx, desc, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	condition := func() (string, string) {
+		cm, err := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-status", metav1.GetOptions{})
+		if err != nil {
+			return "", ""
+		}
+		var st struct {
+			Conditions []struct{ Type, Status, Message string } `json:"conditions"`
+		}
+		if json.Unmarshal([]byte(cm.Data[contract.KeyStatus]), &st) != nil {
+			return "", ""
+		}
+		for _, c := range st.Conditions {
+			if c.Type == "ValuesAccepted" {
+				return c.Status, c.Message
+			}
+		}
+		return "", ""
+	}
+	waitFor := func(what, want string, contains ...string) string {
+		var msg string
+		valkeytest.Eventually(t, 20*time.Second, 100*time.Millisecond, what, func() error {
+			s, m := condition()
+			if s != want || len(contains) > 0 && !strings.Contains(m, contains[0]) {
+				cm, _ := e.CS.CoreV1().ConfigMaps(ns).Get(ctx, "vk-status", metav1.GetOptions{})
+				if cm != nil {
+					return fmt.Errorf("%s %s: %s", s, m, cm.Data[contract.KeyStatus])
+				}
+				return assert.AnError
+			}
+			msg = m
+			return nil
+		})
+		return msg
+	}
+	setClaims(map[string]any{"size": "8Gi", "storageClass": class})
+	e.startInstanceController(InstanceOptions{})
+	waitFor("the claims match", "True")
+	events.Take()
+
+	setClaims(map[string]any{"size": "20Gi", "storageClass": class})
+	msg := waitFor("the size differs", "False")
+	want := `persistence.size: StatefulSet vk-0 claims 8Gi per node and a StatefulSet's volumeClaimTemplates cannot change, so 20Gi cannot be applied; keep persistence.size: 8Gi, or grow the volumes first (resize each PVC data-vk-0-0, then delete the StatefulSets with --cascade=orphan and upgrade): see "Growing the volumes" in the chart README`
+	assert.Contains(t, msg, want)
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "one event per StatefulSet", func() error {
+		n := 0
+		for _, ev := range events.All() {
+			if strings.Contains(ev, "ClaimsDiffer") {
+				n++
+			}
+		}
+		if n < len(e.In.Nodes) {
+			return assert.AnError
+		}
+		return nil
+	})
+
+	setClaims(map[string]any{"size": "8Gi", "storageClass": "fast"})
+	msg = waitFor("the class differs", "False", "persistence.storageClass")
+	assert.Contains(t, msg, `persistence.storageClass: StatefulSet vk-0 claims storage class "standard" and a StatefulSet's volumeClaimTemplates cannot change; keep persistence.storageClass: standard`)
+
+	setClaims(map[string]any{"size": "8192Mi", "storageClass": class})
+	waitFor("the same size as a quantity", "True")
+	n := 0
+	for _, ev := range events.All() {
+		if strings.Contains(ev, "ClaimsDiffer") && strings.Contains(ev, "persistence.size") {
+			n++
+		}
+	}
+	assert.Equal(t, len(e.In.Nodes), n, "one size event per StatefulSet, not one per pass")
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
@@ -444,6 +445,12 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 		s := &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
 			UpdateRevision: sts.Status.UpdateRevision}
 		s.ReleaseRevision, s.HasReleaseRevision = sts.Annotations[contract.AnnotationReleaseRevision]
+		for _, v := range sts.Spec.VolumeClaimTemplates {
+			if v.Name == "data" {
+				q := v.Spec.Resources.Requests[corev1.ResourceStorage]
+				s.Claims = &spec.Claims{Size: q.String(), StorageClass: ptr.Deref(v.Spec.StorageClassName, "")}
+			}
+		}
 		nw.StatefulSet = s
 	}
 	pod, err := c.pods.Pods(ns).Get(nw.Node.Pod)
@@ -827,6 +834,11 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 	for _, n := range w.Nodes {
 		if n.StartRefused != "" && c.reported.changed(name+"/start/"+n.Node.Pod, n.StartRefused) {
 			c.recorder.Eventf(desc, corev1.EventTypeWarning, "StartRefused", "%s: %s", n.Node.Pod, n.StartRefused)
+		}
+	}
+	for _, why := range plan.ClaimsDiffer(w) {
+		if c.reported.changed(name+"/claims/"+why, why) {
+			c.recorder.Event(desc, corev1.EventTypeWarning, "ClaimsDiffer", why)
 		}
 	}
 	if len(w.Instance.Unknown) > 0 {

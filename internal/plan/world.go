@@ -65,6 +65,8 @@ type StatefulSet struct {
 	UpdateRevision     string
 	ReleaseRevision    string
 	HasReleaseRevision bool
+	// Claims is its volumeClaimTemplate "data" (storage request and class); nil when it has none.
+	Claims *spec.Claims
 }
 
 // Stale reports whether the node's pod runs another revision than its StatefulSet's update revision (an
