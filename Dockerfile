@@ -12,7 +12,11 @@
 # /etc/passwd and /tmp (distroless-style). Both charts use it for the controllers, the install-ctl
 # init container of data pods and the helm test pods.
 
-ARG GO_IMAGE=golang:1.26-bookworm
+# The builder, pinned by the digest of its multi-platform index (golang:1.26.8-bookworm, Go 1.26.8 as go.mod
+# requires with GOTOOLCHAIN=local): the digest docker-library/repo-info records for that tag
+# (repos/golang/remote/1.26.8-bookworm.md, commit e243c7edb883107b26904e1bfd094b120b43b9a8); it was not pulled
+# and checked on the machine that wrote it (no registry there). Override with --build-arg GO_IMAGE=...
+ARG GO_IMAGE=golang:1.26.8-bookworm@sha256:9fdc884aacc3bec89b20ffc69f4bb369c78210e3e4f600387b5128b12c199f81
 
 FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
 ARG TARGETOS=linux

@@ -188,3 +188,27 @@ func TestCredentialsJob(t *testing.T) {
 	long := strings.Repeat("a", 40)
 	assert.LessOrEqual(t, len(name("fullnameOverride: "+long+"\n", renderOpts{})), 63)
 }
+
+// TestRenderDoesNotReadTheClock: no template of either chart calls sprig's now (or date functions of it), so
+// two renders of the same values on different days are identical, as a GitOps controller rendering on
+// schedule needs; values whose previousValidUntil lies years ahead render (the 7-day cap is checked when the
+// rotation runs: internal/credentials TestRunRefusesGraceOverSevenDays), identically twice. Before, the
+// valkey chart compared previousValidUntil with now: the same values rendered on one day and failed a week
+// earlier.
+func TestRenderDoesNotReadTheClock(t *testing.T) {
+	action := regexp.MustCompile(`(?s)\{\{.*?\}\}`)
+	literal := regexp.MustCompile(`(?s)"(\\.|[^"\\])*"|` + "`[^`]*`" + `|/\*.*?\*/`)
+	clock := regexp.MustCompile(`\b(now|unixEpoch|dateInZone|date_in_zone|htmlDateInZone|ago)\b`)
+	for _, c := range []string{"valkey", "valkey-sentinel"} {
+		ch := loadChart(t, c)
+		for _, tpl := range ch.Templates {
+			for _, a := range action.FindAllString(string(tpl.Data), -1) {
+				code := literal.ReplaceAllString(a, `""`)
+				assert.False(t, clock.MatchString(code), "%s %s reads the clock: %s", c, tpl.Name, a)
+			}
+		}
+	}
+	vals := "users: [{name: app, rotation: {generation: 2, previousValidUntil: \"2999-01-01T00:00:00Z\"}}]\n"
+	first := mustRender(t, "valkey", vals, renderOpts{withNotes: true})
+	assert.Equal(t, first, mustRender(t, "valkey", vals, renderOpts{withNotes: true}))
+}

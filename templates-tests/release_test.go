@@ -32,6 +32,7 @@ type workflowJob struct {
 	Needs       any               `json:"needs"`
 	Permissions map[string]string `json:"permissions"`
 	Env         map[string]string `json:"env"`
+	Outputs     map[string]string `json:"outputs"`
 	Steps       []workflowStep    `json:"steps"`
 }
 
@@ -105,7 +106,7 @@ func TestReleaseWorkflow(t *testing.T) {
 	assert.ElementsMatch(t, []any{"check", "image"}, charts.Needs)
 	assert.Equal(t, "write", charts.Permissions["id-token"])
 	assert.Equal(t, "${{ needs.image.outputs.digest }}", charts.Env["DIGEST"])
-	_, ok = charts.step("", regexp.MustCompile(`yq -i '\.controller\.image\.digest = strenv\(DIGEST\)'`))
+	_, ok = charts.step("", regexp.MustCompile(`hack/pin-digest\.sh "charts/\$c/values\.yaml" "\$DIGEST"`))
 	assert.True(t, ok, "the published charts pull the signed image by digest")
 	_, ok = charts.step("", regexp.MustCompile(`for c in valkey valkey-sentinel; do[\s\S]*helm package "charts/\$c"`))
 	assert.True(t, ok, "both charts packaged")
@@ -142,4 +143,30 @@ func TestReleaseWorkflow(t *testing.T) {
 	for _, want := range []string{"FROM --platform=$BUILDPLATFORM", "ARG TARGETARCH", "GOARCH=$TARGETARCH", "ARG VERSION", "internal/cli.Version=${VERSION}", "USER 65532:65532"} {
 		assert.Contains(t, string(df), want)
 	}
+}
+
+// TestChangelogCoversTheChartVersions: both charts carry one semantic version X.Y.Z as version and appVersion
+// (the release tag vX.Y.Z must equal them), and CHANGELOG.md has an entry "## [X.Y.Z]" for it, so a release
+// cannot go out without saying what changed and what an upgrade needs; the release workflow's check job
+// greps the same heading.
+func TestChangelogCoversTheChartVersions(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "CHANGELOG.md"))
+	require.NoError(t, err)
+	semver := regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
+	versions := map[string]bool{}
+	for _, c := range []string{"valkey", "valkey-sentinel"} {
+		ch, err := loader.Load(chartPath(c))
+		require.NoError(t, err)
+		assert.Regexp(t, semver, ch.Metadata.Version, "%s: version is semantic", c)
+		assert.Equal(t, ch.Metadata.Version, ch.Metadata.AppVersion, "%s: appVersion (the controller image tag) is the chart version", c)
+		versions[ch.Metadata.Version], versions[ch.Metadata.AppVersion] = true, true
+	}
+	assert.Len(t, versions, 1, "both charts and the controller share one version: %v", versions)
+	for v := range versions {
+		assert.Regexp(t, `(?m)^## \[`+regexp.QuoteMeta(v)+`\]`, string(b), "CHANGELOG.md has no entry for %s", v)
+	}
+	w := readWorkflow(t)
+	step, ok := w.Jobs["check"].step("", regexp.MustCompile(`grep -q "\^## \\\[\$v\\\]" CHANGELOG.md`))
+	require.True(t, ok, "the release workflow refuses a tag without a CHANGELOG entry")
+	assert.Contains(t, step.Run, "CHANGELOG.md")
 }

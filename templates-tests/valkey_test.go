@@ -813,11 +813,14 @@ func TestPasswordRotationWithGracePeriod(t *testing.T) {
 	expired := withCredentials(t, rendered, stale)
 	assert.Equal(t, fmt.Sprintf("user app on resetpass #%s resetkeys ~* resetchannels nocommands -@all +@read +@connection -@admin +info +role", sha256hex(newPw)), aclLines(t, expired)["app"])
 
-	// the grace period is capped at 7 days (refused at render time, and by the step at rotation time)
+	// the grace period is capped at 7 days, checked by the step at rotation time against its own clock (the
+	// render does not read the clock: TestRenderDoesNotReadTheClock); F-user-app is left as it was
 	far := time.Now().Add(8 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	_, err := renderChart(t, "valkey", strings.Replace(vals, until, far, 1), renderOpts{})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "users[0].rotation.previousValidUntil")
+	farObjs := decode(t, mustRender(t, "valkey", strings.Replace(vals, until, far, 1), renderOpts{upgrade: true}))
+	kept, refused := runCredentials(t, farObjs, time.Now(), userSecret("app", oldPw, 1, ""))
+	require.Len(t, refused, 1)
+	assert.Contains(t, refused[0], "users[0].rotation.previousValidUntil: "+far+" is more than 7 days after this rotation")
+	assert.Equal(t, oldPw, string(kept.secret(t, valkeyF+"-user-app").Data["password"]), "nothing rotated")
 }
 
 func TestEngineAndMonitorNameImmutable(t *testing.T) {

@@ -72,6 +72,39 @@ type Persisted struct {
 	Offset int64
 	// Source names the files that decided, for the log.
 	Source string
+	// Engine is the server family that wrote the RDB file ("valkey" or "redis", EngineOf), EngineVersion
+	// the version it recorded; both "" when there is no RDB file or it records neither.
+	Engine, EngineVersion string
+}
+
+// EngineOf returns the server family and version that wrote an RDB file, from its header: "valkey" when
+// the magic is VALKEY (Valkey 9+) or an aux field valkey-ver is present (Valkey 8), "redis" when only
+// redis-ver is (Redis; also Valkey 7.2, which the charts do not run); "" when neither is recorded.
+func EngineOf(h RDBHeader) (engine, version string) {
+	switch {
+	case h.Magic == "VALKEY" || h.Aux["valkey-ver"] != "":
+		return "valkey", h.Aux["valkey-ver"]
+	case h.Aux["redis-ver"] != "":
+		return "redis", h.Aux["redis-ver"]
+	}
+	return "", ""
+}
+
+// ErrStartRefused marks a start step refused because the values cannot apply to what the node holds
+// (CheckEngine): the data container writes the message to its termination message, where the instance
+// controller reads it (StartRefused event, ValuesAccepted condition).
+var ErrStartRefused = errors.New("start refused")
+
+// CheckEngine refuses to start engine on a data directory whose RDB file another engine wrote (p.Engine):
+// the run-time twin of the chart's render-time guard on a changed `engine` value, which a render without the
+// cluster (Argo CD, Flux, helm template) skips. The error names the value and the fix; nil when the engines
+// match or the directory records none.
+func CheckEngine(engine string, p Persisted) error {
+	if p.Engine == "" || p.Engine == engine {
+		return nil
+	}
+	return startRefusal(fmt.Sprintf("engine: the RDB file on this node's volume was written by %s %s and engine cannot change (data files are not interchangeable), so %s is not started on it; keep engine: %s, or install a new release and migrate",
+		p.Engine, p.EngineVersion, engine, p.Engine))
 }
 
 // String describes the dataset for logs and decisions.
@@ -94,6 +127,7 @@ func ReadPersisted(dir string, f ServerFiles) (Persisted, error) {
 	switch {
 	case rdbErr == nil:
 		p.ReplID, p.Offset, p.Known = rdb.Position()
+		p.Engine, p.EngineVersion = EngineOf(rdb)
 	case errors.Is(rdbErr, os.ErrNotExist):
 		rdbErr = nil
 	}
@@ -265,3 +299,9 @@ func truncateLine(s string) string {
 	}
 	return s
 }
+
+// startRefusal is an error whose text is msg alone and which errors.Is ErrStartRefused.
+type startRefusal string
+
+func (e startRefusal) Error() string        { return string(e) }
+func (e startRefusal) Is(target error) bool { return target == ErrStartRefused }

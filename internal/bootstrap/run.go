@@ -107,7 +107,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Decision, error) {
 	deadline := time.Now().Add(cfg.WaitLimit)
 	if cfg.Instance.Persistence {
 		local := ReadLocal(cfg)
-		log.Info("persisted dataset", "local", local.String())
+		log.Info("persisted dataset", "local", local.String(), "engine", local.Engine, "engine_version", local.EngineVersion)
+		if err := CheckEngine(cfg.Instance.Engine, local); err != nil {
+			return Decision{}, err
+		}
 		if bs := serveBoot(cfg, local, log); bs != nil {
 			defer bs.Close()
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/firstsync"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -42,6 +43,9 @@ type BootstrapOptions struct {
 	ClusterDomain string
 	// SentinelAuthDir holds the quorum's _instance password (bootstrap.Config.SentinelAuthDir).
 	SentinelAuthDir string
+	// TerminationLog is where a refused start (bootstrap.ErrStartRefused) writes its message: the
+	// container's terminationMessagePath, /dev/termination-log by default.
+	TerminationLog string
 }
 
 // Validate checks the options.
@@ -103,6 +107,11 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				WaitLimit: o.WaitLimit, Retry: o.Retry, SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
 				GuardPassword: guardPW,
 			}, log)
+			if errors.Is(err, bootstrap.ErrStartRefused) {
+				// the pod's termination message, where kubectl describe and the instance controller read it
+				// (best effort: outside a pod the path may not exist)
+				_ = os.WriteFile(o.TerminationLog, []byte(contract.StartRefusedPrefix+err.Error()), 0o644)
+			}
 			if err != nil {
 				return err
 			}
@@ -129,6 +138,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with one file per system user password")
 	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "server config from the ConfigMap")
 	f.StringVar(&o.ConfigOut, "config-out", "/etc/valkey-ha/runtime/valkey.conf", "writable server config to write")
+	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "file a refused start writes its reason to (the container's terminationMessagePath)")
 	f.StringVar(&o.DataDir, "data-dir", "/data", "data directory (checked for persisted data)")
 	f.StringVar(&o.Exec, "exec", "", "server binary to exec with the written config (valkey-server or redis-server)")
 	f.DurationVar(&o.WaitLimit, "wait-limit", 10*time.Minute, "give up (exit 1, the container restarts) after waiting this long for a primary")

@@ -68,6 +68,11 @@ const (
 	AnnotationTimeToReady = "valkey.io/time-to-ready"
 )
 
+// StartRefusedPrefix begins the termination message a data container writes when its start step refuses the
+// values (valkey-sentinel-ctl bootstrap, e.g. a changed engine on existing data); the instance controller
+// reports what follows it (StartRefused event, ValuesAccepted condition).
+const StartRefusedPrefix = "start refused: "
+
 // ConfigMap and Secret keys.
 const (
 	KeyInstance  = "instance.json"  // in F-instance (charts/valkey)

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
@@ -444,6 +445,12 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 		s := &plan.StatefulSet{Name: sts.Name, Generation: sts.Generation, ObservedGeneration: sts.Status.ObservedGeneration,
 			UpdateRevision: sts.Status.UpdateRevision}
 		s.ReleaseRevision, s.HasReleaseRevision = sts.Annotations[contract.AnnotationReleaseRevision]
+		for _, v := range sts.Spec.VolumeClaimTemplates {
+			if v.Name == "data" {
+				q := v.Spec.Resources.Requests[corev1.ResourceStorage]
+				s.Claims = &spec.Claims{Size: q.String(), StorageClass: ptr.Deref(v.Spec.StorageClassName, "")}
+			}
+		}
 		nw.StatefulSet = s
 	}
 	pod, err := c.pods.Pods(ns).Get(nw.Node.Pod)
@@ -464,6 +471,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 		restarts += s.RestartCount
 	}
 	nw.Identity = fmt.Sprintf("%s/%d", pod.UID, restarts)
+	nw.StartRefused = startRefused(pod)
 	// a pod being deleted is still observed until its deletion deadline (its preStop hook may be handing
 	// the primary role off: topology treats it as handing off, issue 14)
 	nw.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)
@@ -472,6 +480,19 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// startRefused returns the reason a container of pod last refused to start with the values (its termination
+// message after contract.StartRefusedPrefix, current or last state), "" when none did.
+func startRefused(pod *corev1.Pod) string {
+	for _, s := range pod.Status.ContainerStatuses {
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if t != nil && strings.HasPrefix(t.Message, contract.StartRefusedPrefix) {
+				return strings.TrimSpace(strings.TrimPrefix(t.Message, contract.StartRefusedPrefix))
+			}
+		}
+	}
+	return ""
 }
 
 // sentinelInfo reads <F>-sentinels: nil and "" when none is published, nil and the reason when it is
@@ -876,6 +897,16 @@ func addrs(w plan.World) (nodes, sentinels []string) {
 // the one-off PrimaryChanged.
 func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan.Decision, mem *instanceMemory) {
 	name := instanceKey(w.Instance.Namespace, w.Instance.Name) // the keys of reportOnce: unique across namespaces
+	for _, n := range w.Nodes {
+		if n.StartRefused != "" && c.reported.changed(name+"/start/"+n.Node.Pod, n.StartRefused) {
+			c.recorder.Eventf(desc, corev1.EventTypeWarning, "StartRefused", "%s: %s", n.Node.Pod, n.StartRefused)
+		}
+	}
+	for _, why := range plan.ClaimsDiffer(w) {
+		if c.reported.changed(name+"/claims/"+why, why) {
+			c.recorder.Event(desc, corev1.EventTypeWarning, "ClaimsDiffer", why)
+		}
+	}
 	if len(w.Instance.Unknown) > 0 {
 		msg := "descriptor fields this controller does not know (ignored): " + strings.Join(w.Instance.Unknown, ", ")
 		if c.reported.changed(name+"/unknown", msg) {

@@ -386,13 +386,29 @@ func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*c
 			qi.Refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, w.TLS)
 		}
 		if info, err := c.cms.ConfigMaps(cm.Namespace).Get(qi.SentinelInfoName()); err == nil {
-			if si, err := spec.ParseSentinelInfo([]byte(info.Data[contract.KeySentinels])); err == nil && !si.PublishedBy(c.opts.Namespace, c.opts.Release, cm.Namespace) {
+			si, err := spec.ParseSentinelInfo([]byte(info.Data[contract.KeySentinels]))
+			switch {
+			case err != nil:
+			case !si.PublishedBy(c.opts.Namespace, c.opts.Release, cm.Namespace):
 				qi.Refused = fmt.Sprintf("already monitored by Sentinel release %q; at most one quorum may monitor an instance", si.Quorum(cm.Namespace))
+			case si.MonitorName != "" && si.MonitorName != in.MonitorName:
+				// the run-time twin of the chart's render-time guard, which a render without the cluster
+				// (Argo CD, Flux, helm template) skips: the info this quorum published names the monitor
+				// the instance is registered under
+				qi.Refused = MonitorRenameRefusal(si.MonitorName, in.MonitorName)
+				qi.KeepMonitor = si.MonitorName
 			}
 		}
 		w.Instances = append(w.Instances, qi)
 	}
 	return descs, nil
+}
+
+// MonitorRenameRefusal is why an instance registered as monitor old is not registered again as monitor
+// wanted (its descriptor's sentinel.monitorName changed): the value and the fix, for the MonitorRefused
+// Event and the quorum status. The monitor old is kept as it is.
+func MonitorRenameRefusal(old, wanted string) string {
+	return fmt.Sprintf("sentinel.monitorName: this instance is monitored as %q and the monitor name cannot change (clients ask Sentinel for the primary by that name), so %q is not registered and %q is kept; set sentinel.monitorName: %s, or install a new release and migrate", old, wanted, old, old)
 }
 
 // resolve reads the _sentinel credential and finds where to register: the address most of our Sentinels name

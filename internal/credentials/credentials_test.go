@@ -412,3 +412,35 @@ func TestQuorumSecretCreatedEmptyOnce(t *testing.T) {
 	_, err = ParseSpec(raw)
 	assert.ErrorContains(t, err, "quorumSecret")
 }
+
+// TestRunRefusesGraceOverSevenDays: the 7-day cap on users[].rotation.previousValidUntil is enforced where
+// the rotation runs, against the Job's clock (the chart no longer reads the render's clock): a deadline 8 days
+// after the Job's now fails the run naming the value and the cap, writing nothing; the same values run two days
+// later (6 days left) rotate, keeping the old password valid until the deadline.
+func TestRunRefusesGraceOverSevenDays(t *testing.T) {
+	cs := fake.NewClientset(owner())
+	ctx := context.Background()
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	run := func(s Spec, now time.Time) error {
+		return Run(ctx, cs, RunOptions{Namespace: ns, Spec: s, Timeout: 300 * time.Millisecond, Interval: 50 * time.Millisecond,
+			Log: quiet(), Now: func() time.Time { return now }, NewPassword: counter()})
+	}
+	require.NoError(t, run(testSpec(User{Name: "app", Generation: 1}), start))
+	before, err := cs.CoreV1().Secrets(ns).Get(ctx, "c-user-app", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	until := start.Add(8 * 24 * time.Hour).Format(time.RFC3339)
+	rotate := testSpec(User{Name: "app", Generation: 2, PreviousValidUntil: until})
+	err = run(rotate, start)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "users[0].rotation.previousValidUntil: "+until+" is more than 7 days after this rotation (2026-03-01T12:00:00Z); the grace period of the previous password is capped at 7 days")
+	after, err := cs.CoreV1().Secrets(ns).Get(ctx, "c-user-app", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, before.Data, after.Data, "a refused rotation writes nothing")
+
+	require.NoError(t, run(rotate, start.Add(2*24*time.Hour)))
+	after, err = cs.CoreV1().Secrets(ns).Get(ctx, "c-user-app", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, before.Data["password"], after.Data["password"], "rotated")
+	assert.Equal(t, until, string(after.Data["previousValidUntil"]))
+}

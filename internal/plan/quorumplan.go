@@ -35,6 +35,9 @@ type QuorumInstance struct {
 	// Collision: refused because another selected instance (of another namespace) has the same monitor name;
 	// that monitor is the other's, so this one neither wants nor keeps it.
 	Collision bool
+	// KeepMonitor is the monitor the instance is registered under when its descriptor now names another
+	// (a changed sentinel.monitorName, refused: clients ask Sentinel by name); that monitor is kept.
+	KeepMonitor string
 }
 
 // Key identifies the instance's descriptor in this quorum: its name, with its namespace in front when that
@@ -327,6 +330,9 @@ func (w *QuorumWorld) Derive() {
 			w.Wanted[name] = true
 		case name != "":
 			w.Keep[name] = qi.Refused + qi.Unresolved
+			if qi.KeepMonitor != "" {
+				w.Keep[qi.KeepMonitor] = qi.Refused
+			}
 		case w.Unowned == "":
 			w.Unowned = fmt.Sprintf("descriptor %s cannot be read (%s), so the monitor it owns is unknown", qi.Descriptor, qi.Refused)
 		}

@@ -2,6 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
@@ -119,6 +122,23 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 			set(status.SentinelQuorumHealthy, status.False, "NoQuorum", w.Quorum.Message)
 		}
 	}
+	// the values the running instance cannot take (the run-time twins of the chart's render-time guards,
+	// which a render without the cluster skips): a data pod's start step refused them
+	var refused []string
+	for _, n := range w.Nodes {
+		if n.StartRefused != "" {
+			refused = append(refused, n.Node.Pod+": "+n.StartRefused)
+		}
+	}
+	claims := ClaimsDiffer(w)
+	switch {
+	case len(refused) > 0:
+		set(status.ValuesAccepted, status.False, "StartRefused", strings.Join(append(refused, claims...), "; "))
+	case len(claims) > 0:
+		set(status.ValuesAccepted, status.False, "ClaimsDiffer", strings.Join(claims, "; "))
+	default:
+		set(status.ValuesAccepted, status.True, "Accepted", "no data pod refused the values")
+	}
 	// serving and converged are separate signals: AccessConverged never feeds Ready (docs/design.md, "Status")
 	st.DesiredAccess, st.AppliedAccess = o.Access.Desired, o.Access.Applied
 	if o.Access.Converged {
@@ -182,4 +202,49 @@ func InstanceGauges(w World, d Decision) metrics.InstanceObservation {
 		o.Replicas = append(o.Replicas, r)
 	}
 	return o
+}
+
+// ClaimsDiffer lists, one line per data StatefulSet, how its volume claim differs from the one the descriptor
+// asks for (persistence.size, persistence.storageClass, persistence on or off), naming the value and the fix:
+// the run-time twin of the chart's render-time guard (valkey.validateClaims), which a render without the
+// cluster (Argo CD, Flux, helm template) skips. The API server refuses such a StatefulSet update with a
+// message naming no value; the StatefulSet keeps its claims. Sizes compare as quantities ("1024Mi" = "1Gi").
+// A descriptor before 1.2 (no claims field, persistence on) asks for nothing checkable: nothing is listed.
+func ClaimsDiffer(w World) []string {
+	const how = "see \"Growing the volumes\" in the chart README"
+	want := w.Instance.Claims
+	var out []string
+	for _, n := range w.Nodes {
+		sts := n.StatefulSet
+		if sts == nil {
+			continue
+		}
+		have := sts.Claims
+		switch {
+		case want == nil && have != nil && !w.Instance.Persistence:
+			out = append(out, fmt.Sprintf("persistence: StatefulSet %s has claims of its own, and a StatefulSet's volumeClaimTemplates cannot change; to turn persistence off or move to persistence.existingClaims, delete the StatefulSets with --cascade=orphan first (the pods keep running), %s", sts.Name, how))
+		case want != nil && have == nil:
+			out = append(out, fmt.Sprintf("persistence: StatefulSet %s has no claims of its own (persistence off, or persistence.existingClaims), and a StatefulSet's volumeClaimTemplates cannot change; delete the StatefulSets with --cascade=orphan before this upgrade (the pods keep running), %s", sts.Name, how))
+		case want == nil || have == nil:
+		case !sameQuantity(want.Size, have.Size):
+			out = append(out, fmt.Sprintf("persistence.size: StatefulSet %s claims %s per node and a StatefulSet's volumeClaimTemplates cannot change, so %s cannot be applied; keep persistence.size: %s, or grow the volumes first (resize each PVC data-%s-0, then delete the StatefulSets with --cascade=orphan and upgrade): %s", sts.Name, have.Size, want.Size, have.Size, sts.Name, how))
+		case want.StorageClass != have.StorageClass:
+			keep := "leave persistence.storageClass empty"
+			if have.StorageClass != "" {
+				keep = "keep persistence.storageClass: " + have.StorageClass
+			}
+			out = append(out, fmt.Sprintf("persistence.storageClass: StatefulSet %s claims storage class %q and a StatefulSet's volumeClaimTemplates cannot change; %s (moving to another class means migrating the data to a new release)", sts.Name, have.StorageClass, keep))
+		}
+	}
+	return out
+}
+
+// sameQuantity compares two Kubernetes quantities by value, and as strings when either does not parse.
+func sameQuantity(a, b string) bool {
+	qa, errA := resource.ParseQuantity(a)
+	qb, errB := resource.ParseQuantity(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return qa.Cmp(qb) == 0
 }

@@ -51,6 +51,9 @@ type Node struct {
 	Identity string
 	// StatefulSet is the node's StatefulSet; nil when it does not exist (yet).
 	StatefulSet *StatefulSet
+	// StartRefused is why the pod's start step last refused the values (its termination message after
+	// contract.StartRefusedPrefix, e.g. a changed engine on existing data); "" when it did not.
+	StartRefused string
 }
 
 // StatefulSet is what the planners need of a data StatefulSet.
@@ -62,6 +65,8 @@ type StatefulSet struct {
 	UpdateRevision     string
 	ReleaseRevision    string
 	HasReleaseRevision bool
+	// Claims is its volumeClaimTemplate "data" (storage request and class); nil when it has none.
+	Claims *spec.Claims
 }
 
 // Stale reports whether the node's pod runs another revision than its StatefulSet's update revision (an

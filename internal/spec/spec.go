@@ -103,6 +103,10 @@ type Instance struct {
 	// (sentinel.controllerServiceAccount and sentinel.namespace; descriptor 1.1); nil: a chart
 	// before 1.1, which grants only a quorum of its own namespace (GrantsSentinel).
 	SentinelGrant *ServiceAccountRef `json:"sentinelGrant,omitempty"`
+	// Claims is the volume claim every data StatefulSet's volumeClaimTemplates must hold (charts/valkey
+	// persistence.size and persistence.storageClass; descriptor 1.2); nil: no claims of their own
+	// (persistence off, or persistence.existingClaims) or a chart before 1.2.
+	Claims *Claims `json:"claims,omitempty"`
 
 	// Unknown lists the fields of the parsed document this build does not know, as paths ("nodes[1].zone"),
 	// for the controllers to report: a newer charts/valkey may add fields (see DescriptorVersion).
@@ -293,4 +297,12 @@ func (si SentinelInfo) Addrs() []string {
 		out[i] = net.JoinHostPort(h, strconv.Itoa(si.Port))
 	}
 	return out
+}
+
+// Claims is the data StatefulSets' own volume claim as the values ask for it.
+type Claims struct {
+	// Size is persistence.size, a Kubernetes quantity such as "20Gi".
+	Size string `json:"size"`
+	// StorageClass is persistence.storageClass ("" = the cluster's default class).
+	StorageClass string `json:"storageClass,omitempty"`
 }

@@ -14,6 +14,9 @@ const (
 	Monitored             = "Monitored"
 	SentinelQuorumHealthy = "SentinelQuorumHealthy"
 	AccessConverged       = "AccessConverged"
+	// ValuesAccepted is False while a data pod's start step refuses the values (e.g. a changed engine on
+	// existing data), naming the pod, the value and the fix; it does not feed Ready by itself.
+	ValuesAccepted = "ValuesAccepted"
 )
 
 // Condition statuses.

@@ -1123,9 +1123,8 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if or (not (regexMatch "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$" $raw)) (eq $until.Unix (toDate "2006-01-02" "0001-01-01").Unix) -}}
 {{- fail (printf "users[%d].rotation.previousValidUntil: %q is not a valid RFC 3339 time; write it like 2026-03-01T12:00:00Z, at most 7 days ahead" $i $raw) -}}
 {{- end -}}
-{{- if gt (sub $until.Unix (now).Unix) (mul 7 86400) -}}
-{{- fail (printf "users[%d].rotation.previousValidUntil: %s is more than 7 days from now; the grace period of the previous password is capped at 7 days" $i $raw) -}}
-{{- end -}}
+{{- /* the 7-day cap is checked where the rotation runs (the credentials Job, internal/credentials), never
+against the render's clock: the same values render the same on any day (GitOps) */ -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
