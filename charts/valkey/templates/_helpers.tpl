@@ -820,6 +820,7 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
   "appendonly" "set persistence.enabled instead (it also creates the volumes)"
   "daemonize" $fg "supervised" $fg
   "repl-diskless-sync" "the chart turns it on (a full resync never waits for a disk); remove it"
+  "dual-channel-replication-enabled" "dual-channel replication is not supported: the replica's RDB channel sends commands the chart's _replication user is not granted, so no replica ever completes a sync; remove it"
   "tls-replication" $tls "tls-auth-clients" "set tls.authClients instead" "tls-cluster" $tls
   "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
   "min-replicas-to-write" "set minReplicasToWrite instead" "min-slaves-to-write" "set minReplicasToWrite instead"
