@@ -1136,17 +1136,26 @@ func TestDefaultSpreadSurvivesANode(t *testing.T) {
 }
 
 // TestMinReplicasToWrite: minReplicasToWrite / minReplicasMaxLag render min-replicas-to-write and
-// min-replicas-max-lag into valkey.conf (nothing by default); more than replicas is refused with a message that
-// names the field and the fix, and the directives cannot be passed through config (or under their old names).
+// min-replicas-max-lag into valkey.conf: by default (null) 1 with a 5 s lag whenever there are 2 or more
+// replicas (issue 24: a partitioned primary stops taking writes, TestDefaultsStopAPartitionedPrimary), nothing
+// with fewer (a lone replica's roll would stop every write) or with 0; more than replicas is refused with a
+// message that names the field and the fix, and the directives cannot be passed through config (or under their
+// old names).
 func TestMinReplicasToWrite(t *testing.T) {
 	conf := func(values string) string {
 		return decode(t, mustRender(t, "valkey", values)).configMap(t, valkeyF+"-config").Data["valkey.conf"]
 	}
-	assert.NotContains(t, conf(""), "min-replicas", "off by default")
-	c := conf("minReplicasToWrite: 1\nminReplicasMaxLag: 5\n")
-	assert.Contains(t, c, "\nmin-replicas-to-write 1\n")
-	assert.Contains(t, c, "\nmin-replicas-max-lag 5\n")
-	assert.Contains(t, conf("minReplicasToWrite: 2\n"), "\nmin-replicas-max-lag 10\n", "default lag")
+	def := conf("")
+	assert.Contains(t, def, "\nmin-replicas-to-write 1\n", "on by default with 2 replicas")
+	assert.Contains(t, def, "\nmin-replicas-max-lag 5\n", "default lag")
+	assert.Contains(t, conf("replicas: 3\n"), "\nmin-replicas-to-write 1\n", "on by default with 3 replicas")
+	assert.Contains(t, conf("minReplicasToWrite: null\n"), "\nmin-replicas-to-write 1\n", "null is the default")
+	for _, v := range []string{"replicas: 1\n", "replicas: 0\n", "minReplicasToWrite: 0\n"} {
+		assert.NotContains(t, conf(v), "min-replicas", "off with %q", v)
+	}
+	c := conf("minReplicasToWrite: 2\nminReplicasMaxLag: 10\n")
+	assert.Contains(t, c, "\nmin-replicas-to-write 2\n")
+	assert.Contains(t, c, "\nmin-replicas-max-lag 10\n")
 
 	_, err := renderChart(t, "valkey", "replicas: 1\nminReplicasToWrite: 2\n", renderOpts{})
 	require.Error(t, err)
