@@ -71,6 +71,19 @@ func (l *writeLog) longestOutage(from, to time.Time) time.Duration {
 	return max(longest, to.Sub(prev))
 }
 
+// failedBetween counts the writes that failed within [from, to].
+func (l *writeLog) failedBetween(from, to time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, w := range l.writes {
+		if !w.ok && !w.at.Before(from) && !w.at.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // writeTo writes one key every 20 ms to the node at *port (read under mu) until ctx ends.
 func writeTo(ctx context.Context, top *valkeytest.Topology, mu *sync.Mutex, port *int, l *writeLog) {
 	clients := map[int]*valkey.Client{}
@@ -109,9 +122,10 @@ func writeTo(ctx context.Context, top *valkeytest.Topology, mu *sync.Mutex, port
 // arrives) stops acknowledging writes within min-replicas-max-lag plus 2 s: the writes a client on its side
 // sends are refused (NOREPLICAS) instead of acknowledged and then discarded when a failover on the other side
 // demotes it (RELIABILITY.md, partition rows). Before the default changed (minReplicasToWrite 0) the cut-off
-// primary acknowledged writes for the whole partition. The cost, measured here too: after a planned
-// failover (SENTINEL FAILOVER, as a roll's handoff ends) the new primary refuses writes until a replica
-// acknowledged its stream.
+// primary acknowledged writes for the whole partition. It also logs what the default costs: the write outage
+// of a planned failover (SENTINEL FAILOVER, as a roll's handoff ends: the new primary refuses writes until a
+// replica acknowledged its stream), and the writes refused while each replica is restarted in turn (a roll: a
+// full resync each, no persistence) and while both are at once.
 func TestDefaultsStopAPartitionedPrimary(t *testing.T) {
 	valkeytest.RequireFaults(t)
 	lines := minReplicasLines(t, "")
@@ -183,6 +197,28 @@ func TestDefaultsStopAPartitionedPrimary(t *testing.T) {
 		n.Resume()
 	}
 	took := last.Sub(start)
+
+	// the cost in a roll: each replica restarted in turn (a full resync: no persistence), then both at once
+	top.WaitReplicationUp(30 * time.Second)
+	restart := func(ns ...*valkeytest.Proc) (time.Duration, int) {
+		from := time.Now()
+		for _, n := range ns {
+			n.Kill()
+		}
+		for _, n := range ns {
+			n.Start()
+		}
+		top.WaitReplicationUp(30 * time.Second)
+		to := time.Now()
+		return l.longestOutage(from, to), l.failedBetween(from, to)
+	}
+	for _, n := range replicas {
+		gap, failed := restart(n)
+		t.Logf("replica %d restarted (full resync) while the other replica was up: longest write gap %s, %d writes refused",
+			n.Port, gap.Round(time.Millisecond), failed)
+	}
+	gap, failed := restart(replicas...)
+	t.Logf("both replicas restarted at once: longest write gap %s, %d writes refused", gap.Round(time.Millisecond), failed)
 	t.Logf("the cut-off primary %d acknowledged writes for %s of the %s partition", cut.Port, took.Round(time.Millisecond), partition)
 	bound := 10 * time.Second // no min-replicas-max-lag: the whole partition
 	for _, line := range lines {
