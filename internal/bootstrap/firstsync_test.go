@@ -64,15 +64,7 @@ func TestEmptyReplicaNeverPromotedBeforeFirstSync(t *testing.T) {
 	primary, replica := top.Nodes[0], top.Nodes[1]
 	ctx := context.Background()
 
-	replica.Kill()
-	top.Link(replica, primary).Blackhole() // the restarted replica's first sync never completes
-	d, err := Run(ctx, h.config(1), quiet())
-	require.NoError(t, err)
-	require.Equal(t, StartReplica, d.Kind, d.Reason)
-	valkeytest.GrantTo(t, replica.UID, replica.Dir) // the process runs under its own uid (FaultLinks)
-	assert.True(t, d.Guard, "an empty replica starts guarded")
-	replica.Start()
-	guardDone := testenv.RunFirstSyncGuard(ctx, t, top, replica, slog.New(slog.NewTextHandler(testLog{t}, nil)))
+	guardDone := restartEmptyUnsynced(t, top, h)
 	r, err := top.Replication(replica)
 	require.NoError(t, err)
 	require.True(t, r.NeverSynced(), "the restarted replica never synced: %+v", r)
@@ -105,6 +97,23 @@ func TestEmptyReplicaNeverPromotedBeforeFirstSync(t *testing.T) {
 	k, err := replica.Client(top.Options(acl.Operator)).DBSize(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, keys, k, "the replica holds the data set after its first sync")
+}
+
+// restartEmptyUnsynced kills node 1 (a replica of node 0), blackholes its link to node 0 so that its first
+// sync never completes, runs its boot step (which must start it as a guarded replica), starts it and its
+// first-sync guard, and returns the guard's result.
+func restartEmptyUnsynced(t *testing.T, top *valkeytest.Topology, h *harness) <-chan error {
+	t.Helper()
+	primary, replica := top.Nodes[0], top.Nodes[1]
+	replica.Kill()
+	top.Link(replica, primary).Blackhole() // the restarted replica's first sync never completes
+	d, err := Run(context.Background(), h.config(1), quiet())
+	require.NoError(t, err)
+	require.Equal(t, StartReplica, d.Kind, d.Reason)
+	require.True(t, d.Guard, "an empty replica starts guarded")
+	valkeytest.GrantTo(t, replica.UID, replica.Dir) // the process runs under its own uid (FaultLinks)
+	replica.Start()
+	return testenv.RunFirstSyncGuard(context.Background(), t, top, replica, slog.New(slog.NewTextHandler(testLog{t}, nil)))
 }
 
 type testLog struct{ t *testing.T }
@@ -203,19 +212,10 @@ func TestEmptyReplicaNeverPromotedRightAfterItsRestart(t *testing.T) {
 	const keys = 1000
 	load(t, top, keys)
 	primary, replica := top.Nodes[0], top.Nodes[1]
-	ctx := context.Background()
 	sentinelsSeeReplica(t, top, replica.Port, 100, 30*time.Second)
 
-	replica.Kill()
-	top.Link(replica, primary).Blackhole() // the restarted replica's first sync never completes
-	d, err := Run(ctx, h.config(1), quiet())
-	require.NoError(t, err)
-	require.Equal(t, StartReplica, d.Kind, d.Reason)
-	require.True(t, d.Guard, "an empty replica starts guarded")
-	valkeytest.GrantTo(t, replica.UID, replica.Dir)
-	replica.Start()
+	guardDone := restartEmptyUnsynced(t, top, h)
 	restarted := time.Now()
-	guardDone := testenv.RunFirstSyncGuard(ctx, t, top, replica, slog.New(slog.NewTextHandler(testLog{t}, nil)))
 
 	// the primary stops answering as soon as a Sentinel reconnected to the new process but still holds the old
 	// process's INFO (priority 100 without the disconnected flag): the narrowest window; at once when none
