@@ -174,8 +174,9 @@ const (
 	// failover-timeout + 10 s (failoverBound).
 	killPrimary faultKind = "kill primary"
 	// leaseLoss: the Lease renewals (and the release) of the instance controller that leads fail with 503 for
-	// d (longer than the 10 s renew deadline): it loses the Lease, whatever it is doing (a handoff in a
-	// roll), and the standby replica takes over.
+	// d (longer than the 10 s renew deadline): it loses the Lease, whatever it is doing, and the standby
+	// replica takes over. In a roll the failures begin when the first pod is replaced (whatever at says), so
+	// that the loss falls near the primary's handoff.
 	leaseLoss faultKind = "instance controller Lease renewals fail"
 )
 
@@ -424,6 +425,8 @@ type world struct {
 	// stamped are the controllers' Events with the time they were seen; seen counts w.events.All() read.
 	stamped []stampedEvent
 	seen    int
+	// phaseFrom is when the current phase began.
+	phaseFrom time.Time
 }
 
 type kill struct {
@@ -675,6 +678,9 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 func (w *world) runPhase(round int, ph phasePlan) phaseResult {
 	t, top, e := w.t, w.top, w.env
 	r := phaseResult{round: round, seed: w.plan.seed, name: ph.name, from: time.Now()}
+	w.mu.Lock()
+	w.phaseFrom = r.from
+	w.mu.Unlock()
 	for i, row := range ph.delays {
 		for j, d := range row {
 			if i != j && d > 0 {
@@ -826,10 +832,32 @@ func (w *world) loseLease(phase string, f fault) {
 		return
 	}
 	victim := *l.Spec.HolderIdentity
+	if phase == "roll" {
+		// the Lease is lost about the 10 s renew deadline after the renewals began to fail: starting at the
+		// first pod the roll replaces puts the loss near the primary's handoff, which comes after the replicas
+		w.waitEvent("RollingPod", rollLimit)
+	}
 	w.note(phase, f, fmt.Sprintf("%s (%s)", f.kind, victim))
 	w.leaseVictim.Store(victim)
 	time.Sleep(f.d)
 	w.leaseVictim.Store("")
+}
+
+// waitEvent waits until a controller Event with reason was seen since the current phase began (any, when
+// none is within timeout).
+func (w *world) waitEvent(reason string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		evs, from := w.stamped, w.phaseFrom
+		w.mu.Unlock()
+		for i := len(evs) - 1; i >= 0 && !evs[i].at.Before(from); i-- {
+			if testenv.HasReason(evs[i].ev, reason) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // leaseReactor fails the Lease updates of the victim replica: its renewals (the Lease held by it) and its
