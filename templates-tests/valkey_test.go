@@ -962,7 +962,8 @@ func TestTLSAndPersistenceConfigStartsOnEveryEngine(t *testing.T) {
 }
 
 func testACLAndConfig(t *testing.T, e valkeytest.Engine) {
-	objs := installedValkey(t, usersValues+"config: {timeout: 300, hz: 20}\nengine: "+e.Name+"\n")
+	// minReplicasToWrite 0: one server alone, which with the default (1 for 2 replicas) refuses every write
+	objs := installedValkey(t, usersValues+"config: {timeout: 300, hz: 20}\nminReplicasToWrite: 0\nengine: "+e.Name+"\n")
 	dir := t.TempDir()
 	acl := objs.secret(t, valkeyF+"-acl").Data["users.acl"]
 	writeFile(t, dir+"/users.acl", string(acl))
