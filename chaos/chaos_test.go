@@ -14,14 +14,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/cli"
 	"github.com/valkey-ha/valkey-ha/internal/controller"
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
@@ -49,8 +56,13 @@ import (
 // node's StatefulSet gets a new revision, the instance controller rolls the pods (replicas first, the
 // primary handed off last) while the fake kubelet restarts them. In each phase: replication-link latency
 // of 0-500 ms on each node-to-node link (in three phases of four), and 2-4 faults at random times: the
-// primary, a replica or a Sentinel paused 0.5-3 s (SIGSTOP), or reads of Secrets, ConfigMaps or pods
-// failing with 503 for 0.5-3 s or Forbidden for 1-5 s. Then every fault heals and the round settles.
+// primary, a replica or a Sentinel paused 0.5-3 s (SIGSTOP); a Sentinel killed (SIGKILL) or replaced with
+// empty state (its config from before the monitor was registered: no monitor, no known peers) and started
+// 0.5-3 s later; the primary killed and, down-after + 1-5 s later, its pod deleted (the fake kubelet restarts
+// it through the boot step); the Lease renewals of the leading instance controller failing for 11-16 s (two replicas run under leader
+// election, cli.RunLeading: the leader loses the Lease mid-work, a handoff in a roll, and the standby takes
+// over); or reads of Secrets, ConfigMaps or pods failing with 503 for 0.5-3 s or Forbidden for 1-5 s. Then
+// every fault heals and the round settles.
 //
 // Counted per phase: writes acknowledged, failed and lost (acknowledged but missing on the final primary),
 // windows in which two nodes acknowledged probe writes, and from the Sentinels' own logs SENTINEL REMOVE,
@@ -59,8 +71,8 @@ import (
 // which asynchronous replication loses writes by design (the ones the primary acknowledged but had not
 // replicated when it stopped, and the ones it takes when it resumes, until it is demoted). What falls into
 // such a failover's span (unplannedSpans) is counted separately, never dropped. The test fails on a lost
-// write or a two-writable-primary window outside those spans, on any SENTINEL REMOVE, and on a SENTINEL
-// RESET in steady state.
+// write or a two-writable-primary window outside those spans, on any SENTINEL REMOVE, on a SENTINEL RESET
+// in steady state, and on a primary kill with no +switch-master within down-after + failover-timeout + 10 s.
 //
 // CHAOS_ROUNDS (default 3) rounds; CHAOS_SEED seeds the first round, each later round's seed is derived
 // from it and printed, and CHAOS_SEED=<a round's seed> CHAOS_ROUNDS=1 replays that round's faults (their
@@ -152,9 +164,33 @@ const (
 	pauseSentinel  faultKind = "pause Sentinel"
 	apiUnavailable faultKind = "API 503"
 	apiForbidden   faultKind = "API Forbidden"
+	// killSentinel: SIGKILL, started again with its config after d.
+	killSentinel faultKind = "kill Sentinel"
+	// replaceSentinel: SIGKILL, started again after d with the config it had before any monitor was
+	// registered (its id kept, as the chart's stable myid; no monitor, no known peers): a replaced pod.
+	replaceSentinel faultKind = "replace Sentinel"
+	// killPrimary: SIGKILL of the primary; d (down-after + 1-5 s) later its pod is deleted and the fake
+	// kubelet restarts it through the boot step. A failover must follow within down-after +
+	// failover-timeout + 10 s (failoverBound).
+	killPrimary faultKind = "kill primary"
+	// leaseLoss: the Lease renewals (and the release) of the instance controller that leads fail with 503 for
+	// d (longer than the 10 s renew deadline): it loses the Lease, whatever it is doing, and the standby
+	// replica takes over. In a roll the failures begin when the first pod is replaced (whatever at says), so
+	// that the loss falls near the primary's handoff.
+	leaseLoss faultKind = "instance controller Lease renewals fail"
 )
 
-var faultKinds = []faultKind{pausePrimary, pauseReplica, pauseSentinel, apiUnavailable, apiForbidden}
+var faultKinds = []faultKind{pausePrimary, pauseReplica, pauseSentinel, apiUnavailable, apiForbidden,
+	killSentinel, replaceSentinel, killPrimary, leaseLoss}
+
+// instanceLease is the Lease of the two instance controller replicas the chaos test runs under leader
+// election (cli.RunLeading, as the chart's Deployment with --leader-elect).
+const instanceLease = "chaos-instance-controller"
+
+// failoverBound is how long after a primary died a failover (+switch-master) must have come.
+func failoverBound(p roundPlan) time.Duration {
+	return time.Duration(p.downAfterMs+p.failoverTimeoutMs)*time.Millisecond + 10*time.Second
+}
 
 // apiResources are the reads that fail: every get and list of the resource.
 var apiResources = []string{"secrets", "configmaps", "pods"}
@@ -173,7 +209,7 @@ func (f fault) String() string {
 	switch f.kind {
 	case pauseReplica:
 		what += fmt.Sprintf(" #%d", f.which)
-	case pauseSentinel:
+	case pauseSentinel, killSentinel, replaceSentinel:
 		what += fmt.Sprintf(" %d", f.which)
 	case apiUnavailable, apiForbidden:
 		what += " on " + f.resource
@@ -252,12 +288,18 @@ func drawRound(seed uint64) roundPlan {
 		for n := 2 + rng.IntN(3); n > 0; n-- {
 			f := fault{kind: faultKinds[rng.IntN(len(faultKinds))], at: dur(0, ph.window)}
 			switch f.kind {
-			case pausePrimary, pauseReplica, pauseSentinel:
+			case pausePrimary, pauseReplica, pauseSentinel, killSentinel, replaceSentinel:
 				f.d = dur(500*time.Millisecond, 3*time.Second)
 				f.which = rng.IntN(3)
 				if f.kind == pauseReplica {
 					f.which %= 2
 				}
+			case killPrimary:
+				// down for longer than down-after (else Sentinel rightly waits for it), then its pod is
+				// deleted and the kubelet restarts it through the boot step
+				f.d = time.Duration(p.downAfterMs)*time.Millisecond + dur(time.Second, 5*time.Second)
+			case leaseLoss:
+				f.d = dur(11*time.Second, 16*time.Second)
 			case apiUnavailable:
 				f.d, f.resource = dur(500*time.Millisecond, 3*time.Second), apiResources[rng.IntN(len(apiResources))]
 			case apiForbidden:
@@ -299,6 +341,13 @@ type phaseResult struct {
 	deferred []string
 	// rolled: every pod reached the new revision (roll phase).
 	rolled bool
+	// kills counts the primaries killed in the phase, noFailover those after which no +switch-master came
+	// within failoverBound (a failure), noFailoverAt their times.
+	kills, noFailover int
+	noFailoverAt      []string
+	// leaseLost counts the Leases the instance controller lost, leaseLostInHandoff those lost while a
+	// handoff was under way (between PrimaryHandingOff and PrimaryHandedOff).
+	leaseLost, leaseLostInHandoff int
 }
 
 // span is a period of time.
@@ -361,9 +410,35 @@ type world struct {
 	log     *slog.Logger
 	logPath string
 
+	// emptyConf is each Sentinel's config before any monitor was registered (replaceSentinel).
+	emptyConf map[*valkeytest.Proc]string
+	// leaseVictim is the identity whose Lease updates fail (leaseLoss), empty when none.
+	leaseVictim atomic.Value
+
 	mu      sync.Mutex
 	applied []string // faults as applied, with their targets
 	boots   []string // the boot step's decisions
+	// kills are the primaries killed (killPrimary): when and which port.
+	kills []kill
+	// leaseEnds are when an instance controller replica stopped leading, with the error it returned.
+	leaseEnds []leaseEnd
+	// stamped are the controllers' Events with the time they were seen; seen counts w.events.All() read.
+	stamped []stampedEvent
+	seen    int
+	// phaseFrom is when the current phase began.
+	phaseFrom time.Time
+}
+
+type kill struct {
+	at    time.Time
+	port  int
+	phase string
+}
+
+type leaseEnd struct {
+	at       time.Time
+	identity string
+	err      error
 }
 
 func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
@@ -373,7 +448,11 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 	for _, p := range append(append([]*valkeytest.Proc{}, top.Nodes...), top.Sentinels...) {
 		uids = append(uids, p.UID)
 	}
-	w := &world{t: t, plan: plan, top: top, logPath: filepath.Join(t.TempDir(), "controllers.log")}
+	w := &world{t: t, plan: plan, top: top, logPath: filepath.Join(t.TempDir(), "controllers.log"), emptyConf: map[*valkeytest.Proc]string{}}
+	w.leaseVictim.Store("")
+	for _, s := range top.Sentinels {
+		w.emptyConf[s] = s.Config()
+	}
 	lf, err := os.Create(w.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -393,7 +472,18 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 			apiForbidden:   kubefault.FailReads(e.CS, r, "", kubefault.Forbidden),
 		}
 	}
+	e.CS.PrependReactor("update", "leases", w.leaseReactor)
 	w.events = testenv.RecordEvents(t, e.Rec)
+	t.Cleanup(valkeytest.Sample(100*time.Millisecond, func() {
+		all := w.events.All()
+		now := time.Now()
+		w.mu.Lock()
+		for _, ev := range all[w.seen:] {
+			w.stamped = append(w.stamped, stampedEvent{at: now, ev: ev})
+		}
+		w.seen = len(all)
+		w.mu.Unlock()
+	}))
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("CHAOS_DUMP") != "" {
 			w.dump()
@@ -407,10 +497,29 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 	e.PublishQuorum(false)
 	sc := controller.NewSentinelController(e.CS, controller.SentinelOptions{Namespace: e.NS, Release: testenv.SentinelRelease, Selector: sel},
 		metrics.New(), e.Rec, w.log.With("controller", "sentinel"))
-	ic := controller.NewInstanceController(e.CS, controller.InstanceOptions{Namespace: e.NS, Instance: e.In.Name},
-		metrics.New(), e.Rec, w.log.With("controller", "instance"))
 	e.Run(func(ctx context.Context) error { return sc.Run(ctx, nil) })
-	e.Run(func(ctx context.Context) error { return ic.Run(ctx, nil) })
+	// two instance controller replicas under leader election, as the chart's Deployment runs them; one that
+	// lost its Lease exits and starts again as a follower
+	for _, id := range []string{"instance-a", "instance-b"} {
+		e.Run(func(ctx context.Context) error {
+			for ctx.Err() == nil {
+				ic := controller.NewInstanceController(e.CS, controller.InstanceOptions{Namespace: e.NS, Instance: e.In.Name},
+					metrics.New(), e.Rec, w.log.With("controller", "instance", "identity", id))
+				err := cli.RunLeading(ctx, e.CS, e.NS, instanceLease, id, func(ctx context.Context) error { return ic.Run(ctx, nil) })
+				if ctx.Err() != nil {
+					return nil
+				}
+				w.mu.Lock()
+				w.leaseEnds = append(w.leaseEnds, leaseEnd{at: time.Now(), identity: id, err: err})
+				w.mu.Unlock()
+				select { // the process exits and its container restarts
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			return nil
+		})
+	}
 	top.WaitSentinelsConverged(60*time.Second, nodes-1, len(top.Sentinels)-1)
 	valkeytest.Eventually(t, 30*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(top.Nodes[0].Port) })
 	if got := testenv.CountEvents(testenv.Audited(testenv.SentinelEvents(top, top.Cfg.MonitorName))); got["+monitor"] != len(top.Sentinels) || len(got) != 1 {
@@ -519,6 +628,31 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 		}
 	}
 	results[len(results)-1].ctl, results[len(results)-1].deferred = countControllerEvents(w.events.Take())
+	w.mu.Lock()
+	kills, leaseEnds := append([]kill{}, w.kills...), append([]leaseEnd{}, w.leaseEnds...)
+	w.mu.Unlock()
+	bound := failoverBound(plan)
+	for _, k := range kills {
+		r := &results[phaseOf(k.at)]
+		r.kills++
+		if !failoverWithin(sevs, k.at, bound) {
+			r.noFailover++
+			r.noFailoverAt = append(r.noFailoverAt, fmt.Sprintf("%s primary %d killed at %s", k.phase, k.port, k.at.Format("15:04:05.000")))
+		}
+	}
+	w.mu.Lock()
+	handoffs := handoffSpans(w.stamped)
+	w.mu.Unlock()
+	for _, le := range leaseEnds {
+		r := &results[phaseOf(le.at)]
+		r.leaseLost++
+		// the Lease is lost 10 s (the renew deadline) after the renewals began to fail; the handoff runs
+		// on the leader's context, cancelled at that moment
+		if inAny(handoffs, le.at) {
+			r.leaseLostInHandoff++
+		}
+		t.Logf("instance controller %s stopped leading at %s: %v", le.identity, le.at.Format("15:04:05.000"), le.err)
+	}
 
 	// the verdict
 	for _, r := range results {
@@ -526,6 +660,8 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 		assert.Zero(t, r.lost, "%s: no acknowledged write lost outside an unplanned failover: %v", r.name, r.lostKeys)
 		assert.Empty(t, r.windows, "%s: no two writable primaries outside an unplanned failover", r.name)
 		assert.Zero(t, r.remove, "%s: no SENTINEL REMOVE", r.name)
+		assert.Zero(t, r.noFailover, "%s: a failover within down-after + failover-timeout + 10 s (%s) of every primary kill: %v",
+			r.name, bound, r.noFailoverAt)
 		if r.name == "steady" {
 			assert.Zero(t, r.reset, "%s: no SENTINEL RESET in steady state", r.name)
 		}
@@ -542,6 +678,9 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 func (w *world) runPhase(round int, ph phasePlan) phaseResult {
 	t, top, e := w.t, w.top, w.env
 	r := phaseResult{round: round, seed: w.plan.seed, name: ph.name, from: time.Now()}
+	w.mu.Lock()
+	w.phaseFrom = r.from
+	w.mu.Unlock()
 	for i, row := range ph.delays {
 		for j, d := range row {
 			if i != j && d > 0 {
@@ -596,6 +735,27 @@ func (w *world) apply(phase string, f fault) {
 	var target *valkeytest.Proc
 	what := string(f.kind)
 	switch f.kind {
+	case killPrimary:
+		w.killPrimary(phase, f)
+		return
+	case leaseLoss:
+		w.loseLease(phase, f)
+		return
+	case killSentinel, replaceSentinel:
+		s := top.Sentinels[f.which%len(top.Sentinels)]
+		w.note(phase, f, fmt.Sprintf("%s %d (port %d)", what, f.which, s.Port))
+		s.Kill()
+		time.Sleep(f.d)
+		if f.kind == replaceSentinel {
+			if err := os.WriteFile(s.ConfPath, []byte(w.emptyConf[s]), 0o600); err != nil {
+				w.t.Errorf("replace Sentinel %d: %v", f.which, err)
+			}
+			if s.UID != 0 {
+				_ = os.Chown(s.ConfPath, s.UID, s.UID) // it rewrites its config as its own uid
+			}
+		}
+		s.Start()
+		return
 	case pausePrimary, pauseReplica:
 		port, ok := testenv.MajorityPrimary(top)
 		if !ok {
@@ -633,6 +793,133 @@ func (w *world) apply(phase string, f fault) {
 	target.Pause()
 	time.Sleep(f.d)
 	target.Resume()
+}
+
+// killPrimary kills the primary most Sentinels name and, f.d later (longer than down-after), deletes its pod:
+// the fake kubelet starts it again through the boot step, as a pod that died with its node comes back.
+func (w *world) killPrimary(phase string, f fault) {
+	port, ok := testenv.MajorityPrimary(w.top)
+	if !ok {
+		w.note(phase, f, "skipped: no Sentinel majority names a primary")
+		return
+	}
+	n := w.top.NodeByPort(port)
+	var pod string
+	for name, p := range w.env.NodeProcs() {
+		if p == n {
+			pod = name
+		}
+	}
+	at := time.Now()
+	n.Kill()
+	w.mu.Lock()
+	w.kills = append(w.kills, kill{at: at, port: port, phase: phase})
+	w.mu.Unlock()
+	w.note(phase, f, fmt.Sprintf("%s (port %d, pod %s)", f.kind, port, pod))
+	time.Sleep(f.d)
+	if pod != "" {
+		if err := w.env.CS.CoreV1().Pods(w.env.NS).Delete(context.Background(), pod, metav1.DeleteOptions{}); err != nil {
+			w.t.Logf("kill primary: delete pod %s: %v", pod, err)
+		}
+	}
+}
+
+// loseLease makes the Lease renewals of the instance controller replica that holds the Lease fail for f.d.
+func (w *world) loseLease(phase string, f fault) {
+	l, err := w.env.CS.CoordinationV1().Leases(w.env.NS).Get(context.Background(), instanceLease, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		w.note(phase, f, fmt.Sprintf("skipped: no holder of Lease %s (%v)", instanceLease, err))
+		return
+	}
+	victim := *l.Spec.HolderIdentity
+	if phase == "roll" {
+		// the Lease is lost about the 10 s renew deadline after the renewals began to fail: starting at the
+		// first pod the roll replaces puts the loss near the primary's handoff, which comes after the replicas
+		w.waitEvent("RollingPod", rollLimit)
+	}
+	w.note(phase, f, fmt.Sprintf("%s (%s)", f.kind, victim))
+	w.leaseVictim.Store(victim)
+	time.Sleep(f.d)
+	w.leaseVictim.Store("")
+}
+
+// waitEvent waits until a controller Event with reason was seen since the current phase began (any, when
+// none is within timeout).
+func (w *world) waitEvent(reason string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		evs, from := w.stamped, w.phaseFrom
+		w.mu.Unlock()
+		for i := len(evs) - 1; i >= 0 && !evs[i].at.Before(from); i-- {
+			if testenv.HasReason(evs[i].ev, reason) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// leaseReactor fails the Lease updates of the victim replica: its renewals (the Lease held by it) and its
+// release (holder emptied), as when its API requests fail; the standby's takeover goes through.
+func (w *world) leaseReactor(a k8stesting.Action) (bool, runtime.Object, error) {
+	victim, _ := w.leaseVictim.Load().(string)
+	if victim == "" {
+		return false, nil, nil
+	}
+	u, ok := a.(k8stesting.UpdateAction)
+	if !ok {
+		return false, nil, nil
+	}
+	l, ok := u.GetObject().(*coordinationv1.Lease)
+	if !ok || l.Name != instanceLease {
+		return false, nil, nil
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if holder == victim || holder == "" {
+		return true, nil, apierrors.NewServiceUnavailable("lease update failed (chaos: " + victim + "'s renewals fail)")
+	}
+	return false, nil, nil
+}
+
+// failoverWithin reports whether a Sentinel logged +switch-master within bound after at.
+func failoverWithin(evs []testenv.SentinelEvent, at time.Time, bound time.Duration) bool {
+	for _, ev := range evs {
+		if ev.Kind == "+switch-master" && !ev.At.Before(at) && !ev.At.After(at.Add(bound)) {
+			return true
+		}
+	}
+	return false
+}
+
+// stampedEvent is a controller Event ("Type Reason message") with the time the test first saw it (within
+// 100 ms of its emission).
+type stampedEvent struct {
+	at time.Time
+	ev string
+}
+
+// handoffSpans returns the spans between a PrimaryHandingOff Event and the next PrimaryHandedOff (or 30 s
+// when none came).
+func handoffSpans(evs []stampedEvent) []span {
+	var out []span
+	for i, ev := range evs {
+		if !testenv.HasReason(ev.ev, "PrimaryHandingOff") {
+			continue
+		}
+		to := ev.at.Add(30 * time.Second)
+		for _, later := range evs[i+1:] {
+			if testenv.HasReason(later.ev, "PrimaryHandedOff") {
+				to = later.at
+				break
+			}
+		}
+		out = append(out, span{from: ev.at, to: to})
+	}
+	return out
 }
 
 func (w *world) note(phase string, f fault, what string) {
@@ -841,6 +1128,8 @@ func (r phaseResult) line() string {
 	if len(r.deferred) > 0 {
 		s += fmt.Sprintf("; handoffs deferred: %v", r.deferred)
 	}
+	s += fmt.Sprintf("; primary kills %d, without a failover %d %v; Leases lost %d (in a handoff %d)", r.kills, r.noFailover, r.noFailoverAt,
+		r.leaseLost, r.leaseLostInHandoff)
 	if len(r.lostKeys) > 0 {
 		s += fmt.Sprintf("; lost e.g. %v", r.lostKeys)
 	}

@@ -23,6 +23,8 @@ type row struct {
 	switches, rolled, rolls               int
 	handedOff, repaired, sentinelResetEvt int
 	deferred                              map[string]int
+	kills, noFailover                     int
+	leaseLost, leaseLostInHandoff         int
 }
 
 func (r *row) add(p phaseResult) {
@@ -45,6 +47,10 @@ func (r *row) add(p phaseResult) {
 			r.rolled++
 		}
 	}
+	r.kills += p.kills
+	r.noFailover += p.noFailover
+	r.leaseLost += p.leaseLost
+	r.leaseLostInHandoff += p.leaseLostInHandoff
 	r.handedOff += p.ctl["PrimaryHandedOff"]
 	r.repaired += p.ctl["Repaired"]
 	r.sentinelResetEvt += p.ctl["SentinelReset"]
@@ -119,8 +125,10 @@ func summarize(results []phaseResult, rounds int, seed uint64, took time.Duratio
 			if i := strings.Index(k, " #"); i > 0 {
 				k = k[:i]
 			}
-			if strings.HasPrefix(k, string(pauseSentinel)) {
-				k = string(pauseSentinel)
+			for _, sk := range []faultKind{pauseSentinel, killSentinel, replaceSentinel} {
+				if strings.HasPrefix(k, string(sk)) {
+					k = string(sk)
+				}
 			}
 			s.faults[k]++
 		}
@@ -138,6 +146,10 @@ func (s summary) total() *row {
 		r.lostUnplanned += x.lostUnplanned
 		r.windowsUnplanned = append(r.windowsUnplanned, x.windowsUnplanned...)
 		r.remove += x.remove
+		r.kills += x.kills
+		r.noFailover += x.noFailover
+		r.leaseLost += x.leaseLost
+		r.leaseLostInHandoff += x.leaseLostInHandoff
 	}
 	return r
 }
@@ -166,6 +178,8 @@ func (s summary) targets() []string {
 			verdict(s.rows[0].remove == 0 && s.rows[0].reset == 0 && p.remove == 0), s.rows[0].remove, s.rows[0].reset, p.remove),
 		fmt.Sprintf("%s  0 windows with two writable primaries outside unplanned failovers: %s (in unplanned failovers: %s)",
 			verdict(len(p.windows) == 0), windowText(p.windows), windowText(p.windowsUnplanned)),
+		fmt.Sprintf("%s  a failover within down-after + failover-timeout + 10 s of every primary kill: %d of %d without one",
+			verdict(p.noFailover == 0), p.noFailover, p.kills),
 	}
 }
 
@@ -181,6 +195,7 @@ func (s summary) text() string {
 		if r.rolls > 0 {
 			fmt.Fprintf(&b, "  rolls completed %d/%d, handoffs %d, deferred: %s", r.rolled, r.rolls, r.handedOff, r.deferredText())
 		}
+		fmt.Fprintf(&b, "  primary kills %d (no failover %d)  Leases lost %d (during a handoff %d)", r.kills, r.noFailover, r.leaseLost, r.leaseLostInHandoff)
 		b.WriteString("\n")
 	}
 	for _, l := range s.targets() {
@@ -206,9 +221,14 @@ func (s summary) markdown(failed []string) string {
 	w("says master. Each round draws from its seed: Sentinel down-after-milliseconds 2000 ms or the charts' 5000 ms; a\n")
 	w("steady phase (10 s, no operation) and a planned roll (every StatefulSet gets a new revision: replicas first, the\n")
 	w("primary handed off last); in each, replication-link latency of 0-500 ms per link (three phases in four) and 2-4\n")
-	w("faults at random times: the primary, a replica or a Sentinel paused 0.5-3 s (SIGSTOP), or reads of Secrets,\n")
-	w("ConfigMaps or pods failing with 503 for 0.5-3 s or Forbidden for 1-5 s. Then every fault heals and the round\n")
-	w("settles.\n\n")
+	w("faults at random times: the primary, a replica or a Sentinel paused 0.5-3 s (SIGSTOP); a Sentinel killed\n")
+	w("(SIGKILL) or replaced with empty state (no monitor, no known peers, as a replaced pod) and started 0.5-3 s later;\n")
+	w("the primary killed and, down-after + 1-5 s later, its pod deleted (the fake kubelet restarts it through the boot\n")
+	w("step); the Lease renewals of the leading instance controller failing for 11-16 s (two replicas run under leader\n")
+	w("election; the leader loses the Lease whatever it is doing and the standby takes over); or reads of Secrets,\n")
+	w("ConfigMaps or pods\n")
+	w("failing with 503 for 0.5-3 s or Forbidden for 1-5 s. Then every fault heals and the round settles. A primary\n")
+	w("kill with no `+switch-master` within down-after + failover-timeout + 10 s fails the round.\n\n")
 	w("**Lost** = acknowledged writes missing on the final primary, by the phase in which they were acknowledged. **Two\n")
 	w("writable primaries** = probe rounds in which two nodes acknowledged a probe write. REMOVE, RESET, MONITOR and\n")
 	w("FAILOVER are the commands the Sentinels logged (`-monitor`, `+reset-master`, `+monitor` after the registration,\n")
@@ -220,15 +240,16 @@ func (s summary) markdown(failed []string) string {
 	w("Run of %s: %d rounds (`CHAOS_SEED=%d`), wall time %s on the shared 2-core VM. Faults: %s; replication latency in\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), s.rounds, s.seed, s.took.Round(time.Second), s.faultText())
 	w("%d of %d phases; down-after 2000 ms in %d rounds, 5000 ms in %d.\n\n", s.latencyPhases, s.phases, s.downAfter2s, s.rounds-s.downAfter2s)
-	w("| phases | count | writes acked | failed | **lost** | two writable primaries (windows) | unplanned failovers: lost in them, two writable primaries | REMOVE | RESET | MONITOR | FAILOVER commands | failovers | roll |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| phases | count | writes acked | failed | **lost** | two writable primaries (windows) | unplanned failovers: lost in them, two writable primaries | REMOVE | RESET | MONITOR | FAILOVER commands | failovers | primary kills: **without a failover** | Leases lost (in a handoff) | roll |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.rows {
 		roll := "-"
 		if r.rolls > 0 {
 			roll = fmt.Sprintf("%d of %d completed, %d handoffs, deferred: %s", r.rolled, r.rolls, r.handedOff, r.deferredText())
 		}
-		w("| %s | %d | %d | %d | **%d** | %s | %d: %d lost, %s | %d | %d | %d | %d | %d | %s |\n", r.name, r.phases, r.acked, r.failed, r.lost,
-			windowText(r.windows), r.unplanned, r.lostUnplanned, windowText(r.windowsUnplanned), r.remove, r.reset, r.monitor, r.failoverCmd, r.switches, roll)
+		w("| %s | %d | %d | %d | **%d** | %s | %d: %d lost, %s | %d | %d | %d | %d | %d | %d: **%d** | %d (%d) | %s |\n", r.name, r.phases, r.acked, r.failed, r.lost,
+			windowText(r.windows), r.unplanned, r.lostUnplanned, windowText(r.windowsUnplanned), r.remove, r.reset, r.monitor, r.failoverCmd, r.switches,
+			r.kills, r.noFailover, r.leaseLost, r.leaseLostInHandoff, roll)
 	}
 	w("\nTargets (issue 12):\n\n")
 	for _, l := range s.targets() {

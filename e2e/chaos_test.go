@@ -537,12 +537,13 @@ func partitionPrimaryNode(t *testing.T, name, extra string) (*chaos, ChaosResult
 }
 
 // TestChaosPartitionPrimaryNode: the primary's node is partitioned from the rest for 60 s with the chart's
-// defaults (no min-replicas-to-write). The majority fails over; the old primary keeps acknowledging writes
-// until the partition heals and Sentinel demotes it, and every write it took after the majority moved on is
-// lost. This is measured, not hidden: the test asserts only that the deployment heals to one primary, and
-// reports the window.
+// defaults (since issue 24: min-replicas-to-write 1 with 2 replicas, min-replicas-max-lag 5; before,
+// min-replicas-to-write was off and the old primary acknowledged writes for the whole partition). The majority
+// fails over; the old primary acknowledges writes until no replica acknowledged its stream for 5 s, and every
+// write it took after the majority moved on is lost. This is measured, not hidden: the test asserts that the
+// deployment heals to one primary, and reports the window.
 func TestChaosPartitionPrimaryNode(t *testing.T) {
-	c, r := partitionPrimaryNode(t, "partition the primary's node (defaults)", "")
+	c, r := partitionPrimaryNode(t, "partition the primary's node (defaults: min-replicas-to-write 1, max-lag 5)", "")
 	c.expect(r, 1, r.Lost, partitionFor+30*time.Second)
 	if r.OldPrimaryWritesS < partitionFor.Seconds()/2 {
 		t.Logf("the old primary stopped taking writes after %.1f s", r.OldPrimaryWritesS)

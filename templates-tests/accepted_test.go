@@ -26,7 +26,9 @@ import (
 //   - charts/valkey: valkey.conf, completed the way data pod 0's bootstrap completes it (with the users.acl and
 //     passwords the credentials Job writes from the rendered spec), is started with the
 //     real server binary of the rendered engine version, which must answer the readiness probe's PING as
-//     _probe and report role master; the descriptor's SENTINEL SET pairs are sent, as the sentinel controller
+//     _probe and report role master; with more than one node, data pod 1's config (replicaof pod 0, as the
+//     bootstrap completes it) is started too and must complete its first sync as the rendered _replication
+//     user; the descriptor's SENTINEL SET pairs are sent, as the sentinel controller
 //     sends them, to a real Sentinel of every valkey version the Sentinel chart can run, which must accept each;
 //   - charts/valkey-sentinel: sentinel.conf, after the pod's start step, is started with the real
 //     valkey-sentinel of the rendered version, which must answer PING and accept a monitor.
@@ -91,7 +93,9 @@ func moveToDir(conf string, chartPort, port int, dir string, tls *valkeytest.TLS
 	return strings.NewReplacer(r...).Replace(conf)
 }
 
-// startDataNode starts data pod 0's server from the rendered objects and returns the descriptor and the port.
+// startDataNode starts data pod 0's server from the rendered objects as the primary and, when the values
+// render more than one node, data pod 1's as its replica (which must complete its first sync with the
+// rendered _replication user), and returns the descriptor and the primary's port.
 func startDataNode(t *testing.T, objs objects) (spec.Instance, int) {
 	t.Helper()
 	var in spec.Instance
@@ -99,28 +103,55 @@ func startDataNode(t *testing.T, objs objects) (spec.Instance, int) {
 	sts := objs.get(t, "StatefulSet", valkeyF+"-0").(*appsv1.StatefulSet)
 	image := container(t, &sts.Spec.Template.Spec, "valkey").Image
 	e := installed(t, in.Engine, renderedVersion(t, image, fixtureValues(t)))
-
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "users.acl"), string(objs.secret(t, valkeyF+"-acl").Data["users.acl"]))
 	var tls *valkeytest.TLSFiles
 	if in.TLS.Enabled {
 		tls = valkeytest.NewTLS(t)
 	}
-	port := valkeytest.FreePort(t)
 	system := objs.secret(t, valkeyF+"-system")
-	template := moveToDir(objs.configMap(t, valkeyF+"-config").Data["valkey.conf"], in.Port, port, dir, tls)
-	conf := bootstrap.RenderConfig(template, in, in.Nodes[0], string(system.Data["_replication"]),
-		bootstrap.Decision{Kind: bootstrap.StartPrimary})
-	p := valkeytest.StartWithConfig(t, e, false, port, conf)
-	p.TLS = tls
-	cl := p.Client(valkey.Options{Username: "_probe", Password: string(system.Data["_probe"]), RESP2: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+
+	port, p := startNodeProcess(t, objs, e, in, in.Nodes[0], tls, bootstrap.Decision{Kind: bootstrap.StartPrimary})
+	cl := p.Client(valkey.Options{Username: "_probe", Password: string(system.Data["_probe"]), RESP2: true})
 	require.NoError(t, cl.Ping(ctx), "the readiness probe's PING as _probe\n%s", p.Logs())
 	repl, err := cl.InfoReplication(ctx)
 	require.NoError(t, err)
 	require.Equal(t, valkey.RolePrimary, repl.Role, "a data node started from this config is a primary")
+	if len(in.Nodes) < 2 {
+		return in, port
+	}
+
+	// data pod 1 as the bootstrap starts a replica: replicaof the primary, masteruser _replication
+	_, r := startNodeProcess(t, objs, e, in, in.Nodes[1], tls,
+		bootstrap.Decision{Kind: bootstrap.StartReplica, PrimaryHost: "127.0.0.1", PrimaryPort: port})
+	rc := r.Client(valkey.Options{Username: "_probe", Password: string(system.Data["_probe"]), RESP2: true})
+	valkeytest.Eventually(t, 20*time.Second, 100*time.Millisecond, "the replica completes its first sync", func() error {
+		rr, err := rc.InfoReplication(ctx)
+		if err != nil {
+			return err
+		}
+		if rr.Role != valkey.RoleReplica || !rr.LinkUp {
+			return fmt.Errorf("role %s, link up %v\nprimary log:\n%s\nreplica log:\n%s", rr.Role, rr.LinkUp, p.Logs(), r.Logs())
+		}
+		return nil
+	})
 	return in, port
+}
+
+// startNodeProcess starts one data node's server from the rendered objects, its config completed the way the
+// node's bootstrap completes it for d, on a free loopback port.
+func startNodeProcess(t *testing.T, objs objects, e valkeytest.Engine, in spec.Instance, node spec.Node, tls *valkeytest.TLSFiles,
+	d bootstrap.Decision) (int, *valkeytest.Proc) {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "users.acl"), string(objs.secret(t, valkeyF+"-acl").Data["users.acl"]))
+	port := valkeytest.FreePort(t)
+	system := objs.secret(t, valkeyF+"-system")
+	template := moveToDir(objs.configMap(t, valkeyF+"-config").Data["valkey.conf"], in.Port, port, dir, tls)
+	conf := bootstrap.RenderConfig(template, in, node, string(system.Data["_replication"]), d)
+	p := valkeytest.StartWithConfig(t, e, false, port, conf)
+	p.TLS = tls
+	return port, p
 }
 
 // sentinelSetOnEveryVersion registers the instance on a real Sentinel of each valkey version the Sentinel chart

@@ -104,8 +104,19 @@ func (ci *chartInstance) start(t testing.TB, replicas, sentinels int) *valkeytes
 	if sentinels == 0 {
 		sentinels = -1
 	}
+	conf := ci.conf
+	if replicas < 1 {
+		// a lone server: the chart renders min-replicas-to-write only for 2 or more replicas, and a primary
+		// started from that config without them would refuse every write (NOREPLICAS)
+		conf = nil
+		for _, l := range ci.conf {
+			if !strings.HasPrefix(l, "min-replicas-") {
+				conf = append(conf, l)
+			}
+		}
+	}
 	return valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: replicas, Sentinels: sentinels,
-		ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: ci.conf})
+		ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: conf})
 }
 
 // login dials port and authenticates as user with its rendered password.

@@ -967,7 +967,8 @@ func TestTLSAndPersistenceConfigStartsOnEveryEngine(t *testing.T) {
 }
 
 func testACLAndConfig(t *testing.T, e valkeytest.Engine) {
-	objs := installedValkey(t, usersValues+"config: {timeout: 300, hz: 20}\nengine: "+e.Name+"\n")
+	// minReplicasToWrite 0: one server alone, which with the default (1 for 2 replicas) refuses every write
+	objs := installedValkey(t, usersValues+"config: {timeout: 300, hz: 20}\nminReplicasToWrite: 0\nengine: "+e.Name+"\n")
 	dir := t.TempDir()
 	acl := objs.secret(t, valkeyF+"-acl").Data["users.acl"]
 	writeFile(t, dir+"/users.acl", string(acl))
@@ -1143,17 +1144,26 @@ func TestDefaultSpreadSurvivesANode(t *testing.T) {
 }
 
 // TestMinReplicasToWrite: minReplicasToWrite / minReplicasMaxLag render min-replicas-to-write and
-// min-replicas-max-lag into valkey.conf (nothing by default); more than replicas is refused with a message that
-// names the field and the fix, and the directives cannot be passed through config (or under their old names).
+// min-replicas-max-lag into valkey.conf: by default (null) 1 with a 5 s lag whenever there are 2 or more
+// replicas (issue 24: a partitioned primary stops taking writes, TestDefaultsStopAPartitionedPrimary), nothing
+// with fewer (a lone replica's roll would stop every write) or with 0; more than replicas is refused with a
+// message that names the field and the fix, and the directives cannot be passed through config (or under their
+// old names).
 func TestMinReplicasToWrite(t *testing.T) {
 	conf := func(values string) string {
 		return decode(t, mustRender(t, "valkey", values)).configMap(t, valkeyF+"-config").Data["valkey.conf"]
 	}
-	assert.NotContains(t, conf(""), "min-replicas", "off by default")
-	c := conf("minReplicasToWrite: 1\nminReplicasMaxLag: 5\n")
-	assert.Contains(t, c, "\nmin-replicas-to-write 1\n")
-	assert.Contains(t, c, "\nmin-replicas-max-lag 5\n")
-	assert.Contains(t, conf("minReplicasToWrite: 2\n"), "\nmin-replicas-max-lag 10\n", "default lag")
+	def := conf("")
+	assert.Contains(t, def, "\nmin-replicas-to-write 1\n", "on by default with 2 replicas")
+	assert.Contains(t, def, "\nmin-replicas-max-lag 5\n", "default lag")
+	assert.Contains(t, conf("replicas: 3\n"), "\nmin-replicas-to-write 1\n", "on by default with 3 replicas")
+	assert.Contains(t, conf("minReplicasToWrite: null\n"), "\nmin-replicas-to-write 1\n", "null is the default")
+	for _, v := range []string{"replicas: 1\n", "replicas: 0\n", "minReplicasToWrite: 0\n"} {
+		assert.NotContains(t, conf(v), "min-replicas", "off with %q", v)
+	}
+	c := conf("minReplicasToWrite: 2\nminReplicasMaxLag: 10\n")
+	assert.Contains(t, c, "\nmin-replicas-to-write 2\n")
+	assert.Contains(t, c, "\nmin-replicas-max-lag 10\n")
 
 	_, err := renderChart(t, "valkey", "replicas: 1\nminReplicasToWrite: 2\n", renderOpts{})
 	require.Error(t, err)

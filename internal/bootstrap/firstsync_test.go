@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,15 +64,7 @@ func TestEmptyReplicaNeverPromotedBeforeFirstSync(t *testing.T) {
 	primary, replica := top.Nodes[0], top.Nodes[1]
 	ctx := context.Background()
 
-	replica.Kill()
-	top.Link(replica, primary).Blackhole() // the restarted replica's first sync never completes
-	d, err := Run(ctx, h.config(1), quiet())
-	require.NoError(t, err)
-	require.Equal(t, StartReplica, d.Kind, d.Reason)
-	valkeytest.GrantTo(t, replica.UID, replica.Dir) // the process runs under its own uid (FaultLinks)
-	assert.True(t, d.Guard, "an empty replica starts guarded")
-	replica.Start()
-	guardDone := testenv.RunFirstSyncGuard(ctx, t, top, replica, slog.New(slog.NewTextHandler(testLog{t}, nil)))
+	guardDone := restartEmptyUnsynced(t, top, h)
 	r, err := top.Replication(replica)
 	require.NoError(t, err)
 	require.True(t, r.NeverSynced(), "the restarted replica never synced: %+v", r)
@@ -104,6 +97,23 @@ func TestEmptyReplicaNeverPromotedBeforeFirstSync(t *testing.T) {
 	k, err := replica.Client(top.Options(acl.Operator)).DBSize(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, keys, k, "the replica holds the data set after its first sync")
+}
+
+// restartEmptyUnsynced kills node 1 (a replica of node 0), blackholes its link to node 0 so that its first
+// sync never completes, runs its boot step (which must start it as a guarded replica), starts it and its
+// first-sync guard, and returns the guard's result.
+func restartEmptyUnsynced(t *testing.T, top *valkeytest.Topology, h *harness) <-chan error {
+	t.Helper()
+	primary, replica := top.Nodes[0], top.Nodes[1]
+	replica.Kill()
+	top.Link(replica, primary).Blackhole() // the restarted replica's first sync never completes
+	d, err := Run(context.Background(), h.config(1), quiet())
+	require.NoError(t, err)
+	require.Equal(t, StartReplica, d.Kind, d.Reason)
+	require.True(t, d.Guard, "an empty replica starts guarded")
+	valkeytest.GrantTo(t, replica.UID, replica.Dir) // the process runs under its own uid (FaultLinks)
+	replica.Start()
+	return testenv.RunFirstSyncGuard(context.Background(), t, top, replica, slog.New(slog.NewTextHandler(testLog{t}, nil)))
 }
 
 type testLog struct{ t *testing.T }
@@ -160,4 +170,78 @@ func TestEveryNodeRestartedEmptyComesBack(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 100, r.ReplicaPriority, "priority restored on %s", n.Addr())
 	}
+}
+
+// cachedPriorities returns, for each Sentinel, the priority and flags it holds for the replica at port (from
+// its last INFO of that replica), "-" when it lists no such replica.
+func cachedPriorities(top *valkeytest.Topology, port int) []string {
+	var out []string
+	for _, s := range top.Sentinels {
+		c := s.Client(valkey.Options{})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		reps, err := c.SentinelReplicas(ctx, top.Cfg.MonitorName)
+		cancel()
+		c.Close()
+		got := "-"
+		if err != nil {
+			got = err.Error()
+		}
+		for _, r := range reps {
+			if r.Port == port {
+				got = fmt.Sprintf("priority %d flags %s", r.Priority, strings.Join(r.Flags, ","))
+			}
+		}
+		out = append(out, got)
+	}
+	return out
+}
+
+// TestEmptyReplicaNeverPromotedRightAfterItsRestart (issue 24, part 5): as
+// TestEmptyReplicaNeverPromotedBeforeFirstSync, but the primary stops answering right after the empty replica
+// started again, while the Sentinels still hold the INFO of the replica's previous process (priority 100,
+// link up), as soon as one of them reconnected to the new process: a Sentinel that selected the replica from that cached INFO would promote it empty. The Sentinels
+// refresh a replica's INFO every second once the primary is +odown and use cached INFO only while it is at most
+// 5 s old when the primary is down (sentinelSelectSlave), so they see priority 0 before they select; the test
+// logs what each Sentinel held when the primary stopped.
+func TestEmptyReplicaNeverPromotedRightAfterItsRestart(t *testing.T) {
+	valkeytest.RequireFaults(t)
+	const downAfter = 2 * time.Second
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: int(downAfter / time.Millisecond),
+		FailoverTimeoutMs: 6000, FaultLinks: true})
+	h := newHarness(t, top, true)
+	const keys = 1000
+	load(t, top, keys)
+	primary, replica := top.Nodes[0], top.Nodes[1]
+	sentinelsSeeReplica(t, top, replica.Port, 100, 30*time.Second)
+
+	guardDone := restartEmptyUnsynced(t, top, h)
+	restarted := time.Now()
+
+	// the primary stops answering as soon as a Sentinel reconnected to the new process but still holds the old
+	// process's INFO (priority 100 without the disconnected flag): the narrowest window; at once when none
+	// shows that within 3 s
+	deadline := time.Now().Add(3 * time.Second)
+	held := cachedPriorities(top, replica.Port)
+	for time.Now().Before(deadline) && !slices.Contains(held, "priority 100 flags slave") {
+		held = cachedPriorities(top, replica.Port)
+	}
+	start := time.Now()
+	primary.Pause()
+	t.Logf("when the primary stopped (%s after the restart), the Sentinels held for the restarted replica: %q",
+		start.Sub(restarted).Round(time.Millisecond), held)
+	time.Sleep(downAfter + 6*time.Second)
+	t.Logf("%s later they hold: %q", time.Since(start).Round(time.Millisecond), cachedPriorities(top, replica.Port))
+	primary.Resume()
+	p, err := top.SentinelPrimary()
+	require.NoError(t, err)
+	assert.Equal(t, primary.Port, p, "the replica that never synced was not promoted")
+
+	top.Link(replica, primary).Heal()
+	select {
+	case err := <-guardDone:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the guard did not restore the priority after the first sync")
+	}
+	assert.EqualValues(t, keys, primaryKeys(t, top), "every acknowledged key survived")
 }

@@ -77,6 +77,14 @@ func runController(ctx context.Context, o CommonOptions, cs kubernetes.Interface
 	return g.Wait()
 }
 
+// RunLeading runs fn while this process, as identity, holds the Lease lease in namespace, exactly as a
+// controller started with --leader-elect does (runLeading; tests run several replicas of a controller in one
+// process with it). It returns nil when ctx ended before this replica led, fn's error otherwise, and an error
+// naming the Lease when it was lost while fn ran (the process then exits and restarts as a follower).
+func RunLeading(ctx context.Context, cs kubernetes.Interface, namespace, lease, identity string, fn func(context.Context) error) error {
+	return runLeading(ctx, CommonOptions{Namespace: namespace, Identity: identity}, cs, lease, fn)
+}
+
 // runLeading runs fn while holding the Lease lease (client-go leaderelection: 15 s lease, 10 s renew
 // deadline, 2 s retry). The election runs on its own context, cancelled (which releases the Lease) only once
 // fn has returned, or at once when ctx ends before this replica led.

@@ -368,8 +368,9 @@ appendonly no
 save ""
 {{- end }}
 repl-diskless-sync yes
-{{- if gt (int .Values.minReplicasToWrite) 0 }}
-min-replicas-to-write {{ int .Values.minReplicasToWrite }}
+{{- $minReplicas := int (include "valkey.minReplicasToWrite" .) }}
+{{- if gt $minReplicas 0 }}
+min-replicas-to-write {{ $minReplicas }}
 min-replicas-max-lag {{ int .Values.minReplicasMaxLag }}
 {{- end }}
 {{- include "valkey.loadDirectives" . -}}
@@ -516,7 +517,7 @@ null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equ
 nameOverride fullnameOverride engine engineVersion global.imageRegistry image.registry image.repository
 image.tag image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas port
 clusterDomain updateStrategy plan resources.limits.cpu resources.limits.memory maxmemory maxmemoryPolicy
-maxclients minReplicasToWrite minReplicasMaxLag config persistence.size persistence.storageClass
+maxclients minReplicasMaxLag config persistence.size persistence.storageClass
 persistence.accessModes persistence.whenDeleted persistence.whenScaled persistence.existingClaims
 failover.mode sentinel.monitorName sentinel.config sentinel.release sentinel.controllerServiceAccount
 instanceLabels auth.existingSecret users tls.enabled tls.existingSecret tls.authClients
@@ -863,6 +864,7 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
   "appendonly" "set persistence.enabled instead (it also creates the volumes)"
   "daemonize" $fg "supervised" $fg
   "repl-diskless-sync" "the chart turns it on (a full resync never waits for a disk); remove it"
+  "dual-channel-replication-enabled" "dual-channel replication is not supported: the replica's RDB channel sends commands the chart's _replication user is not granted, so no replica ever completes a sync; remove it"
   "tls-replication" $tls "tls-auth-clients" "set tls.authClients instead" "tls-cluster" $tls
   "tls-ciphers" $ciphers "tls-ciphersuites" $ciphers
   "min-replicas-to-write" "set minReplicasToWrite instead" "min-slaves-to-write" "set minReplicasToWrite instead"
@@ -882,8 +884,18 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
 {{- $out -}}
 {{- end -}}
 
+{{/* The effective min-replicas-to-write: minReplicasToWrite, or when it is null 1 with 2 or more replicas
+(a primary cut off from its replicas stops acknowledging writes within minReplicasMaxLag), else 0. */}}
+{{- define "valkey.minReplicasToWrite" -}}
+{{- if kindIs "invalid" .Values.minReplicasToWrite -}}
+{{- if ge (int .Values.replicas) 2 }}1{{ else }}0{{ end -}}
+{{- else -}}
+{{- int .Values.minReplicasToWrite -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "valkey.validateConfig" -}}
-{{- if gt (int .Values.minReplicasToWrite) (int .Values.replicas) -}}
+{{- if gt (int (include "valkey.minReplicasToWrite" .)) (int .Values.replicas) -}}
 {{- fail (printf "minReplicasToWrite: %d is more than replicas (%d): the primary would refuse every write; set it to at most %d (0 turns it off)" (int .Values.minReplicasToWrite) (int .Values.replicas) (int .Values.replicas)) -}}
 {{- end -}}
 {{- $owned := include "valkey.ownedDirectives" . | fromJson -}}
