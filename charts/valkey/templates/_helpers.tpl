@@ -536,6 +536,7 @@ metrics.resources.cpu metrics.resources.memory metrics.podMonitor.enabled metric
 metrics.podMonitor.labels metrics.serviceMonitor.enabled metrics.serviceMonitor.interval
 metrics.serviceMonitor.labels metrics.prometheusRule.enabled metrics.prometheusRule.labels
 metrics.prometheusRule.alertLabels metrics.prometheusRule.maxLagBytes metrics.prometheusRule.memoryRatio
+metrics.prometheusRule.memoryFullRatio
 metrics.prometheusRule.rollHeldSeconds metrics.prometheusRule.notReconcilingSeconds
 metrics.grafanaDashboard.enabled metrics.grafanaDashboard.labels metrics.grafanaDashboard.annotations
 controller.enabled controller.image.registry controller.image.repository controller.image.tag
