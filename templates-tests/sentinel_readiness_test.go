@@ -51,7 +51,7 @@ func (p *sentinelProbe) run(i int) (bool, string, time.Duration) {
 	sc := strings.ReplaceAll(p.script, "valkey-cli --user _client -p 26379",
 		fmt.Sprintf("%s --user _client -h %s -p %d", p.cli, valkeytest.Host, s.Port))
 	require.NotEqual(p.t, p.script, sc, "the probe asks its own Sentinel as _client")
-	sc = strings.ReplaceAll(sc, "timeout 2 valkey-cli ", "timeout 2 "+p.cli+" ")
+	sc = strings.ReplaceAll(sc, "timeout 1 valkey-cli ", "timeout 1 "+p.cli+" ")
 	if m := probePeers.FindStringSubmatch(sc); m != nil {
 		peers := strings.Fields(m[1])
 		require.Len(p.t, peers, len(p.top.Sentinels), "one peer per Sentinel of the StatefulSet")
@@ -152,6 +152,11 @@ func TestReplacedSentinelsStillFailOverWithControllersDown(t *testing.T) {
 		assert.Equal(t, []int{round}, evicted, "round %d: no other Sentinel evicted while the replaced one is empty", round)
 
 		old := top.NodeByPort(oldPort)
+		for _, n := range top.Nodes {
+			r, err := top.Replication(n)
+			require.NoError(t, err)
+			require.Equal(t, n == old, r.Role == valkey.RolePrimary, "round %d: node %d is the only primary", round, n.Port)
+		}
 		old.Kill()
 		killed := time.Now()
 		var promoted *valkeytest.Proc
@@ -235,9 +240,9 @@ func TestSentinelReadinessProbeAsksEveryPeer(t *testing.T) {
 			want = append(want, fmt.Sprintf("%s-%d.%s-headless.%s.svc.cluster.local:26379", sts.Name, i, sts.Name, sts.Namespace))
 		}
 		assert.Equal(t, want, strings.Fields(m[1]), tc.values)
-		assert.Contains(t, sc, "timeout 2 valkey-cli", "each peer bounded")
+		assert.Contains(t, sc, "timeout 1 valkey-cli", "each peer bounded")
 		assert.Contains(t, sc, "info sentinel")
-		assert.Less(t, 2, int(c.ReadinessProbe.TimeoutSeconds), "a peer's bound fits in the probe's timeout")
+		assert.Less(t, 1+1, int(c.ReadinessProbe.TimeoutSeconds), "a peer's bound fits in the probe's timeout")
 		assert.Equal(t, tc.tls, strings.Contains(sc, "--tls --cacert /etc/valkey-ha/tls/ca.crt"), "TLS to the peers too")
 		assert.NotContains(t, sc, "auth-pass")
 		assert.Equal(t, 2, strings.Count(sc, "--user _client"), "as _client, its own Sentinel and the peers")

@@ -926,7 +926,7 @@ Readiness (issue 24, 2): this Sentinel answers and holds every monitor that any 
 Sentinel that came back empty (emptyDir) stays unready until the sentinel controller registered its monitors
 again, so the PodDisruptionBudget (which counts ready pods) refuses to evict a second Sentinel meanwhile: a
 majority always knows every monitor and a primary crash still fails over with every controller down. Peers
-are asked in parallel (INFO sentinel as _client, 2 s each); a peer that does not answer (its node gone, DNS
+are asked in parallel (INFO sentinel as _client, 1 s each); a peer that does not answer (its node gone, DNS
 down) is skipped, so a dead peer never makes the others unready, and an instance no Sentinel monitors yet
 changes nothing. The monitors' passwords are not needed: only names are compared. docs/design.md, "Sentinel
 readiness".
@@ -941,7 +941,7 @@ case "$own" in *sentinel_masters:*) ;; *) echo "no Sentinel answer: $own"; exit 
 names='s/^master[0-9]*:name=\([^,]*\),.*/\1/p'
 missing=$({ printf '%s\n' "$own" | sed -n "$names" | sed 's/^/+/'
   for p in {{ join " " $peers }}; do
-    timeout 2 {{ include "vs.cliNoPort" . }} -h "${p%:*}" -p "${p##*:}" info sentinel 2>/dev/null | sed -n "$names" | sed 's/^/-/' &
+    timeout 1 {{ include "vs.cliNoPort" . }} -h "${p%:*}" -p "${p##*:}" info sentinel 2>/dev/null | sed -n "$names" | sed 's/^/-/' &
   done
   wait; } | awk '/^[+]/ { own[substr($0, 2)] = 1; next } { n = substr($0, 2) } !(n in own) && !(n in seen) { seen[n] = 1; print n }')
 [ -z "$missing" ] && exit 0
