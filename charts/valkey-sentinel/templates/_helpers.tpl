@@ -938,10 +938,9 @@ readiness".
 {{- end -}}
 own=$({{ include "vs.cli" . }} info sentinel 2>&1) || { echo "$own"; exit 1; }
 case "$own" in *sentinel_masters:*) ;; *) echo "no Sentinel answer: $own"; exit 1 ;; esac
-names='s/^master[0-9]*:name=\([^,]*\),.*/\1/p'
-missing=$({ printf '%s\n' "$own" | sed -n "$names" | sed 's/^/+/'
+missing=$({ printf '%s\n' "$own" | sed -n 's/^master[0-9]*:name=\([^,]*\),.*/+\1/p'
   for p in {{ join " " $peers }}; do
-    timeout 1 {{ include "vs.cliNoPort" . }} -h "${p%:*}" -p "${p##*:}" info sentinel 2>/dev/null | sed -n "$names" | sed 's/^/-/' &
+    timeout 1 {{ include "vs.cliNoPort" . }} -h "${p%:*}" -p "${p##*:}" info sentinel 2>/dev/null | sed -n 's/^master[0-9]*:name=\([^,]*\),.*/-\1/p' &
   done
   wait; } | awk '/^[+]/ { own[substr($0, 2)] = 1; next } { n = substr($0, 2) } !(n in own) && !(n in seen) { seen[n] = 1; print n }')
 [ -z "$missing" ] && exit 0
