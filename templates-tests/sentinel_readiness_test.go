@@ -117,7 +117,8 @@ func replaceEmpty(t *testing.T, s *valkeytest.Proc) {
 // round. The probe refuses the state that allowed the bug (the replaced Sentinel answers PING but holds no
 // monitor), so the PDB holds the next eviction; once the monitor is registered again (the sentinel
 // controller's job, done here by the test) the replaced Sentinel is ready. A paused peer never makes a
-// Sentinel unready, and the probe still answers within its timeout.
+// Sentinel unready, and the probe still answers within its timeout; a monitor registered on one Sentinel
+// only holds the others until they have it too.
 func TestReplacedSentinelsStillFailOverWithControllersDown(t *testing.T) {
 	valkeytest.Require(t, valkeytest.Default)
 	const downAfter, failoverTimeout = 1000, 5000
@@ -213,6 +214,30 @@ func TestReplacedSentinelsStillFailOverWithControllersDown(t *testing.T) {
 		assert.Less(t, took, 3*time.Second)
 	}
 	top.Sentinels[2].Resume()
+
+	// a monitor no Sentinel holds yet (an instance added while the controller is down) changes nothing; one
+	// registered on a single Sentinel (the controller in the middle of a pass) holds the others until they
+	// have it too
+	port, err := top.SentinelPrimary()
+	require.NoError(t, err)
+	c := top.Sentinels[0].Client(top.SentinelOptions())
+	require.NoError(t, c.SentinelMonitor(ctx, "vk2", valkeytest.Host, port, 2))
+	t.Cleanup(func() {
+		for _, s := range top.Sentinels {
+			_ = s.Client(top.SentinelOptions()).SentinelRemove(context.Background(), "vk2")
+		}
+	})
+	assert.True(t, probe.ready(0), "the Sentinel that holds both")
+	for _, i := range []int{1, 2} {
+		ok, out, _ := probe.run(i)
+		assert.False(t, ok, "Sentinel %d lacks vk2", i)
+		assert.Contains(t, out, "lacks 1 monitor(s) its peers hold, until the sentinel controller registers them: vk2")
+		require.NoError(t, top.Sentinels[i].Client(top.SentinelOptions()).SentinelMonitor(ctx, "vk2", valkeytest.Host, port, 2))
+	}
+	for i := range top.Sentinels {
+		ok, out, _ := probe.run(i)
+		assert.True(t, ok, "Sentinel %d holds both: %s", i, out)
+	}
 }
 
 // TestSentinelReadinessProbeAsksEveryPeer (issue 24, 2): the rendered readiness probe asks its own Sentinel
