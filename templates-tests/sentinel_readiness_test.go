@@ -158,6 +158,7 @@ func TestReplacedSentinelsStillFailOverWithControllersDown(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, n == old, r.Role == valkey.RolePrimary, "round %d: node %d is the only primary", round, n.Port)
 		}
+		splitsBefore := notElected(top)
 		old.Kill()
 		killed := time.Now()
 		var promoted *valkeytest.Proc
@@ -175,17 +176,16 @@ func TestReplacedSentinelsStillFailOverWithControllersDown(t *testing.T) {
 		}
 		require.NotNil(t, promoted, "round %d: no new primary %s after the primary was killed (evicted Sentinels %v)", round, bound+10*time.Second, evicted)
 		took := time.Since(killed)
-		if took > bound {
-			for _, s := range top.Sentinels {
-				for _, l := range strings.Split(s.Logs(), "\n") {
-					if strings.Contains(l, "failover") || strings.Contains(l, "elected") || strings.Contains(l, "vote") {
-						t.Logf("sentinel %d: %s", s.Port, l)
-					}
-				}
-			}
-		}
 		t.Logf("round %d: new primary %d after %s (bound %s)", round, promoted.Port, took.Round(10*time.Millisecond), bound)
-		assert.Less(t, took, bound, "round %d: failover within down-after + failover-timeout", round)
+		if splits := notElected(top) - splitsBefore; splits > 0 {
+			// two Sentinels hold the monitor and both must vote for one leader: when both start the election at
+			// once, each votes for itself and Sentinel retries after twice failover-timeout, exactly as with one
+			// Sentinel down (seen once in about 30 kills)
+			t.Logf("round %d: %d split vote(s) (-failover-abort-not-elected)", round, splits)
+			assert.Less(t, took, bound+time.Duration(failoverTimeout)*time.Millisecond+2*time.Second, "round %d: failover within one retry after a split vote", round)
+		} else {
+			assert.Less(t, took, bound, "round %d: failover within down-after + failover-timeout", round)
+		}
 
 		// the old primary comes back (Sentinel makes it a replica), the sentinel controller comes back and
 		// registers the monitor on the replaced Sentinel: it is ready again
@@ -238,6 +238,15 @@ func TestReplacedSentinelsStillFailOverWithControllersDown(t *testing.T) {
 		ok, out, _ := probe.run(i)
 		assert.True(t, ok, "Sentinel %d holds both: %s", i, out)
 	}
+}
+
+// notElected counts the elections the Sentinels of top lost for want of votes (a split vote).
+func notElected(top *valkeytest.Topology) int {
+	n := 0
+	for _, s := range top.Sentinels {
+		n += strings.Count(s.Logs(), "-failover-abort-not-elected")
+	}
+	return n
 }
 
 // TestSentinelReadinessProbeAsksEveryPeer (issue 24, 2): the rendered readiness probe asks its own Sentinel
