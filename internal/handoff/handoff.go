@@ -121,6 +121,9 @@ type Result struct {
 	// DemotedEarly is true when the pause budget ran out before the promotion and the old primary was made
 	// a replica first (clients saw errors instead of waiting).
 	DemotedEarly bool
+	// Clients tells which application connections of the demoted old primary were closed (CloseClients);
+	// Clients.Err set means some may still be open. Filled in on failures too, when a demotion happened.
+	Clients Closed
 }
 
 // Reason classifies why a handoff did not complete.
@@ -239,10 +242,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	var res Result
 	if cfg.MonitorName == "" {
-		return h.direct(ctx)
+		res, err = h.direct(ctx)
+	} else {
+		res, err = h.monitored(ctx)
 	}
-	return h.monitored(ctx)
+	res.Clients = h.closed
+	return res, err
 }
 
 type handoff struct {
@@ -250,6 +257,7 @@ type handoff struct {
 	log     *slog.Logger
 	clients map[string]*valkey.Client
 	pc      *valkey.Client
+	closed  Closed // what afterDemote closed
 }
 
 // LockName prefixes the client name of the connection a handoff holds on the primary while it runs: the

@@ -248,6 +248,8 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 				if err := h.demote(ctx, st.primary, end); err != nil {
 					return res, err
 				}
+			} else {
+				h.afterDemote(ctx) // again: the clients closed at the early demotion came back before the switch
 			}
 			h.closePubSub(ctx, saddr)
 			res.NewPrimary = st.primary
@@ -632,6 +634,7 @@ func (h *handoff) demote(ctx context.Context, addr string, until time.Time) erro
 	for {
 		err = h.pc.ReplicaOf(ctx, host, port)
 		if err == nil {
+			h.afterDemote(ctx)
 			return nil
 		}
 		if valkey.IsServerError(err) || !time.Now().Before(until) {
@@ -714,6 +717,7 @@ func (h *handoff) direct(ctx context.Context) (Result, error) {
 	for {
 		r, err := h.pc.InfoReplication(ctx)
 		if err == nil && r.Role == valkey.RoleReplica {
+			h.afterDemote(ctx)
 			return Result{NewPrimary: h.cfg.Target, Paused: time.Since(start)}, nil
 		}
 		if err == nil && r.Role == valkey.RolePrimary && r.FailoverState == "no-failover" {
