@@ -33,7 +33,8 @@ type Wanted struct {
 type SentinelState struct {
 	Pod  string
 	Addr string
-	// Ready is the pod's readiness; Reachable is true when SENTINEL MASTERS answered.
+	// Ready is the pod's readiness (registration does not wait for it: a Sentinel is ready only once it holds
+	// its peers' monitors); Reachable is true when SENTINEL MASTERS answered.
 	Ready     bool
 	Reachable bool
 	Monitors  map[string]valkey.Monitor
@@ -126,7 +127,10 @@ func Build(o Observation) Plan {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: sentinel.config key %q is owned by the controller and was skipped", name, k))
 		}
 		for _, s := range o.Sentinels {
-			if !s.Ready || !s.Reachable {
+			// Reachable, ready or not: a Sentinel that came back empty is unready until it holds the
+			// monitors its peers hold (charts/valkey-sentinel vs.readinessScript, issue 24), so waiting for
+			// its readiness would never register them.
+			if !s.Reachable {
 				continue
 			}
 			m, has := s.Monitors[name]

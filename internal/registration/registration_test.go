@@ -47,10 +47,14 @@ func TestBuild(t *testing.T) {
 		want []string
 		held []string
 	}{
-		{"register on every ready Sentinel lacking it",
+		{"register on every reachable Sentinel lacking it",
 			Observation{Wanted: []Wanted{wanted("a")}, Sentinels: []SentinelState{
 				sentinel("s-0", nil), sentinel("s-1", applied, mon("a", 2, "5000")), {Pod: "s-2", Ready: false}}},
 			[]string{"monitor a@s-0"}, nil},
+		{"issue 24: a running Sentinel that is not ready (its readiness waits for these very monitors) is registered too",
+			Observation{Wanted: []Wanted{wanted("a")}, Sentinels: []SentinelState{
+				sentinel("s-0", applied, mon("a", 2, "5000")), {Pod: "s-1", Addr: "s-1:26379", Reachable: true, Monitors: map[string]valkey.Monitor{}}}},
+			[]string{"monitor a@s-1"}, nil},
 		{"idempotent when everything matches",
 			Observation{Wanted: []Wanted{wanted("a")}, Sentinels: []SentinelState{sentinel("s-0", applied, mon("a", 2, "5000"))}},
 			nil, nil},

@@ -928,11 +928,43 @@ exit 1
 {{- end -}}
 
 {{/*
+Readiness (issue 24, 2): this Sentinel answers and holds every monitor that any of its peers holds. A
+Sentinel that came back empty (emptyDir) stays unready until the sentinel controller registered its monitors
+again, so the PodDisruptionBudget (which counts ready pods) refuses to evict a second Sentinel meanwhile: a
+majority always knows every monitor and a primary crash still fails over with every controller down. Peers
+are asked in parallel (INFO sentinel as _client, 1 s each); a peer that does not answer (its node gone, DNS
+down) is skipped, so a dead peer never makes the others unready, and an instance no Sentinel monitors yet
+changes nothing. The monitors' passwords are not needed: only names are compared. docs/design.md, "Sentinel
+readiness".
+*/}}
+{{- define "vs.readinessScript" -}}
+{{- $peers := list -}}
+{{- range $i := until (int .Values.replicas) -}}
+{{- $peers = append $peers (printf "%s:26379" (include "vs.sentinelFQDN" (dict "ctx" $ "index" $i))) -}}
+{{- end -}}
+own=$({{ include "vs.cli" . }} info sentinel 2>&1) || { echo "$own"; exit 1; }
+case "$own" in *sentinel_masters:*) ;; *) echo "no Sentinel answer: $own"; exit 1 ;; esac
+missing=$({ printf '%s\n' "$own" | sed -n 's/^master[0-9]*:name=\([^,]*\),.*/+\1/p'
+  for p in {{ join " " $peers }}; do
+    timeout 1 {{ include "vs.cliNoPort" . }} -h "${p%:*}" -p "${p##*:}" info sentinel 2>/dev/null | sed -n 's/^master[0-9]*:name=\([^,]*\),.*/-\1/p' &
+  done
+  wait; } | awk '/^[+]/ { own[substr($0, 2)] = 1; next } { n = substr($0, 2) } !(n in own) && !(n in seen) { seen[n] = 1; print n }')
+[ -z "$missing" ] && exit 0
+echo "this Sentinel lacks $(printf '%s\n' "$missing" | wc -l) monitor(s) its peers hold, until the sentinel controller registers them:" $(printf '%s\n' "$missing" | head -n 5)
+exit 1
+{{- end -}}
+
+{{/*
 valkey-cli against this pod's own Sentinel (readiness probe and preStop hook); with auth.enabled as _client,
 the password in REDISCLI_AUTH (the sentinel container's environment, from Secret S-auth-client).
 */}}
 {{- define "vs.cli" -}}
-valkey-cli{{ if .Values.tls.enabled }} --tls --cacert /etc/valkey-ha/tls/ca.crt --cert /etc/valkey-ha/tls/tls.crt --key /etc/valkey-ha/tls/tls.key{{ end }}{{ if .Values.auth.enabled }} --user _client{{ end }} -p 26379
+{{ include "vs.cliNoPort" . }} -p 26379
+{{- end -}}
+
+{{/* valkey-cli as vs.cli, without the address (the readiness probe asks the peers with it). */}}
+{{- define "vs.cliNoPort" -}}
+valkey-cli{{ if .Values.tls.enabled }} --tls --cacert /etc/valkey-ha/tls/ca.crt --cert /etc/valkey-ha/tls/tls.crt --key /etc/valkey-ha/tls/tls.key{{ end }}{{ if .Values.auth.enabled }} --user _client{{ end }}
 {{- end -}}
 
 {{/* terminationGracePeriodSeconds leaves room for the preStop wait. */}}
