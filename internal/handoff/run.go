@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -360,6 +361,9 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 		h.drop(addr)
 		return st
 	}
+	if found && h.foreign(host, port) {
+		return st // not ours: neither a move nor the end of the failover
+	}
 	if found && !sameAddr(h.cfg.Primary, host, port) {
 		st.moved, st.primary = true, joinAddr(host, port)
 		return st
@@ -373,6 +377,9 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 		return st
 	}
 	st.inProgress = m.FailoverInProgress()
+	if h.foreign(m.Host, m.Port) {
+		return sentinelState{inProgress: st.inProgress}
+	}
 	if !st.inProgress {
 		if sameAddr(h.cfg.Primary, m.Host, m.Port) {
 			st.ended = true
@@ -381,6 +388,16 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 		}
 	}
 	return st
+}
+
+// foreign reports whether a Sentinel's primary is not a node of the instance (Config.Nodes set): the handoff
+// never follows nor demotes to it (issue 25).
+func (h *handoff) foreign(host string, port int) bool {
+	if len(h.cfg.Nodes) == 0 || spec.OwnNode(h.cfg.Nodes, host, port) {
+		return false
+	}
+	h.log.Warn("handoff: a Sentinel names a primary that is not a node of this instance; ignored", "sentinelPrimary", joinAddr(host, port))
+	return true
 }
 
 func isCandidate(cands []candidate, addr string) bool {
