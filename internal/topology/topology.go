@@ -203,6 +203,8 @@ func Build(o Observation) Plan {
 			// a terminating primary stops taking writes within its grace period: the label leaves it at once
 		case p.Primary != nil && p.PrimaryConfirmed && n.Node.Index == p.Primary.Index:
 			want = contract.RolePrimary
+		case n.Reachable && n.Repl.Role == valkey.RoleReplica && p.Foreign != "" && !spec.OwnNode(in.NodeAddrs(), n.Repl.PrimaryHost, n.Repl.PrimaryPort):
+			// follows an address that is not ours (issue 25): no Service of the instance routes to it
 		case n.Reachable && n.Repl.Role == valkey.RoleReplica:
 			want = contract.RoleReplica
 		}
