@@ -356,8 +356,9 @@ func TestSecurityNetworkPolicyCrossNamespace(t *testing.T) {
 	assert.True(t, admits(t, sp, sharedPod, 26379), "the shared controller of its own namespace")
 	assert.True(t, reaches(t, sp, dataPod, 6379), "the Sentinels reach the monitored data pods")
 	// issue 25: on the data port only (the container port named valkey), not the exporter's or any other
-	require.NotZero(t, dataPod.ports["metrics"], "the data pod renders an exporter port")
-	assert.False(t, reaches(t, sp, dataPod, dataPod.ports["metrics"]), "the Sentinels do not reach the data pods' exporter port")
+	exporter := dataPod
+	exporter.ports = map[string]int{"valkey": 6379, "metrics": 9121} // metrics.enabled
+	assert.False(t, reaches(t, sp, exporter, 9121), "the Sentinels do not reach the data pods' exporter port")
 	assert.False(t, reaches(t, sp, dataPod, 22), "nor any other port")
 	other := dataPod
 	other.ports = map[string]int{"valkey": 7000}

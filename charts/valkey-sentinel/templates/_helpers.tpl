@@ -714,7 +714,7 @@ password. A platform team must accept that in writing: sharedTrustDomain: accept
 {{- fail (printf "sharedTrustDomain: %q is not a value; leave it empty (the default: one namespace, one trust domain) or set accept" $td) -}}
 {{- end -}}
 {{- if and (eq (include "vs.crossNamespace" .) "true") (ne $td "accept") -}}
-{{- fail (printf "namespaces / namespaceSelector: this quorum would monitor instances of other namespaces than %s, and a quorum shared by tenants is ONE trust domain: a namespace admin of any of them can move every other tenant's monitor to a server of theirs with one forged Sentinel hello, and any tenant's _instance may SENTINEL FAILOVER every monitor (README, Security model; docs/fleet.md, \"A shared quorum is one trust domain\"). Install one quorum per tenant namespace instead, or, when every selected namespace is run by one team, set sharedTrustDomain: accept" .Release.Namespace) -}}
+{{- fail (printf "namespaces: a quorum serving namespaces other than %s (namespaces, namespaceSelector) is ONE trust domain: a namespace admin of any of them can move every other tenant's monitor with one forged Sentinel hello (docs/fleet.md). Install one quorum per tenant namespace, or, when one team runs every selected namespace, set sharedTrustDomain: accept" .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 
