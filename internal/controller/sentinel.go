@@ -465,7 +465,7 @@ func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorl
 		foreign := registration.ForeignPrimaries(w.Sentinels, qi.Instance.MonitorName, qi.Instance.NodeAddrs())
 		pods := make([]string, 0, len(foreign))
 		for pod := range foreign {
-			c.metrics.ForeignPrimaries.WithLabelValues(qi.Instance.MonitorName).Inc()
+			c.metrics.ForeignPrimaries.WithLabelValues(c.opts.Namespace+"/"+c.opts.Release, qi.Instance.MonitorName).Inc()
 			pods = append(pods, pod+" names "+foreign[pod])
 		}
 		if len(pods) == 0 {
@@ -568,7 +568,7 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 		if err := cl.SentinelSet(ctx, a.Name, kv...); err != nil {
 			return err
 		}
-		c.metrics.ForeignRestores.WithLabelValues(a.Name).Inc()
+		c.metrics.ForeignRestores.WithLabelValues(c.opts.Namespace+"/"+c.opts.Release, a.Name).Inc()
 		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "ForeignPrimaryRestored",
 			fmt.Sprintf("Sentinel %s named %s as the primary of %s, which is not a node of the instance (a forged hello on a shared quorum?); "+
 				"re-registered at the observed primary %s:%d (SENTINEL REMOVE + MONITOR)", a.Sentinel, a.From, a.Name, a.Host, a.Port))
