@@ -143,3 +143,55 @@ func testutilCount(m *metrics.Metrics, name string) float64 {
 	}
 	return sum
 }
+
+// TestSecuritySwitchHubSurvivesOneTenantsWrongPassword (issue 25 item 7): the shared +switch-master
+// subscription to a Sentinel is dialled with a registrant's options; each instance's come from its own
+// Secret, which that tenant's namespace admin can overwrite. Before, a redial used the last registrant's
+// options only: one tenant's wrong password ended the subscription for every instance of the controller
+// (role labels then followed failovers only at the next poll). Now a redial falls back to the other
+// registrants' options.
+func TestSecuritySwitchHubSurvivesOneTenantsWrongPassword(t *testing.T) {
+	s := valkeytest.StartSentinel(t, valkeytest.Default, valkeytest.SentinelConfig{Lines: []string{
+		"user default on nopass +@all", "user _instance on >right-password allchannels +@all"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newSwitchHub(ctx, quietLog())
+	right := func(context.Context) valkey.Options {
+		return valkey.Options{Username: "_instance", Password: "right-password", DialTimeout: time.Second}
+	}
+	wrong := func(context.Context) valkey.Options {
+		return valkey.Options{Username: "_instance", Password: "overwritten-by-tenant-a", DialTimeout: time.Second}
+	}
+	stopB := h.watch("tenant-b", []string{s.Addr()}, right, func(valkey.MonitorEvent) {})
+	defer stopB()
+	subscribed := func() (int, error) {
+		clients, err := s.Client(valkey.Options{}).ClientList(ctx, "")
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, cl := range clients {
+			if cl.Fields["sub"] != "0" && cl.Fields["sub"] != "" {
+				n++
+			}
+		}
+		return n, nil
+	}
+	want := func(what string) {
+		valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, what, func() error {
+			n, err := subscribed()
+			if err == nil && n != 1 {
+				err = fmt.Errorf("%d subscribed clients", n)
+			}
+			return err
+		})
+	}
+	want("tenant B's subscription")
+	// tenant A registers later, with a password its admin overwrote; then the connection is lost once
+	stopA := h.watch("tenant-a", []string{s.Addr()}, wrong, func(valkey.MonitorEvent) {})
+	defer stopA()
+	assert.Equal(t, 1, h.subscriptions(), "one subscription per Sentinel and user")
+	_, err := s.Client(valkey.Options{}).Command(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
+	require.NoError(t, err)
+	want("the subscription is back after a redial, with tenant B's options")
+}
