@@ -41,6 +41,7 @@ var PreStopUser = SystemUser{Name: PreStop, Perms: []Permission{
 	{"+client|unpause", "lifts that pause"},
 	{"+replicaof", "demotes its own server to a replica of the promoted one"},
 	{"+failover", "unmonitored instances: FAILOVER TO a replica"},
+	{"+client|kill", "closes the application connections of its demoted server (CLIENT KILL USER ... TYPE normal)"},
 }}
 
 // FirstSync is the node-local user of a replica's first-sync guard (FirstSyncUser).
@@ -166,6 +167,12 @@ func IsReserved(name string) bool {
 	_, ok := SystemUserByName(name)
 	return ok
 }
+
+// IsSystemConnection reports whether a connection authenticated as user belongs to the project's own
+// components: every system user's name starts with '_' (_operator, _replication, _sentinel, _probe,
+// _exporter, _prestop, _firstsync), a prefix the chart's user-name pattern refuses to customers. "default"
+// is not one: it is the customer's (or an unauthenticated connection's) user.
+func IsSystemConnection(user string) bool { return strings.HasPrefix(user, "_") }
 
 // HashPassword returns the hex SHA-256 of a password, the form ACL rules take after '#'.
 func HashPassword(password string) string {
