@@ -96,7 +96,7 @@ func TestRunAskedSentinelKilledAfterAcceptingAsksTheNext(t *testing.T) {
 func TestRunIgnoresACustomerNamedLikeTheLock(t *testing.T) {
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	ctx := context.Background()
-	rules, err := acl.CustomerRules("readonly", []string{"*"}, nil)
+	rules, err := acl.CustomerRules("readonly", []string{"*"}, nil, false)
 	require.NoError(t, err)
 	require.NoError(t, top.Nodes[0].Client(top.Options(acl.Operator)).ACLSetUser(ctx, "reader", append([]string{"on", ">r"}, strings.Fields(rules)...)...))
 	squatter, err := valkey.Dial(ctx, top.Nodes[0].Addr(), valkey.Options{Username: "reader", Password: "r", ClientName: LockName + "x"})
