@@ -26,7 +26,7 @@ func TestFleet(t *testing.T) {
 	platform := NewNamespace(t, "fleet-q")
 	tenants := []string{NewNamespace(t, "fleet-a"), NewNamespace(t, "fleet-b")}
 	quorum := &Deployment{t: t, NS: platform, Helm: NewHelm(t, platform), Label: "fleet", S: "fleet", Sentinels: 3,
-		SentinelExtra: fmt.Sprintf("namespaces: [%s, %s]\ninstanceController: {enabled: true, resources: {cpu: 100m, memory: 128Mi}}\n", tenants[0], tenants[1])}
+		SentinelExtra: fmt.Sprintf("sharedTrustDomain: accept\nnamespaces: [%s, %s]\ninstanceController: {enabled: true, resources: {cpu: 100m, memory: 128Mi}}\n", tenants[0], tenants[1])}
 	grant := fmt.Sprintf(`
 controller: {mode: shared, shared: {namespace: %s, serviceAccount: fleet-instance-controller}}
 sentinel: {namespace: %s, release: fleet}

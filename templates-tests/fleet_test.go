@@ -104,7 +104,7 @@ var (
 )
 
 func renderFleet(t *testing.T, extraSentinel string) (quorum objects, shared, dedicated, tenant2 objects) {
-	quorum = decode(t, mustRender(t, "valkey-sentinel", "instanceController: {enabled: true}\nnamespaces: [t1, t2]\n"+extraSentinel,
+	quorum = decode(t, mustRender(t, "valkey-sentinel", "sharedTrustDomain: accept\ninstanceController: {enabled: true}\nnamespaces: [t1, t2]\n"+extraSentinel,
 		renderOpts{release: fleetRel, namespace: platformNS}))
 	grant := "sentinel: {release: fleet, namespace: platform}\n"
 	sharedMode := "controller: {mode: shared, shared: {serviceAccount: fleet-instance-controller, namespace: platform}}\n"
@@ -191,7 +191,7 @@ func TestSecuritySharedControllerRBAC(t *testing.T) {
 // ClusterRole with get/list/watch on namespaces only.
 func TestSecurityCrossNamespaceGrant(t *testing.T) {
 	quorum, shared, dedicated, tenant2 := renderFleet(t, "")
-	other := decode(t, mustRender(t, "valkey-sentinel", "namespaces: [t1]\n", renderOpts{release: "other", namespace: platformNS}))
+	other := decode(t, mustRender(t, "valkey-sentinel", "sharedTrustDomain: accept\nnamespaces: [t1]\n", renderOpts{release: "other", namespace: platformNS}))
 	r := clusterRBACOf(quorum, other, shared, dedicated, tenant2)
 	otherCtl := spec.ServiceAccountRef{Namespace: platformNS, Name: "other-controller"}
 
@@ -254,7 +254,7 @@ func TestSecurityCrossNamespaceGrant(t *testing.T) {
 // release), the instance's controllers and helm test read it by name; nobody else gets it.
 func TestSecurityCrossNamespaceCredentialCopy(t *testing.T) {
 	quorum, shared, dedicated, tenant2 := renderFleet(t, "")
-	other := decode(t, mustRender(t, "valkey-sentinel", "namespaces: [t1]\n", renderOpts{release: "other", namespace: platformNS}))
+	other := decode(t, mustRender(t, "valkey-sentinel", "sharedTrustDomain: accept\nnamespaces: [t1]\n", renderOpts{release: "other", namespace: platformNS}))
 	r := clusterRBACOf(quorum, other, shared, dedicated, tenant2)
 	otherCtl := spec.ServiceAccountRef{Namespace: platformNS, Name: "other-controller"}
 
@@ -330,6 +330,12 @@ func TestSecurityNetworkPolicyCrossNamespace(t *testing.T) {
 	sentinelCtlPod := podIn(platformNS, quorum.get(t, "Deployment", "fleet-controller").(*appsv1.Deployment).Spec.Template.Labels)
 	sharedPod := podIn(platformNS, quorum.get(t, "Deployment", "fleet-instance-controller").(*appsv1.Deployment).Spec.Template.Labels)
 	dataPod := podIn("t1", shared.statefulSets()[0].Spec.Template.Labels)
+	dataPod.ports = map[string]int{}
+	for _, c := range shared.statefulSets()[0].Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			dataPod.ports[p.Name] = int(p.ContainerPort)
+		}
+	}
 	testPod := podIn("t1", map[string]string{"app.kubernetes.io/part-of": "valkey-ha", "app.kubernetes.io/component": "test"})
 	foreignData := podIn("t3", shared.statefulSets()[0].Spec.Template.Labels)
 	platformApp := podIn(platformNS, labels.Set{"app": "web"})
@@ -349,13 +355,22 @@ func TestSecurityNetworkPolicyCrossNamespace(t *testing.T) {
 	}
 	assert.True(t, admits(t, sp, sharedPod, 26379), "the shared controller of its own namespace")
 	assert.True(t, reaches(t, sp, dataPod, 6379), "the Sentinels reach the monitored data pods")
+	// issue 25: on the data port only (the container port named valkey), not the exporter's or any other
+	exporter := dataPod
+	exporter.ports = map[string]int{"valkey": 6379, "metrics": 9121} // metrics.enabled
+	assert.False(t, reaches(t, sp, exporter, 9121), "the Sentinels do not reach the data pods' exporter port")
+	assert.False(t, reaches(t, sp, dataPod, 22), "nor any other port")
+	other := dataPod
+	other.ports = map[string]int{"valkey": 7000}
+	assert.True(t, reaches(t, sp, other, 7000), "an instance with another port is reached on it")
+	assert.False(t, reaches(t, sp, other, 6379))
 	assert.False(t, admits(t, sp, foreignData, 26379), "a namespace the quorum does not select")
 	assert.False(t, reaches(t, sp, foreignData, 6379))
 	assert.False(t, admits(t, sp, podIn("t1", labels.Set{"app": "web"}), 26379), "a tenant's other pods do not run SENTINEL commands")
 
 	bysel, _, _, _ := renderFleet(t, "namespaceSelector: {matchLabels: {team: cache}}\n")
 	ssp := policyOf(t, bysel, fleetRel)
-	labelled := endpoint{ns: "t9", nsLabels: labels.Set{"kubernetes.io/metadata.name": "t9", "team": "cache"}, pod: dataPod.pod}
+	labelled := endpoint{ns: "t9", nsLabels: labels.Set{"kubernetes.io/metadata.name": "t9", "team": "cache"}, pod: dataPod.pod, ports: dataPod.ports}
 	assert.True(t, admits(t, ssp, labelled, 26379), "a namespace the selector matches")
 	assert.True(t, reaches(t, ssp, labelled, 6379))
 	assert.False(t, admits(t, ssp, foreignData, 26379))
@@ -367,7 +382,7 @@ func TestSecurityNetworkPolicyCrossNamespace(t *testing.T) {
 // sentinel-instance-controller in the instance's own namespace, which no release rendered: the instance ran
 // with no controller at all and nothing said so (found by a new user following docs/fleet.md).
 func TestSharedControllerDefaultsToTheQuorumsOwn(t *testing.T) {
-	quorum := decode(t, mustRender(t, "valkey-sentinel", "instanceController: {enabled: true}\nnamespaces: [t1]\n",
+	quorum := decode(t, mustRender(t, "valkey-sentinel", "sharedTrustDomain: accept\ninstanceController: {enabled: true}\nnamespaces: [t1]\n",
 		renderOpts{release: fleetRel, namespace: platformNS}))
 	shared := decode(t, mustRender(t, "valkey", "sentinel: {release: fleet, namespace: platform}\ncontroller: {mode: shared}\n",
 		renderOpts{release: "cache", namespace: "t1"}))

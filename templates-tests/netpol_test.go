@@ -21,6 +21,8 @@ type endpoint struct {
 	nsLabels labels.Set
 	pod      labels.Set
 	ip       bool
+	// ports are the endpoint pod's named container ports (a policy port given by name matches only these)
+	ports map[string]int
 }
 
 func podIn(ns string, l labels.Set) endpoint {
@@ -52,12 +54,15 @@ func peerMatches(t testing.TB, p networkingv1.NetworkPolicyPeer, ns string, e en
 	return p.PodSelector == nil || selMatches(t, p.PodSelector, e.pod)
 }
 
-func portMatches(ports []networkingv1.NetworkPolicyPort, port int) bool {
+func portMatches(ports []networkingv1.NetworkPolicyPort, port int, e endpoint) bool {
 	if len(ports) == 0 {
 		return true
 	}
 	for _, p := range ports {
 		if p.Port == nil || *p.Port == intstr.FromInt32(int32(port)) {
+			return true
+		}
+		if p.Port.Type == intstr.String && e.ports[p.Port.StrVal] == port {
 			return true
 		}
 	}
@@ -68,7 +73,7 @@ func portMatches(ports []networkingv1.NetworkPolicyPort, port int) bool {
 // without peers names everything.
 func allowed(t testing.TB, ns string, rules []rule, e endpoint, port int) bool {
 	for _, r := range rules {
-		if !portMatches(r.ports, port) {
+		if !portMatches(r.ports, port, e) {
 			continue
 		}
 		if len(r.peers) == 0 {

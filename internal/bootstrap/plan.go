@@ -145,6 +145,17 @@ func PlanBoot(o Observation) Decision {
 	return d
 }
 
+// ownNodes returns "host:port" of this node and of every peer (the instance's nodes as the descriptor names
+// them; spec.OwnNode).
+func ownNodes(o Observation) []string {
+	in := spec.Instance{Port: o.Port}
+	out := []string{in.Addr(o.Self)}
+	for _, p := range o.Peers {
+		out = append(out, in.Addr(p.Node))
+	}
+	return out
+}
+
 func planBoot(o Observation) Decision {
 	in := spec.Instance{Port: o.Port}
 	peerHasData := false
@@ -154,6 +165,12 @@ func planBoot(o Observation) Decision {
 		}
 	}
 	if host, port, votes, ok := sentinelPrimary(o.Sentinels); ok {
+		if !spec.OwnNode(ownNodes(o), host, port) {
+			// issue 25: on a quorum shared by tenants, a forged hello makes Sentinel name any address; this
+			// node never replicates from it (nor sends it the replication password)
+			return Decision{Kind: Wait, Reason: fmt.Sprintf("%d Sentinel(s) name %s:%d as primary, which is not a node of "+
+				"this instance: never following it; waiting for the quorum's controller to restore the monitor", votes, host, port)}
+		}
 		if !in.SameAddr(o.Self, host, port) {
 			for _, p := range o.Peers {
 				if p.Reachable && in.SameAddr(p.Node, host, port) && p.Keys == 0 && o.Local.HasData {

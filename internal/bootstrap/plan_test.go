@@ -24,6 +24,17 @@ func replicaPeer(i int, keys int64, of string) Peer {
 	return Peer{Node: node(i), Reachable: true, Keys: keys, Repl: valkey.Replication{Role: valkey.RoleReplica, PrimaryHost: of, ReplicaReplOffset: 90}}
 }
 
+// unseen is every node but self, none of them answering (the peers of a boot that reached none).
+func unseen(self int) []Peer {
+	var out []Peer
+	for i := range 3 {
+		if i != self {
+			out = append(out, Peer{Node: node(i)})
+		}
+	}
+	return out
+}
+
 func names(host string, n int) []SentinelAnswer {
 	out := make([]SentinelAnswer, n)
 	for i := range out {
@@ -75,8 +86,13 @@ func TestPlanBoot(t *testing.T) {
 		want Kind
 		host string
 	}{
-		{"sentinel names another node", Observation{Self: node(0), Sentinels: names("vk-1-0.vk-1", 3)}, StartReplica, "vk-1-0.vk-1"},
-		{"majority of sentinels wins", Observation{Self: node(2), Sentinels: append(names("vk-1-0.vk-1", 2), names("vk-0-0.vk-0", 1)...)}, StartReplica, "vk-1-0.vk-1"},
+		{"sentinel names another node", Observation{Self: node(0), Port: 6379, Peers: unseen(0), Sentinels: names("vk-1-0.vk-1", 3)}, StartReplica, "vk-1-0.vk-1"},
+		{"majority of sentinels wins", Observation{Self: node(2), Port: 6379, Peers: unseen(2), Sentinels: append(names("vk-1-0.vk-1", 2), names("vk-0-0.vk-0", 1)...)}, StartReplica, "vk-1-0.vk-1"},
+		// issue 25: a forged hello on a shared quorum names an address that is not a node: never followed
+		{"TestSecurityBootNeverFollowsAForeignPrimary", Observation{Self: node(1), Port: 6379, Peers: []Peer{primaryPeer(0, 10), replicaPeer(2, 10, "vk-0-0.vk-0")},
+			Sentinels: names("attacker.tenant-a.svc", 3)}, Wait, ""},
+		{"TestSecurityBootNeverFollowsAForeignPrimary same host other port", Observation{Self: node(1), Port: 6379, Peers: unseen(1),
+			Sentinels: []SentinelAnswer{{Found: true, Host: "vk-0-0.vk-0", Port: 7000}, {Found: true, Host: "vk-0-0.vk-0", Port: 7000}}}, Wait, ""},
 		// case S05: a restarted old primary rejoins as a replica, even with the controller down
 		{"TestCaseS05 restarted old primary follows Sentinel", Observation{Self: node(0), Sentinels: names("vk-2-0.vk-2", 3),
 			Peers: []Peer{replicaPeer(1, 10, "vk-2-0.vk-2"), primaryPeer(2, 10)}}, StartReplica, "vk-2-0.vk-2"},
@@ -228,10 +244,10 @@ func listingNodes(answers []SentinelAnswer, nodes ...int) []SentinelAnswer {
 // unguarded one, one that does not answer, or a replica Sentinel lists that is not a node keeps the old
 // rules (S08, F4, F6).
 func TestPlanBootFirstSyncGuard(t *testing.T) {
-	d := PlanBoot(Observation{Self: node(1), Port: 6379, Sentinels: names("vk-0-0.vk-0", 3)})
+	d := PlanBoot(Observation{Self: node(1), Port: 6379, Peers: unseen(1), Sentinels: names("vk-0-0.vk-0", 3)})
 	assert.Equal(t, StartReplica, d.Kind)
 	assert.True(t, d.Guard, "an empty replica is guarded")
-	d = PlanBoot(Observation{Self: node(1), Port: 6379, Sentinels: names("vk-0-0.vk-0", 3), Persistence: true, Local: at(100)})
+	d = PlanBoot(Observation{Self: node(1), Port: 6379, Peers: unseen(1), Sentinels: names("vk-0-0.vk-0", 3), Persistence: true, Local: at(100)})
 	assert.Equal(t, StartReplica, d.Kind)
 	assert.False(t, d.Guard, "a replica with data from its disk is not")
 	d = PlanBoot(Observation{Self: node(0), Port: 6379, Peers: []Peer{{Node: node(1)}, {Node: node(2)}}})

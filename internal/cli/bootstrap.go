@@ -218,7 +218,7 @@ func newFirstSyncGuardCmd() *cobra.Command {
 			addr := in.Addr(in.Nodes[nodeIndex])
 			opts := valkey.Options{Username: acl.FirstSync, Password: strings.TrimSpace(pw), DialTimeout: time.Second,
 				CommandTimeout: time.Second}.WithTLS(in.TLS.Enabled, caFile)
-			return firstsync.Run(cmd.Context(), firstsync.Config{Addr: addr, Options: opts, Priority: priority,
+			return firstsync.Run(cmd.Context(), firstsync.Config{Addr: addr, Options: opts, Priority: priority, Nodes: in.NodeAddrs(),
 				Log: slog.Default().With("instance", in.Name, "node", nodeIndex)})
 		},
 	}

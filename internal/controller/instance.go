@@ -739,7 +739,7 @@ func (c *InstanceController) deletePod(ctx context.Context, desc *corev1.ConfigM
 // for a minute, or, when no replica could be promoted, until the view of the replicas changes.
 func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, d *plan.Decision,
 	s plan.Step, mem *instanceMemory) (string, error) {
-	cfg := handoff.Config{Primary: in.Addr(s.Node), NodeOptions: c.opOptions(in, mem),
+	cfg := handoff.Config{Primary: in.Addr(s.Node), NodeOptions: c.opOptions(in, mem), Nodes: in.NodeAddrs(),
 		Log: c.log.With("instance", in.Name, "pod", s.Node.Pod)}
 	if si := w.SentinelInfo; si != nil && in.Monitored() {
 		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, planFailoverOrder(si.Addrs()), c.sentinelOpts(ctx, in, *si)

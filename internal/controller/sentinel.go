@@ -425,7 +425,7 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 	w.AuthPass = pw
 	sum := sha256.Sum256([]byte(w.AuthUser + "\x00" + pw))
 	w.AuthHash = hex.EncodeToString(sum[:8])
-	if h, p, ok := registration.AgreedPrimary(sentinels, in.MonitorName); ok {
+	if h, p, ok := registration.AgreedPrimary(sentinels, in.MonitorName, in.NodeAddrs()); ok && spec.OwnNode(in.NodeAddrs(), h, p) {
 		w.PrimaryHost, w.PrimaryPort = h, p
 		return w, nil
 	}
@@ -451,6 +451,8 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 			w.PrimaryHost, w.PrimaryPort, bestReplicas = n.Host, in.PortOf(n), len(r.Replicas)
 		}
 	}
+	// observed, not guessed: a primary with connected replicas, or the only node of a one-node instance
+	w.PrimaryObserved = w.PrimaryHost != "" && (bestReplicas > 0 || len(in.Nodes) == 1)
 	return w, nil
 }
 
@@ -470,6 +472,27 @@ func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorl
 		}
 		if qi.Unresolved != "" && c.reported.changed(qi.Key()+"/resolve", qi.Unresolved) {
 			c.recorder.Eventf(cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%s; its monitor is kept as it is", qi.Unresolved)
+		}
+	}
+	for _, qi := range w.Instances {
+		if !qi.Resolved() {
+			continue
+		}
+		foreign := registration.ForeignPrimaries(w.Sentinels, qi.Instance.MonitorName, qi.Instance.NodeAddrs())
+		pods := make([]string, 0, len(foreign))
+		for pod := range foreign {
+			c.metrics.ForeignPrimaries.WithLabelValues(c.opts.Namespace+"/"+c.opts.Release, qi.Instance.MonitorName).Inc()
+			pods = append(pods, pod+" names "+foreign[pod])
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		sort.Strings(pods)
+		msg := fmt.Sprintf("monitor %s: %s, which is not a node of the instance (a forged hello on a shared quorum?); nothing follows it",
+			qi.Instance.MonitorName, strings.Join(pods, ", "))
+		c.log.Warn("foreign primary", "monitor", qi.Instance.MonitorName, "sentinels", pods)
+		if c.reported.changed(qi.Key()+"/foreign", msg) {
+			c.recorder.Event(descs[qi.Key()], corev1.EventTypeWarning, "ForeignPrimary", msg)
 		}
 	}
 	for _, r := range d.Refused {
@@ -547,6 +570,24 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 			c.pool.drop(a.Addr)
 			return err
 		}
+	case registration.Restore:
+		// issue 25: the Sentinel names a primary that is not a node of the instance; forget it and register
+		// the observed primary again, with the instance's credentials and settings
+		if err := cl.SentinelRemove(ctx, a.Name); err != nil {
+			c.pool.drop(a.Addr)
+			return err
+		}
+		if err := cl.SentinelMonitor(ctx, a.Name, a.Host, a.Port, a.Quorum); err != nil {
+			c.pool.drop(a.Addr)
+			return err
+		}
+		if err := cl.SentinelSet(ctx, a.Name, kv...); err != nil {
+			return err
+		}
+		c.metrics.ForeignRestores.WithLabelValues(c.opts.Namespace+"/"+c.opts.Release, a.Name).Inc()
+		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "ForeignPrimaryRestored",
+			fmt.Sprintf("Sentinel %s named %s as the primary of %s, which is not a node of the instance (a forged hello on a shared quorum?); "+
+				"re-registered at the observed primary %s:%d (SENTINEL REMOVE + MONITOR)", a.Sentinel, a.From, a.Name, a.Host, a.Port))
 	case registration.Remove:
 		if err := cl.SentinelRemove(ctx, a.Name); err != nil {
 			c.pool.drop(a.Addr)

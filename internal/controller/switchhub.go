@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -33,8 +34,11 @@ type switchSub struct {
 	addr   string
 	cancel context.CancelFunc
 	done   chan struct{}
-	// opts returns the options to (re)dial with: the last registrant's (credentials are the quorum's).
-	opts func(context.Context) valkey.Options
+	// opts are the registrants' options, by registration id. A (re)dial tries the newest first and falls back
+	// to the others: on a shared controller each comes from another instance's Secret (F-quorum-auth), which
+	// that tenant's namespace admin can overwrite, so one tenant's wrong password must not end the
+	// subscription of every instance (issue 25 item 7).
+	opts map[int]func(context.Context) valkey.Options
 	// watchers maps a monitor name to the callbacks of the instances registered for it, by registration id
 	watchers map[string]map[int]func(valkey.MonitorEvent)
 }
@@ -58,7 +62,8 @@ func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Cont
 		s, ok := h.subs[key]
 		if !ok {
 			ctx, stop := context.WithCancel(h.ctx)
-			s = &switchSub{addr: addr, cancel: stop, done: make(chan struct{}), watchers: map[string]map[int]func(valkey.MonitorEvent){}}
+			s = &switchSub{addr: addr, cancel: stop, done: make(chan struct{}), watchers: map[string]map[int]func(valkey.MonitorEvent){},
+				opts: map[int]func(context.Context) valkey.Options{}}
 			h.subs[key] = s
 			h.live.Add(1)
 			go func() {
@@ -67,7 +72,7 @@ func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Cont
 				h.run(ctx, s)
 			}()
 		}
-		s.opts = opts
+		s.opts[id] = opts
 		if s.watchers[monitor] == nil {
 			s.watchers[monitor] = map[int]func(valkey.MonitorEvent){}
 		}
@@ -89,6 +94,7 @@ func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Cont
 				continue
 			}
 			delete(s.watchers[monitor], id)
+			delete(s.opts, id)
 			if len(s.watchers[monitor]) == 0 {
 				delete(s.watchers, monitor)
 			}
@@ -105,11 +111,26 @@ func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Cont
 func (h *switchHub) run(ctx context.Context, s *switchSub) {
 	for ctx.Err() == nil {
 		h.mu.Lock()
-		opts := s.opts
+		ids := make([]int, 0, len(s.opts))
+		for id := range s.opts {
+			ids = append(ids, id)
+		}
+		sort.Sort(sort.Reverse(sort.IntSlice(ids)))
+		cands := make([]func(context.Context) valkey.Options, 0, len(ids))
+		for _, id := range ids {
+			cands = append(cands, s.opts[id])
+		}
 		h.mu.Unlock()
-		o := opts(ctx)
-		o.CommandTimeout = 0
-		cl, err := valkey.Dial(ctx, s.addr, o)
+		var cl *valkey.Client
+		err := fmt.Errorf("no registrant")
+		for _, opts := range cands {
+			o := opts(ctx)
+			o.CommandTimeout = 0
+			if cl, err = valkey.Dial(ctx, s.addr, o); err == nil {
+				break
+			}
+			h.log.Debug("topology event subscription: a registrant's options were refused; trying the next", "sentinel", s.addr, "error", err)
+		}
 		if err == nil {
 			err = cl.SubscribeTopology(ctx, func(ev valkey.MonitorEvent) { h.deliver(s, ev) })
 			cl.Close()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -53,6 +54,10 @@ type Config struct {
 	Options valkey.Options
 	// Priority is the replica-priority to restore (Priority of the config template).
 	Priority int64
+	// Nodes are "host:port" of every node of the instance (spec.Instance.NodeAddrs). When set, a sync from
+	// any other primary does not count: a replica a forged hello pointed at a foreign server (issue 25)
+	// keeps replica-priority 0, so Sentinel never promotes the foreign data set.
+	Nodes []string
 	// Poll is the interval of the checks (default 500 ms).
 	Poll time.Duration
 	Log  *slog.Logger
@@ -103,7 +108,8 @@ func once(ctx context.Context, cfg Config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	synced := r.Role == valkey.RoleReplica && r.LinkUp && !r.SyncInProgress
+	synced := r.Role == valkey.RoleReplica && r.LinkUp && !r.SyncInProgress &&
+		(len(cfg.Nodes) == 0 || spec.OwnNode(cfg.Nodes, r.PrimaryHost, r.PrimaryPort))
 	if !synced && r.Role != valkey.RolePrimary {
 		return false, nil
 	}

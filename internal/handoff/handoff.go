@@ -93,6 +93,10 @@ type Config struct {
 	SentinelOptions valkey.Options
 	// Target is the replica to promote when unmonitored ("host:port").
 	Target string
+	// Nodes are "host:port" of every node of the instance (spec.Instance.NodeAddrs). When set, a primary a
+	// Sentinel names that is not one of them is never taken for the handoff's result nor demoted to (issue
+	// 25: a forged hello on a shared quorum; spec.OwnNode).
+	Nodes []string
 
 	// PauseBudget bounds how long the primary stays write-paused while still primary. 0 means half of the
 	// monitor's down-after-milliseconds; unmonitored, it is the FAILOVER TIMEOUT (default 10 s).

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -573,6 +574,9 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 		h.drop(addr)
 		return st
 	}
+	if found && h.foreign(host, port) {
+		return st // not ours: neither a move nor the end of the failover
+	}
 	if found && !sameAddr(h.cfg.Primary, host, port) {
 		st.moved, st.primary = true, joinAddr(host, port)
 		return st
@@ -586,6 +590,9 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 		return st
 	}
 	st.inProgress = m.FailoverInProgress()
+	if h.foreign(m.Host, m.Port) {
+		return sentinelState{inProgress: st.inProgress}
+	}
 	if !st.inProgress {
 		if sameAddr(h.cfg.Primary, m.Host, m.Port) {
 			st.ended = true
@@ -594,6 +601,16 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 		}
 	}
 	return st
+}
+
+// foreign reports whether a Sentinel's primary is not a node of the instance (Config.Nodes set): the handoff
+// never follows nor demotes to it (issue 25).
+func (h *handoff) foreign(host string, port int) bool {
+	if len(h.cfg.Nodes) == 0 || spec.OwnNode(h.cfg.Nodes, host, port) {
+		return false
+	}
+	h.log.Warn("handoff: a Sentinel names a primary that is not a node of this instance; ignored", "sentinelPrimary", joinAddr(host, port))
+	return true
 }
 
 func isCandidate(cands []candidate, addr string) bool {

@@ -24,6 +24,12 @@ type Metrics struct {
 	// Registrations / Removals count SENTINEL MONITOR and REMOVE issued by the sentinel controller.
 	Registrations *prometheus.CounterVec
 	Removals      *prometheus.CounterVec
+	// ForeignPrimaries counts, per monitor, the Sentinels found naming a primary that is not a node of the
+	// monitor's instance (issue 25: a forged hello on a shared quorum), one per Sentinel and pass;
+	// ForeignRestores the monitors the sentinel controller re-registered at the observed real primary
+	// (SENTINEL REMOVE + MONITOR + SET on one Sentinel). Alert ValkeyHAForeignPrimary fires on either.
+	ForeignPrimaries *prometheus.CounterVec
+	ForeignRestores  *prometheus.CounterVec
 	// FailoversObserved counts primary changes seen (Sentinel's answer changed or +switch-master).
 	FailoversObserved *prometheus.CounterVec
 	// LabelPatches counts valkey.io/role patches.
@@ -115,6 +121,10 @@ func New() *Metrics {
 			Help: "SENTINEL MONITOR commands issued."}, []string{"monitor"}),
 		Removals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_sentinel_removals_total",
 			Help: "SENTINEL REMOVE commands issued."}, []string{"monitor"}),
+		ForeignPrimaries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_sentinel_foreign_primary_total",
+			Help: "Sentinels found naming, for a monitor, a primary that is not a node of its instance (one per Sentinel and pass)."}, []string{"quorum", "monitor"}),
+		ForeignRestores: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_sentinel_foreign_primary_restores_total",
+			Help: "Monitors re-registered (SENTINEL REMOVE + MONITOR) at the observed real primary after a Sentinel named a foreign one."}, []string{"quorum", "monitor"}),
 		FailoversObserved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_failovers_observed_total",
 			Help: "Primary changes observed."}, []string{"valkey_instance"}),
 		LabelPatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_role_label_patches_total",
@@ -172,7 +182,7 @@ func New() *Metrics {
 	m.InstanceWorkers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "valkey_ha_instance_workers",
 		Help: "Worker lanes of the instance controller (one per instance unless capped)."})
 	m.series = map[string]map[string]bool{}
-	r.MustRegister(m.Repairs, m.Registrations, m.Removals, m.FailoversObserved, m.LabelPatches,
+	r.MustRegister(m.Repairs, m.Registrations, m.Removals, m.ForeignPrimaries, m.ForeignRestores, m.FailoversObserved, m.LabelPatches,
 		m.DemotedClientsClosed, m.DemotedClientsNotClosed,
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,

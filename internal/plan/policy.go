@@ -38,6 +38,9 @@ func ResetQuiet(w World) time.Duration {
 // Check returns why step s must not be applied in World w (with the controller's memory m, after this pass's
 // update), or "" when it may.
 func Check(w World, m Memory, s Step) string {
+	if why := ForeignPrimary(w); why != "" {
+		return refuse(s, "%s", why)
+	}
 	if why := handingOff(w); why != "" && s.Kind != Remove && s.Kind != DeleteSentinelPod {
 		return refuse(s, "%s", why)
 	}
@@ -85,6 +88,25 @@ func sentinelsUnseen(w World, replicas bool) string {
 			return fmt.Sprintf("Sentinel %s does not know monitor %s", st.Addr, w.Instance.MonitorName)
 		case replicas && st.ReplicasErr != "":
 			return fmt.Sprintf("Sentinel %s did not list its replicas (%s)", st.Addr, st.ReplicasErr)
+		}
+	}
+	return ""
+}
+
+// ForeignPrimary says which Sentinel names, for the instance's monitor, a primary that is not one of the
+// instance's nodes (spec.OwnNode), or "" when none does. No step of the instance controller's may run then:
+// every one of them either targets Sentinel's primary or asks Sentinel to move it, and on a quorum shared by
+// tenants such an address is what one tenant's forged hello set (issue 25). The sentinel controller restores
+// the monitor (CheckQuorum, RestoreMonitor).
+func ForeignPrimary(w World) string {
+	if !w.Instance.Monitored() {
+		return ""
+	}
+	own := w.Instance.NodeAddrs()
+	for _, st := range w.Sentinels {
+		if st.Answered() && st.Found && !spec.OwnNode(own, st.Monitor.Host, st.Monitor.Port) {
+			return fmt.Sprintf("Sentinel %s names %s, which is not a node of this instance (a forged hello on a shared quorum?): nothing follows it",
+				st.Addr, net.JoinHostPort(st.Monitor.Host, strconv.Itoa(st.Monitor.Port)))
 		}
 	}
 	return ""

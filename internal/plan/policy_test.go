@@ -271,6 +271,14 @@ func TestCheck(t *testing.T) {
 		{"reset: the primary's pod is terminating", reset, func(w *World, _ *Memory) { withGone(w); w.Nodes[0].Terminating = true },
 			"the primary's pod vk-0-0 is terminating"},
 
+		// issue 25: a Sentinel names a primary that is not a node (a forged hello on a shared quorum)
+		{"TestSecurityForeignPrimary repoint refused", repoint, func(w *World, _ *Memory) { orphan(w); w.Sentinels[1].Monitor.Host = "attacker.tenant-a.svc" },
+			"names attacker.tenant-a.svc:6379, which is not a node of this instance"},
+		{"TestSecurityForeignPrimary hand-off refused", handoff, func(w *World, _ *Memory) { w.Sentinels[0].Monitor.Port = 7000 },
+			"names vk-0-0.vk-0.ns.svc.cluster.local:7000, which is not a node"},
+		{"TestSecurityForeignPrimary reset refused", reset, func(w *World, _ *Memory) { withGone(w); w.Sentinels[2].Monitor.Host = "10.0.0.9" },
+			"names 10.0.0.9:6379, which is not a node"},
+
 		{"a step of the other controller", Step{Kind: Remove}, nil, "not a step of the instance controller"},
 	}
 	for _, tt := range tests {

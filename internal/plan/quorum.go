@@ -2,12 +2,14 @@ package plan
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -61,6 +63,8 @@ func CheckQuorum(w QuorumWorld, s Step) string {
 		return checkRemove(w, s)
 	case DeleteSentinelPod:
 		return checkDeleteSentinelPod(w, s)
+	case RestoreMonitor:
+		return checkRestore(w, s)
 	}
 	return fmt.Sprintf("%s is not a step of the sentinel controller", s.Kind)
 }
@@ -92,6 +96,57 @@ func checkRemove(w QuorumWorld, s Step) string {
 	}
 	if !m.Healthy() {
 		return refuse(s, "Sentinel %s reports monitor %s's primary down or failing over (flags %v)", s.Pod, s.Monitor, m.Flags)
+	}
+	for _, st := range w.Sentinels {
+		if mm, ok := st.Monitors[s.Monitor]; ok && st.Reachable && mm.FailoverInProgress() {
+			return refuse(s, "Sentinel %s is failing monitor %s over", st.Pod, s.Monitor)
+		}
+	}
+	return ""
+}
+
+// checkRestore vets a SENTINEL REMOVE + MONITOR that replaces a foreign primary (issue 25): the monitor is a
+// selected, resolved instance's; its target is one of the instance's nodes and was observed this pass as
+// primary with connected replicas (never guessed from the Sentinels); the Sentinel was observed naming an
+// address that is not a node; and no Sentinel runs a failover of the monitor (Sentinel may be moving the
+// primary back to a node itself: its failover goes first).
+func checkRestore(w QuorumWorld, s Step) string {
+	if w.DescriptorsErr != "" {
+		return refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
+	}
+	var qi *QuorumInstance
+	for i := range w.Instances {
+		if w.Instances[i].Resolved() && w.Instances[i].Instance.MonitorName == s.Monitor {
+			qi = &w.Instances[i]
+		}
+	}
+	if qi == nil {
+		return refuse(s, "monitor %s belongs to no selected instance that resolved", s.Monitor)
+	}
+	own := qi.Instance.NodeAddrs()
+	host, portStr, err := net.SplitHostPort(s.Sentinel)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil || !spec.OwnNode(own, host, port) {
+		return refuse(s, "the target %s is not a node of instance %s", s.Sentinel, qi.Key())
+	}
+	if !qi.Want.PrimaryObserved || !spec.OwnNode([]string{s.Sentinel}, qi.Want.PrimaryHost, qi.Want.PrimaryPort) {
+		return refuse(s, "%s was not observed as the primary (role master with connected replicas) this pass", s.Sentinel)
+	}
+	var on *registration.SentinelState
+	for i := range w.Sentinels {
+		if w.Sentinels[i].Pod == s.Pod {
+			on = &w.Sentinels[i]
+		}
+	}
+	if on == nil || !on.Reachable {
+		return refuse(s, "Sentinel %s was not observed", s.Pod)
+	}
+	m, ok := on.Monitors[s.Monitor]
+	if !ok {
+		return refuse(s, "Sentinel %s does not list monitor %s", s.Pod, s.Monitor)
+	}
+	if spec.OwnNode(own, m.Host, m.Port) {
+		return refuse(s, "Sentinel %s names a node of the instance: nothing to restore", s.Pod)
 	}
 	for _, st := range w.Sentinels {
 		if mm, ok := st.Monitors[s.Monitor]; ok && st.Reachable && mm.FailoverInProgress() {

@@ -141,6 +141,13 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 				continue
 			}
 		}
+		if a.Kind == registration.Restore {
+			s := Step{Kind: RestoreMonitor, Pod: a.Sentinel, Monitor: a.Name, Sentinel: net.JoinHostPort(a.Host, strconv.Itoa(a.Port)), Reason: a.Reason}
+			if why := CheckQuorum(w, s); why != "" {
+				d.Refused = append(d.Refused, Refusal{Step: s, Why: why})
+				continue
+			}
+		}
 		d.Registration.Actions = append(d.Registration.Actions, a)
 	}
 	keep := map[string]bool{}

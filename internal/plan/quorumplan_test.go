@@ -177,3 +177,67 @@ func TestQuorumAcrossNamespaces(t *testing.T) {
 	assert.True(t, w.Wanted["vk"])
 	assert.NotContains(t, w.Keep, "vk", "a collision's loser keeps nothing: its Keep would hold every Sentinel roll")
 }
+
+// TestSecurityQuorumRestoresForeignPrimary: a Sentinel naming a primary that is not a node of the instance
+// (issue 25) gets SENTINEL REMOVE + MONITOR at the primary observed this pass, vetted by CheckQuorum: never at
+// a guess, never during a failover.
+func TestSecurityQuorumRestoresForeignPrimary(t *testing.T) {
+	hijack := func(w *QuorumWorld, pods ...int) {
+		for _, i := range pods {
+			m := w.Sentinels[i].Monitors["vk"]
+			m.Host, m.Port = "attacker.tenant-a.svc", 7000
+			w.Sentinels[i].Monitors["vk"] = m
+		}
+		w.Instances[0].Want.PrimaryObserved = true
+		w.Derive()
+	}
+	w := steadyQuorum()
+	hijack(&w, 0, 1, 2)
+	d := Quorum(w, time.Time{})
+	assert.Equal(t, []string{"restore:vk@q-0", "restore:vk@q-1", "restore:vk@q-2"}, kinds(d))
+	assert.Empty(t, d.Refused)
+	assert.Nil(t, d.Roll, "no Sentinel roll in a pass that restores")
+
+	restore := Step{Kind: RestoreMonitor, Pod: "q-0", Monitor: "vk", Sentinel: "vk-0-0.vk-0.ns.svc.cluster.local:6379"}
+	tests := []struct {
+		name   string
+		step   Step
+		mutate func(w *QuorumWorld)
+		want   string
+	}{
+		{"allowed", restore, nil, ""},
+		{"the target is not a node", Step{Kind: RestoreMonitor, Pod: "q-0", Monitor: "vk", Sentinel: "attacker.tenant-a.svc:7000"}, nil,
+			"is not a node of instance vk-instance"},
+		{"the target was not observed as primary", restore, func(w *QuorumWorld) { w.Instances[0].Want.PrimaryObserved = false },
+			"was not observed as the primary"},
+		{"the observed primary is another node", Step{Kind: RestoreMonitor, Pod: "q-0", Monitor: "vk", Sentinel: "vk-1-0.vk-1.ns.svc.cluster.local:6379"}, nil,
+			"was not observed as the primary"},
+		{"the Sentinel was not observed", restore, func(w *QuorumWorld) { w.Sentinels[0].Reachable = false }, "Sentinel q-0 was not observed"},
+		{"the Sentinel names a node", Step{Kind: RestoreMonitor, Pod: "q-0", Monitor: "vk", Sentinel: restore.Sentinel}, func(w *QuorumWorld) {
+			w.Sentinels[0].Monitors["vk"] = steadyQuorum().Sentinels[0].Monitors["vk"]
+		}, "nothing to restore"},
+		{"a failover runs", restore, func(w *QuorumWorld) {
+			m := w.Sentinels[2].Monitors["vk"]
+			m.Flags = []string{"master", "failover_in_progress"}
+			w.Sentinels[2].Monitors["vk"] = m
+		}, "Sentinel q-2 is failing monitor vk over"},
+		{"the descriptors could not be listed", restore, func(w *QuorumWorld) { w.DescriptorsErr = "timeout" }, "could not be listed"},
+		{"not a selected instance's monitor", Step{Kind: RestoreMonitor, Pod: "q-0", Monitor: "other", Sentinel: restore.Sentinel}, nil,
+			"belongs to no selected instance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := steadyQuorum()
+			hijack(&w, 0, 1, 2)
+			if tt.mutate != nil {
+				tt.mutate(&w)
+			}
+			got := CheckQuorum(w, tt.step)
+			if tt.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, tt.want)
+		})
+	}
+}

@@ -29,6 +29,9 @@ const (
 	Remove StepKind = "sentinel-remove"
 	// DeleteSentinelPod deletes Sentinel pod Pod (a planned Sentinel roll).
 	DeleteSentinelPod StepKind = "delete-sentinel-pod"
+	// RestoreMonitor runs SENTINEL REMOVE + MONITOR (+ SET) of Monitor on Sentinel pod Pod, at Target, because
+	// that Sentinel names a primary that is not a node of the instance (sentinel controller; issue 25).
+	RestoreMonitor StepKind = "sentinel-restore-monitor"
 )
 
 // Step is one disruptive step and what it acts on.
@@ -42,7 +45,8 @@ type Step struct {
 	// normalised) it lists that make the reset necessary.
 	Sentinel string
 	For      []string
-	// Pod is the Sentinel pod (Remove, DeleteSentinelPod); Monitor the monitor (Remove).
+	// Pod is the Sentinel pod (Remove, DeleteSentinelPod, RestoreMonitor); Monitor the monitor (Remove,
+	// RestoreMonitor). RestoreMonitor's target primary is "host:port" in Sentinel.
 	Pod     string
 	Monitor string
 	Reason  string
@@ -65,6 +69,8 @@ func (s Step) String() string {
 		return fmt.Sprintf("SENTINEL REMOVE %s on %s (%s)", s.Monitor, s.Pod, s.Reason)
 	case DeleteSentinelPod:
 		return fmt.Sprintf("replace Sentinel %s (%s)", s.Pod, s.Reason)
+	case RestoreMonitor:
+		return fmt.Sprintf("restore monitor %s on %s at %s (%s)", s.Monitor, s.Pod, s.Sentinel, s.Reason)
 	}
 	return string(s.Kind)
 }

@@ -211,7 +211,7 @@ func run(ctx context.Context, cfg Config) Outcome {
 		}
 		return waitReplica(ctx, cfg, si, sentOpts, self)
 	}
-	hc := handoff.Config{Primary: self, NodeOptions: nodeOpts, ReplicaOptions: probeOpts, PauseBudget: cfg.PauseBudget,
+	hc := handoff.Config{Primary: self, NodeOptions: nodeOpts, ReplicaOptions: probeOpts, Nodes: in.NodeAddrs(), PauseBudget: cfg.PauseBudget,
 		CatchUpTimeout: cfg.CatchUpTimeout, FailoverWait: cfg.FailoverWait, Log: cfg.Log}
 	if !in.Monitored() {
 		target, ok := bestReplica(repl)

@@ -8,6 +8,7 @@ package registration
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 
@@ -23,10 +24,14 @@ type Wanted struct {
 	Quorum int
 	// AuthUser and AuthPass are the _sentinel credentials; AuthHash fingerprints them.
 	AuthUser, AuthPass, AuthHash string
-	// PrimaryHost/Port is where to register: the address most of our Sentinels already name, else the data
-	// node that reports role primary. Empty means "not known yet".
+	// PrimaryHost/Port is where to register: the node most of our Sentinels already name, else the data
+	// node that reports role primary with the most connected replicas; always a node of the instance
+	// (spec.OwnNode). Empty means "not known yet".
 	PrimaryHost string
 	PrimaryPort int
+	// PrimaryObserved is true when PrimaryHost/Port reported role master itself this pass, with connected
+	// replicas (or as the instance's only node): what a Restore needs (never a guess from Sentinel).
+	PrimaryObserved bool
 }
 
 // SentinelState is one Sentinel pod as observed.
@@ -63,6 +68,9 @@ const (
 	Monitor ActionKind = "monitor" // SENTINEL MONITOR name host port quorum, then SET of Pairs
 	Set     ActionKind = "set"     // SENTINEL SET name Pairs...
 	Remove  ActionKind = "remove"  // SENTINEL REMOVE name
+	// Restore is SENTINEL REMOVE name, MONITOR name host port quorum and SET of Pairs on a Sentinel that names,
+	// in From, a primary that is not a node of the instance (issue 25: a forged hello on a shared quorum).
+	Restore ActionKind = "restore"
 )
 
 // Action is one command (or MONITOR+SET) on one Sentinel.
@@ -76,7 +84,9 @@ type Action struct {
 	Quorum   int
 	Pairs    [][2]string
 	AuthHash string
-	Reason   string
+	// From is the foreign primary ("host:port") a Restore replaces.
+	From   string
+	Reason string
 }
 
 // Plan is the output of Build.
@@ -145,6 +155,20 @@ func Build(o Observation) Plan {
 					Reason: "monitor missing on this Sentinel"})
 				continue
 			}
+			if !spec.OwnNode(w.Instance.NodeAddrs(), m.Host, m.Port) {
+				from := net.JoinHostPort(m.Host, strconv.Itoa(m.Port))
+				if !w.PrimaryObserved || w.PrimaryHost == "" {
+					p.Held[name] = fmt.Sprintf("%s names %s, which is not a node of the instance, and no node was observed as "+
+						"primary with connected replicas: not restored (the real primary is never guessed)", s.Pod, from)
+					continue
+				}
+				all := append([][2]string{{"auth-user", w.AuthUser}, {"auth-pass", w.AuthPass}}, pairs...)
+				p.Actions = append(p.Actions, Action{Kind: Restore, Sentinel: s.Pod, Addr: s.Addr, Name: name,
+					Host: w.PrimaryHost, Port: w.PrimaryPort, Quorum: w.Quorum, Pairs: all, AuthHash: w.AuthHash, From: from,
+					Reason: fmt.Sprintf("names %s, which is not a node of the instance; the observed primary is %s",
+						from, net.JoinHostPort(w.PrimaryHost, strconv.Itoa(w.PrimaryPort)))})
+				continue
+			}
 			var diff [][2]string
 			if m.Quorum != w.Quorum {
 				diff = append(diff, [2]string{"quorum", strconv.Itoa(w.Quorum)})
@@ -201,13 +225,30 @@ func Build(o Observation) Plan {
 }
 
 // AgreedPrimary returns the address most of the reachable Sentinels name for a monitor (internal/vote: hosts
-// normalised, ties broken by address), and false when none knows it.
-func AgreedPrimary(sentinels []SentinelState, name string) (host string, port int, ok bool) {
+// normalised, ties broken by address), and false when none knows it, or when any of them names a primary
+// that is not one of nodes (spec.OwnNode; issue 25): then the Sentinels' view is not a source of truth, and
+// the caller observes the nodes instead.
+func AgreedPrimary(sentinels []SentinelState, name string, nodes []string) (host string, port int, ok bool) {
 	claims := make([]vote.Claim, len(sentinels))
 	for i, s := range sentinels {
 		m, has := s.Monitors[name]
+		if s.Reachable && has && !spec.OwnNode(nodes, m.Host, m.Port) {
+			return "", 0, false
+		}
 		claims[i] = vote.Claim{Answered: s.Reachable, Found: has, Host: m.Host, Port: m.Port}
 	}
 	t := vote.Count(claims)
 	return t.Host, t.Port, t.Leader()
+}
+
+// ForeignPrimaries returns, per Sentinel pod, the foreign primary ("host:port") it names for monitor name:
+// one that is not one of nodes (spec.OwnNode; issue 25).
+func ForeignPrimaries(sentinels []SentinelState, name string, nodes []string) map[string]string {
+	out := map[string]string{}
+	for _, s := range sentinels {
+		if m, has := s.Monitors[name]; s.Reachable && has && !spec.OwnNode(nodes, m.Host, m.Port) {
+			out[s.Pod] = net.JoinHostPort(m.Host, strconv.Itoa(m.Port))
+		}
+	}
+	return out
 }

@@ -10,8 +10,9 @@ import (
 )
 
 func wanted(name string) Wanted {
-	return Wanted{Instance: spec.Instance{MonitorName: name, SentinelConfig: map[string]string{
-		"down-after-milliseconds": "5000", "auth-pass": "smuggled"}},
+	return Wanted{Instance: spec.Instance{MonitorName: name, Port: 6379, SentinelConfig: map[string]string{
+		"down-after-milliseconds": "5000", "auth-pass": "smuggled"},
+		Nodes: []spec.Node{{Index: 0, Host: name + "-0-0.x"}, {Index: 1, Host: name + "-1-0.x"}}},
 		Quorum: 2, AuthUser: "_sentinel", AuthPass: "pw", AuthHash: "h1", PrimaryHost: name + "-0-0.x", PrimaryPort: 6379}
 }
 
@@ -120,9 +121,43 @@ func TestAgreedPrimary(t *testing.T) {
 	m1 := mon("a", 2, "5000")
 	m2 := m1
 	m2.Host = "a-1-0.x"
-	h, _, ok := AgreedPrimary([]SentinelState{sentinel("s-0", nil, m2), sentinel("s-1", nil, m1), sentinel("s-2", nil, m2)}, "a")
+	nodes := wanted("a").Instance.NodeAddrs()
+	h, _, ok := AgreedPrimary([]SentinelState{sentinel("s-0", nil, m2), sentinel("s-1", nil, m1), sentinel("s-2", nil, m2)}, "a", nodes)
 	assert.True(t, ok)
 	assert.Equal(t, "a-1-0.x", h)
-	_, _, ok = AgreedPrimary([]SentinelState{sentinel("s-0", nil)}, "a")
+	_, _, ok = AgreedPrimary([]SentinelState{sentinel("s-0", nil)}, "a", nodes)
 	assert.False(t, ok)
+	// issue 25: one Sentinel naming a foreign primary makes the Sentinels' view no source of truth, even a
+	// majority's (the quorum controller re-registered a hijacked address on a Sentinel that lost the monitor)
+	evil := m1
+	evil.Host = "attacker.tenant-a.svc"
+	_, _, ok = AgreedPrimary([]SentinelState{sentinel("s-0", nil, evil), sentinel("s-1", nil, evil), sentinel("s-2", nil)}, "a", nodes)
+	assert.False(t, ok, "a hijacked address is never agreed")
+	_, _, ok = AgreedPrimary([]SentinelState{sentinel("s-0", nil, evil), sentinel("s-1", nil, m1), sentinel("s-2", nil, m1)}, "a", nodes)
+	assert.False(t, ok)
+	assert.Equal(t, map[string]string{"s-0": "attacker.tenant-a.svc:6379"},
+		ForeignPrimaries([]SentinelState{sentinel("s-0", nil, evil), sentinel("s-1", nil, m1)}, "a", nodes))
+}
+
+// TestSecurityForeignPrimaryRestored: a Sentinel that names a primary that is not a node of the instance
+// gets a Restore at the observed primary, never a SET over the foreign address; without an observed primary
+// it is held, never guessed (issue 25).
+func TestSecurityForeignPrimaryRestored(t *testing.T) {
+	applied := map[string]string{"a": "h1"}
+	evil := mon("a", 2, "5000")
+	evil.Host, evil.Port = "attacker.tenant-a.svc", 7000
+	w := wanted("a")
+	w.PrimaryObserved = true
+	p := Build(Observation{Wanted: []Wanted{w}, Sentinels: []SentinelState{
+		sentinel("s-0", applied, evil), sentinel("s-1", applied, mon("a", 2, "5000")), sentinel("s-2", nil)}})
+	assert.Equal(t, []string{"restore a@s-0", "monitor a@s-2"}, summary(p))
+	r := p.Actions[0]
+	assert.Equal(t, "a-0-0.x", r.Host)
+	assert.Equal(t, "attacker.tenant-a.svc:7000", r.From)
+	assert.Equal(t, [2]string{"auth-user", "_sentinel"}, r.Pairs[0], "the restore sets the credentials again")
+
+	w.PrimaryObserved = false
+	p = Build(Observation{Wanted: []Wanted{w}, Sentinels: []SentinelState{sentinel("s-0", applied, evil)}})
+	assert.Empty(t, p.Actions)
+	assert.Contains(t, p.Held["a"], "never guessed")
 }

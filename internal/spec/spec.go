@@ -210,6 +210,34 @@ func (in Instance) NodeByAddr(host string, port int) (Node, bool) {
 	return Node{}, false
 }
 
+// NodeAddrs returns "host:port" of every node, in index order (what OwnNode takes).
+func (in Instance) NodeAddrs() []string {
+	out := make([]string, 0, len(in.Nodes))
+	for _, n := range in.Nodes {
+		out = append(out, in.Addr(n))
+	}
+	return out
+}
+
+// OwnNode reports whether host:port is one of addrs, the "host:port" of an instance's own nodes (NodeAddrs;
+// hosts compared as NormalizeHost does). It is the check every component makes before it follows, registers,
+// repeats or sends a credential to a primary that Sentinel names: on a quorum shared by tenants, one tenant's
+// forged hello moves any monitor of the quorum to any address (issue 25), so an address Sentinel names is
+// only a hint until it is one of the instance's own nodes. An empty addrs owns nothing.
+func OwnNode(addrs []string, host string, port int) bool {
+	h := NormalizeHost(host)
+	for _, a := range addrs {
+		ah, ap, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if NormalizeHost(ah) == h && ap == strconv.Itoa(port) {
+			return true
+		}
+	}
+	return false
+}
+
 // PortOf returns the node's port.
 func (in Instance) PortOf(n Node) int {
 	if n.Port != 0 {

@@ -10,7 +10,9 @@ package topology
 
 import (
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
@@ -122,6 +124,11 @@ type Plan struct {
 	// HandingOff is the primary whose pod is terminating (NodeState.Terminating): its preStop hook hands the
 	// role off, so no repair runs and no planned handoff starts until it is gone or demoted.
 	HandingOff *spec.Node
+	// Foreign is the "host:port" the Sentinels name as primary when it is not a node of the instance (issue
+	// 25: a forged hello on a shared quorum); "" otherwise. Then nothing follows it: no repair runs, and the
+	// labels follow the nodes' own view (the node that reports role master with the most replicas) until the
+	// sentinel controller has restored the monitor.
+	Foreign string
 }
 
 // PromoteAfter is how long an unmonitored instance must have no primary before the controller promotes
@@ -146,7 +153,14 @@ func Build(o Observation) Plan {
 			st := byIndex[n.Index]
 			p.PrimaryConfirmed = st.Reachable && st.Repl.Role == valkey.RolePrimary
 		} else {
-			p.Held = fmt.Sprintf("Sentinel names %s:%d, which is not a node of this instance", o.Sentinel.PrimaryHost, o.Sentinel.PrimaryPort)
+			p.Foreign = net.JoinHostPort(o.Sentinel.PrimaryHost, strconv.Itoa(o.Sentinel.PrimaryPort))
+			p.Held = fmt.Sprintf("Sentinel names %s, which is not a node of this instance: nothing follows it (no repair; "+
+				"labels from the nodes' own view) until the sentinel controller restores the monitor", p.Foreign)
+			if best, ok := bestClaimedPrimary(o.Nodes); ok && len(best.Repl.Replicas) > 0 {
+				n := best.Node
+				p.Primary = &n
+				p.PrimaryConfirmed = true
+			}
 		}
 	} else if best, ok := bestClaimedPrimary(o.Nodes); ok {
 		n := best.Node
@@ -156,6 +170,8 @@ func Build(o Observation) Plan {
 
 	// 2. at most one disruptive repair
 	switch {
+	case p.Foreign != "":
+		// held above: no step may depend on an address that is not ours
 	case frozen && o.Sentinel.Disagree && !o.Sentinel.FailoverInProgress && !o.Sentinel.PrimaryDown:
 		p.Held = "the Sentinels name different primaries (a failover's result is reaching them): no topology change"
 	case frozen:
@@ -187,6 +203,8 @@ func Build(o Observation) Plan {
 			// a terminating primary stops taking writes within its grace period: the label leaves it at once
 		case p.Primary != nil && p.PrimaryConfirmed && n.Node.Index == p.Primary.Index:
 			want = contract.RolePrimary
+		case n.Reachable && n.Repl.Role == valkey.RoleReplica && p.Foreign != "" && !spec.OwnNode(in.NodeAddrs(), n.Repl.PrimaryHost, n.Repl.PrimaryPort):
+			// follows an address that is not ours (issue 25): no Service of the instance routes to it
 		case n.Reachable && n.Repl.Role == valkey.RoleReplica:
 			want = contract.RoleReplica
 		}

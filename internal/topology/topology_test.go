@@ -196,3 +196,31 @@ func TestBuildPrimaryHandingOff(t *testing.T) {
 		})
 	}
 }
+
+// TestSecurityForeignPrimaryIsNeverFollowed: the Sentinels name an address that is not a node (issue 25: a
+// forged hello on a shared quorum). No repair runs (an orphan primary is not repointed), the primary label
+// stays on the node that reports master with connected replicas, and a node that already follows the
+// foreign address is no replica of the instance. Before the fix the primary label was removed from the real
+// primary (its Service lost its endpoint).
+func TestSecurityForeignPrimaryIsNeverFollowed(t *testing.T) {
+	sv := SentinelView{Monitored: true, Asked: 3, Answered: 3, Known: true, PrimaryHost: "attacker.tenant-a.svc", PrimaryPort: 6379}
+	p := Build(Observation{Instance: inst, Sentinel: sv, Nodes: []NodeState{
+		primary(0, contract.RolePrimary, 1), replica(1, contract.RoleReplica, 0, 90), primary(2, "", 0)}})
+	assert.Equal(t, "attacker.tenant-a.svc:6379", p.Foreign)
+	assert.Contains(t, p.Held, "not a node of this instance")
+	assert.NotNil(t, p.Primary)
+	assert.Equal(t, 0, p.Primary.Index)
+	assert.Empty(t, kinds(p), "no repair, no label change")
+
+	// a replica that already follows the foreign address loses its replica label
+	hijacked := replica(1, contract.RoleReplica, 0, 90)
+	hijacked.Repl.PrimaryHost = "attacker.tenant-a.svc"
+	p = Build(Observation{Instance: inst, Sentinel: sv, Nodes: []NodeState{primary(0, contract.RolePrimary, 1), hijacked, replica(2, contract.RoleReplica, 0, 90)}})
+	assert.Equal(t, []string{"label:vk-1-0="}, kinds(p))
+
+	// without a primary that has connected replicas, no node is labelled primary and nothing is repaired
+	p = Build(Observation{Instance: inst, Sentinel: sv, Nodes: []NodeState{
+		primary(0, contract.RolePrimary, 0), down(1, ""), down(2, "")}})
+	assert.Nil(t, p.Primary)
+	assert.Equal(t, []string{"label:vk-0-0="}, kinds(p))
+}

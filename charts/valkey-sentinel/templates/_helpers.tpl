@@ -487,7 +487,7 @@ controller.serviceMonitor.enabled controller.serviceMonitor.interval controller.
 podLabels podAnnotations affinity topologySpreadConstraints tolerations nodeSelector priorityClassName
 terminationGracePeriodSeconds preStop.enabled preStop.timeoutSeconds extraEnvVars initContainers sidecars
 extraVolumes extraVolumeMounts serviceAccount.create serviceAccount.name serviceAccount.annotations
-namespaces namespaceSelector instanceController.enabled instanceController.replicas instanceController.workers
+namespaces namespaceSelector sharedTrustDomain instanceController.enabled instanceController.replicas instanceController.workers
 instanceController.resources.cpu instanceController.resources.memory instanceController.resources.requests.cpu
 instanceController.resources.requests.memory instanceController.serviceMonitor.enabled
 instanceController.serviceMonitor.interval instanceController.serviceMonitor.labels
@@ -506,6 +506,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validateImage" . -}}
 {{- include "vs.validateResources" . -}}
 {{- include "vs.validateSelectors" . -}}
+{{- include "vs.validateTrustDomain" . -}}
 {{- include "vs.validateConfig" . -}}
 {{- include "vs.validateServiceAccount" . -}}
 {{- include "vs.validateCommon" . -}}
@@ -698,6 +699,24 @@ directive list checks config: engineVersion, else the leading major.minor of the
 {{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
 {{- $mult := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 -}}
 {{- printf "%.0f" (mulf (float64 $num) (get $mult (trimPrefix $num $q))) -}}
+{{- end -}}
+
+{{/*
+A quorum that selects instances of other namespaces is one trust domain for all of them (issue 25): Sentinel
+takes a hello about any monitor from any monitored node, so whoever holds a system password of one tenant (its
+namespace admin) can move every other tenant's monitor to a server of theirs, and any tenant's `_instance` may
+SENTINEL FAILOVER every monitor (Sentinel ACLs cannot bind a subcommand to a monitor name). The controllers
+restore a foreign primary within seconds, but the Sentinels have already sent it the victim's `_sentinel`
+password. A platform team must accept that in writing: sharedTrustDomain: accept.
+*/}}
+{{- define "vs.validateTrustDomain" -}}
+{{- $td := .Values.sharedTrustDomain | default "" | toString -}}
+{{- if not (has $td (list "" "accept")) -}}
+{{- fail (printf "sharedTrustDomain: %q is not a value; leave it empty (the default: one namespace, one trust domain) or set accept" $td) -}}
+{{- end -}}
+{{- if and (eq (include "vs.crossNamespace" .) "true") (ne $td "accept") -}}
+{{- fail (printf "namespaces: a quorum serving namespaces other than %s (namespaces, namespaceSelector) is ONE trust domain: a namespace admin of any of them can move every other tenant's monitor with one forged Sentinel hello (docs/fleet.md). Install one quorum per tenant namespace, or, when one team runs every selected namespace, set sharedTrustDomain: accept" .Release.Namespace) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "vs.validateSelectors" -}}
