@@ -211,6 +211,51 @@ func TestDNSConfigShortResolverTimeout(t *testing.T) {
 	assert.Equal(t, []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr("2")}}, custom.Spec.Template.Spec.DNSConfig.Options, "a list replaces the default")
 }
 
+// TestDNSCacheInEveryPod (RELIABILITY.md, Found 3): with the cluster DNS Service known (dnsCache.upstream, or
+// the install-time lookup of kube-system/kube-dns that `helm template` cannot do), data and Sentinel pods get the
+// dns-cache container on 127.0.0.1:53 and resolve through it first, the upstream second (what an init container
+// uses before the cache runs), with ClusterFirst's search list and ndots, the dnsConfig options after them, and
+// the one sysctl that lets a non-root user bind port 53. dnsCache.enabled false, or no upstream, leave dnsConfig
+// as given and no cache.
+func TestDNSCacheInEveryPod(t *testing.T) {
+	const up = "dnsCache: {upstream: 10.96.0.10}\n"
+	wantDNS := &corev1.PodDNSConfig{
+		Nameservers: []string{"127.0.0.1", "10.96.0.10"},
+		Searches:    []string{"ns1.svc.cluster.local", "svc.cluster.local", "cluster.local"},
+		Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr("5")}, {Name: "timeout", Value: ptr("1")},
+			{Name: "attempts", Value: ptr("2")}},
+	}
+	specs := map[string]*corev1.PodSpec{"sentinel": &sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", up))).Spec.Template.Spec}
+	for _, s := range decode(t, mustRender(t, "valkey", up)).statefulSets() {
+		specs[s.Name] = &s.Spec.Template.Spec
+	}
+	for name, spec := range specs {
+		assert.Equal(t, corev1.DNSNone, spec.DNSPolicy, name)
+		assert.Equal(t, wantDNS, spec.DNSConfig, name)
+		assert.Equal(t, []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "53"}}, spec.SecurityContext.Sysctls, name)
+		c := container(t, spec, "dns-cache")
+		assert.Equal(t, []string{"/valkey-sentinel-ctl", "dns-cache", "--listen=127.0.0.1:53", "--upstream=10.96.0.10"}, c.Command, name)
+		assert.Empty(t, c.Ports, "%s: the cache listens on loopback only", name)
+	}
+	// a user's own entries come after the cache's
+	custom := decode(t, mustRender(t, "valkey", up+"dnsConfig: {nameservers: [10.0.0.53], searches: [corp.example], options: [{name: timeout, value: \"1\"}]}\n")).statefulSets()[0]
+	assert.Equal(t, []string{"127.0.0.1", "10.96.0.10", "10.0.0.53"}, custom.Spec.Template.Spec.DNSConfig.Nameservers)
+	assert.Equal(t, "corp.example", custom.Spec.Template.Spec.DNSConfig.Searches[3])
+	// off, or no upstream (helm template cannot look the Service up): dnsConfig as given, no cache, no sysctl
+	for _, values := range []string{"", up + "dnsCache: {enabled: false}\n"} {
+		for _, s := range decode(t, mustRender(t, "valkey", values)).statefulSets() {
+			assert.Empty(t, s.Spec.Template.Spec.DNSPolicy, s.Name)
+			assert.Empty(t, s.Spec.Template.Spec.SecurityContext.Sysctls, s.Name)
+			for _, c := range s.Spec.Template.Spec.Containers {
+				assert.NotEqual(t, "dns-cache", c.Name, s.Name)
+			}
+		}
+		sp := sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", values))).Spec.Template.Spec
+		assert.Empty(t, sp.DNSPolicy)
+		assert.Len(t, sp.Containers, 1, "sentinel containers")
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // TestReadinessWaitsForTheFirstSync runs the rendered readiness probe against real servers: a replica

@@ -58,9 +58,9 @@ silent and answers SERVFAIL after --deadline when nothing is cached. See interna
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:53", "address served over UDP and TCP")
 	f.StringVar(&o.Upstream, "upstream", "", "the cluster DNS Service: IP or IP:port (required)")
-	f.DurationVar(&o.TryEvery, "try-every", 200*time.Millisecond, "ask the upstream again on a new socket after this long without a reply")
-	f.DurationVar(&o.StaleAfter, "stale-after", 500*time.Millisecond, "serve an expired cached answer when the upstream has not answered after this long")
-	f.DurationVar(&o.Deadline, "deadline", 2*time.Second, "SERVFAIL after this long when nothing is cached")
+	f.DurationVar(&o.TryEvery, "try-every", 150*time.Millisecond, "ask the upstream again on a new socket after this long without a reply")
+	f.DurationVar(&o.StaleAfter, "stale-after", 400*time.Millisecond, "serve an expired cached answer when the upstream has not answered after this long")
+	f.DurationVar(&o.Deadline, "deadline", 900*time.Millisecond, "SERVFAIL after this long when nothing is cached")
 	f.DurationVar(&o.MaxTTL, "max-ttl", 30*time.Second, "cache answers at most this long")
 	f.DurationVar(&o.MaxStale, "max-stale", 10*time.Minute, "serve an expired answer at most this long after its expiry")
 	return cmd

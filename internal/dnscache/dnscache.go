@@ -34,13 +34,14 @@ type Config struct {
 	// Upstream is the DNS server asked (host:port), the cluster DNS Service.
 	Upstream string
 	// TryEvery is how long one upstream question waits before another is sent on a new socket (both stay
-	// open: the first answer wins). Default 200 ms.
+	// open: the first answer wins). Default 150 ms.
 	TryEvery time.Duration
 	// StaleAfter is how long a question whose cached answer expired waits for the upstream before that
-	// expired answer is served. Default 500 ms.
+	// expired answer is served. Default 400 ms.
 	StaleAfter time.Duration
 	// Deadline bounds the upstream questions of one lookup (SERVFAIL after it when nothing is cached).
-	// Default 2 s.
+	// Default 900 ms: below the pod resolver's 1 s timeout, so that a SERVFAIL sends it on to its second
+	// nameserver (the upstream itself) at once.
 	Deadline time.Duration
 	// MaxTTL caps how long an answer is cached (a pod's record changes when the pod is replaced).
 	// Default 30 s. Negative answers (NXDOMAIN, NODATA) are cached for the SOA's TTL, at most MaxTTL.
@@ -65,9 +66,9 @@ func (c *Config) Validate() error {
 			*d = v
 		}
 	}
-	def(&c.TryEvery, 200*time.Millisecond)
-	def(&c.StaleAfter, 500*time.Millisecond)
-	def(&c.Deadline, 2*time.Second)
+	def(&c.TryEvery, 150*time.Millisecond)
+	def(&c.StaleAfter, 400*time.Millisecond)
+	def(&c.Deadline, 900*time.Millisecond)
 	def(&c.MaxTTL, 30*time.Second)
 	def(&c.MaxStale, 10*time.Minute)
 	if c.StaleAfter > c.Deadline {
