@@ -200,7 +200,7 @@ valkeySelector:
 }
 
 // leanDNSCache is the dns-cache container's share in the lean e2e resources.
-const leanDNSCache = "dnsCache: {resources: {cpu: 20m, memory: 32Mi}}\n"
+const leanDNSCache = "dnsCache: {resources: {cpu: 50m, memory: 32Mi}}\n" // a throttled cache answers late
 
 // dnsCacheValues turns the charts' DNS cache off in both charts when E2E_DNS_CACHE=off (to measure what a dead
 // CoreDNS replica does without it, RELIABILITY.md "Found" 3).

@@ -34,10 +34,12 @@ type Config struct {
 	// Upstream is the DNS server asked (host:port), the cluster DNS Service.
 	Upstream string
 	// TryEvery is how long one upstream question waits before another is sent on a new socket (both stay
-	// open: the first answer wins). Default 150 ms.
+	// open: the first answer wins). Default 100 ms.
 	TryEvery time.Duration
 	// StaleAfter is how long a question whose cached answer expired waits for the upstream before that
-	// expired answer is served. Default 400 ms.
+	// expired answer is served. Default 50 ms: a healthy cluster DNS answers within a few milliseconds, and
+	// Sentinel makes several lookups in one pass of its timer, which must stay under 2 s (TILT): at 400 ms
+	// four lookups in one pass put a Sentinel into TILT mode on the local cluster.
 	StaleAfter time.Duration
 	// Deadline bounds the upstream questions of one lookup (SERVFAIL after it when nothing is cached).
 	// Default 900 ms: below the pod resolver's 1 s timeout, so that a SERVFAIL sends it on to its second
@@ -66,8 +68,8 @@ func (c *Config) Validate() error {
 			*d = v
 		}
 	}
-	def(&c.TryEvery, 150*time.Millisecond)
-	def(&c.StaleAfter, 400*time.Millisecond)
+	def(&c.TryEvery, 100*time.Millisecond)
+	def(&c.StaleAfter, 50*time.Millisecond)
 	def(&c.Deadline, 900*time.Millisecond)
 	def(&c.MaxTTL, 30*time.Second)
 	def(&c.MaxStale, 10*time.Minute)
