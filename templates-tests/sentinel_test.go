@@ -454,5 +454,5 @@ func TestNetworkPoliciesAdmitEachOther(t *testing.T) {
 	for _, want := range []string{`"cidr":"10.0.0.0/8"`, `"port":53`, `"port":26379`} {
 		assert.Contains(t, string(b), want)
 	}
-	assert.Len(t, decode(t, mustRender(t, "valkey-sentinel", "")).ofKind("NetworkPolicy"), 1, "on by default (issue 19)")
+	assert.Len(t, decode(t, mustRender(t, "valkey-sentinel", "")).ofKind("NetworkPolicy"), 2, "on by default (issue 19): the Sentinels' and the controller's (issue 25)")
 }

@@ -332,9 +332,10 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 	}
 	// every customer line starts from a clean slate, with the preset rules
 	restricted := regexp.QuoteMeta(" " + acl.RestrictedKeyRules)
+	nofn := regexp.QuoteMeta(" " + acl.NoFunctionRules)
 	assert.Regexp(t, `^user analytics on resetpass #[0-9a-f]{64} resetkeys ~events:\* resetchannels nocommands -@all \+@read \+@connection -@admin \+info \+role`+restricted+`$`, lines["analytics"])
-	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role`+restricted+`$`, lines["writer"])
-	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -@admin \+role`+restricted+`$`, lines["app"])
+	assert.Regexp(t, `^user writer on resetpass #[0-9a-f]{64} resetkeys ~w:\* ~shared:\* resetchannels nocommands -@all \+@read \+@write \+@connection \+@transaction \+@pubsub -@admin -@dangerous \+info \+role`+nofn+restricted+`$`, lines["writer"])
+	assert.Regexp(t, `^user app on resetpass #[0-9a-f]{64} resetkeys ~app:\* resetchannels &app\.\* nocommands \+@all -@admin \+role -restore -restore-asking`+nofn+restricted+`$`, lines["app"])
 
 	// users.json re-renders users.acl exactly
 	users := aclJSON(t, objs)
@@ -636,11 +637,12 @@ func TestRBACVerbsExact(t *testing.T) {
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{sentinelRel + "-0", sentinelRel + "-1", sentinelRel + "-2"}, Verbs: []string{"delete"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{sentinelRel + "-auth-admin"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{sentinelRel + "-controller"}, Verbs: []string{"get", "update"}},
 	}, srole.Rules, "the sentinel controller reads only its own Sentinel user's password; it creates and changes no Secret")
 	cred := sobjs.get(t, "Role", sentinelRel+"-credentials").(*rbacv1.Role)
 	assert.Equal(t, []rbacv1.PolicyRule{
@@ -1039,10 +1041,12 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 	users := []struct {
 		access         string
 		keys, channels []string
+		functions      bool
 	}{
-		{"full", []string{"app:*"}, []string{"app.*"}}, {"full", []string{"*"}, nil}, {"full", nil, nil},
-		{"readonly", []string{"events:*"}, nil}, {"readonly", []string{"*"}, []string{"news"}},
-		{"readwrite", []string{"w:*", "shared:*"}, []string{"w.*", "x"}}, {"readwrite", []string{"*"}, nil},
+		{"full", []string{"app:*"}, []string{"app.*"}, false}, {"full", []string{"*"}, nil, false}, {"full", nil, nil, false},
+		{"full", []string{"lib:*"}, nil, true}, {"full", []string{"*"}, nil, true},
+		{"readonly", []string{"events:*"}, nil, false}, {"readonly", []string{"*"}, []string{"news"}, false},
+		{"readwrite", []string{"w:*", "shared:*"}, []string{"w.*", "x"}, false}, {"readwrite", []string{"*"}, nil, false},
 	}
 	var values strings.Builder
 	values.WriteString("users:\n")
@@ -1055,14 +1059,14 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 		if u.channels == nil {
 			c = []byte("[]")
 		}
-		fmt.Fprintf(&values, "  - {name: u%d, access: %s, keys: %s, channels: %s}\n", i, u.access, k, c)
+		fmt.Fprintf(&values, "  - {name: u%d, access: %s, keys: %s, channels: %s, functions: %v}\n", i, u.access, k, c, u.functions)
 	}
 	byName := map[string]aclUser{}
 	for _, u := range aclJSON(t, installedValkey(t, values.String())) {
 		byName[u.Name] = u
 	}
 	for i, u := range users {
-		want, err := acl.CustomerRules(u.access, u.keys, u.channels)
+		want, err := acl.CustomerRules(u.access, u.keys, u.channels, u.functions)
 		require.NoError(t, err)
 		assert.Equal(t, want, byName[fmt.Sprintf("u%d", i)].Rules, "%s keys %v channels %v", u.access, u.keys, u.channels)
 	}

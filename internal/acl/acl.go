@@ -41,6 +41,7 @@ var PreStopUser = SystemUser{Name: PreStop, Perms: []Permission{
 	{"+client|unpause", "lifts that pause"},
 	{"+replicaof", "demotes its own server to a replica of the promoted one"},
 	{"+failover", "unmonitored instances: FAILOVER TO a replica"},
+	{"+client|kill", "closes the application connections of its demoted server (CLIENT KILL USER ... TYPE normal)"},
 }}
 
 // FirstSync is the node-local user of a replica's first-sync guard (FirstSyncUser).
@@ -167,6 +168,12 @@ func IsReserved(name string) bool {
 	return ok
 }
 
+// IsSystemConnection reports whether a connection authenticated as user belongs to the project's own
+// components: every system user's name starts with '_' (_operator, _replication, _sentinel, _probe,
+// _exporter, _prestop, _firstsync), a prefix the chart's user-name pattern refuses to customers. "default"
+// is not one: it is the customer's (or an unauthenticated connection's) user.
+func IsSystemConnection(user string) bool { return strings.HasPrefix(user, "_") }
+
 // HashPassword returns the hex SHA-256 of a password, the form ACL rules take after '#'.
 func HashPassword(password string) string {
 	sum := sha256.Sum256([]byte(password))
@@ -231,14 +238,32 @@ var Presets = map[string]string{
 	"readonly": "-@all +@read +@connection -@admin +info +role",
 	// reads and writes, transactions and pub/sub; nothing administrative or dangerous (FLUSHALL, KEYS, ...);
 	// ROLE as for readonly
-	"readwrite": "-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role",
+	// FUNCTION: see NoFunctionRules (FUNCTION LOAD is @write)
+	"readwrite": "-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role " + NoFunctionRules,
 	// everything but @admin (issue 19): no ACL reads or writes, CONFIG (GET would read masterauth, the
 	// replication password; RESETSTAT resets what the exporter reads), CLIENT KILL/PAUSE/LIST/UNBLOCK (the
 	// probe's and the controller's connections), replication and failover commands, SHUTDOWN, DEBUG, MODULE,
 	// MONITOR, SAVE/BGSAVE, SLOWLOG, LATENCY; ROLE as for readonly. Scripting stays (queues, rate limiters and
 	// locks need EVAL): a script that never ends is handled by the liveness probe (README, Security model).
-	"full": "+@all -@admin +role",
+	// FCALL stays, the library commands do not (NoFunctionRules). No RESTORE (issue 25): a DUMP payload is
+	// LZF-compressed, so 3.4 MB (under proto-max-bulk-len) inflated to a 300 MB value in one command, past the
+	// starter plan's limit, on 9.1, 8.0 and 7.0; and a corrupt one crashed 8.0 and 7.0 without
+	// sanitize-dump-payload. DUMP stays.
+	"full": "+@all -@admin +role -restore -restore-asking " + NoFunctionRules,
 }
+
+// NoFunctionRules are subtracted from every preset (issue 25): function libraries are server-wide and FCALL
+// runs a library's code with the caller's key rights, so a user who may FUNCTION LOAD REPLACE (or DELETE,
+// FLUSH, RESTORE) any library runs code of its choosing as every user who FCALLs it, and one who may FUNCTION
+// LIST WITHCODE or DUMP reads everyone's code. ACL rules cannot bind a library to a user or forbid REPLACE
+// alone, so only a user granted FunctionRules (the chart's `users[].functions: true`) may manage libraries.
+// FUNCTION STATS, KILL and HELP, and FCALL/FCALL_RO, stay with the preset.
+const NoFunctionRules = "-function|load -function|delete -function|flush -function|restore -function|dump -function|list"
+
+// FunctionRules are added, after every other rule, to a `full` customer whose users[].functions is true: every
+// FUNCTION subcommand. It is a trust grant: that user may replace any library, and so runs code with the key
+// rights of every user who FCALLs one.
+const FunctionRules = "+function"
 
 // RestrictedKeyRules are subtracted from a customer whose key patterns are not exactly ["*"]: commands that
 // list, pick or drop keys regardless of the patterns (KEYS, RANDOMKEY, FLUSHALL, FLUSHDB, SWAPDB) and that
@@ -264,14 +289,14 @@ func ChannelPatternReachesSentinel(pattern string) bool {
 	return strings.HasPrefix(lit, p) || strings.HasPrefix(p, lit)
 }
 
-var patternRE = regexp.MustCompile(`^[^\s"'\\]{1,64}$`)
+var patternRE = regexp.MustCompile(`^[^\s"'\\()]{1,64}$`)
 
 // CustomerRules returns the rules of a customer user after its password hashes, in the order the chart
-// renders them: resetkeys ~<key>... resetchannels &<channel>... nocommands <preset> [RestrictedKeyRules]. It
-// refuses an unknown access level, a pattern with whitespace, quotes or a backslash (docs/design.md,
-// "Access": a pattern must not smuggle a second rule) and a channel pattern that could match a __sentinel__:
-// channel.
-func CustomerRules(access string, keys, channels []string) (string, error) {
+// renders them: resetkeys ~<key>... resetchannels &<channel>... nocommands <preset> [RestrictedKeyRules]
+// [FunctionRules]. It refuses an unknown access level, a pattern with whitespace, quotes, a backslash or a
+// parenthesis (docs/design.md, "Access": a pattern must not smuggle a second rule or open an ACL selector), a
+// channel pattern that could match a __sentinel__: channel, and functions on an access level other than full.
+func CustomerRules(access string, keys, channels []string, functions bool) (string, error) {
 	preset, ok := Presets[access]
 	if !ok {
 		return "", fmt.Errorf("access %q is not readonly, readwrite or full", access)
@@ -279,14 +304,14 @@ func CustomerRules(access string, keys, channels []string) (string, error) {
 	rules := []string{"resetkeys"}
 	for _, k := range keys {
 		if !patternRE.MatchString(k) {
-			return "", fmt.Errorf("key pattern %q: 1 to 64 characters without spaces, quotes or backslashes", k)
+			return "", fmt.Errorf("key pattern %q: 1 to 64 characters without spaces, quotes, backslashes or parentheses", k)
 		}
 		rules = append(rules, "~"+k)
 	}
 	rules = append(rules, "resetchannels")
 	for _, c := range channels {
 		if !patternRE.MatchString(c) {
-			return "", fmt.Errorf("channel pattern %q: 1 to 64 characters without spaces, quotes or backslashes", c)
+			return "", fmt.Errorf("channel pattern %q: 1 to 64 characters without spaces, quotes, backslashes or parentheses", c)
 		}
 		if ChannelPatternReachesSentinel(c) {
 			return "", fmt.Errorf("channel pattern %q could match %s (a forged message there moves Sentinel's primary); use a prefix of your own such as app.*", c, SentinelHelloChannel)
@@ -297,15 +322,25 @@ func CustomerRules(access string, keys, channels []string) (string, error) {
 	if !(len(keys) == 1 && keys[0] == "*") {
 		rules = append(rules, RestrictedKeyRules)
 	}
+	if functions {
+		if access != "full" {
+			return "", fmt.Errorf("functions: access %q cannot FCALL; only a full user may manage function libraries", access)
+		}
+		rules = append(rules, FunctionRules)
+	}
 	return strings.Join(rules, " "), nil
 }
 
 // CheckCustomerRules refuses rules (as users.json carries them) that grant a channel pattern which could
-// match a __sentinel__: channel, or every channel: the live sync applies nothing such a file asks for, whoever
-// wrote it.
+// match a __sentinel__: channel, or every channel, or that hold a parenthesis: "(" opens an ACL selector
+// (Valkey 7.0+), whose own channel and command rules, such as "(&__sentinel__:hello +publish)", add to the
+// user's, and the chart never renders one (issue 25). The live sync applies nothing such a file asks for,
+// whoever wrote it.
 func CheckCustomerRules(rules string) error {
 	for _, f := range strings.Fields(rules) {
 		switch {
+		case strings.ContainsAny(f, "()"):
+			return fmt.Errorf("rule %q: a parenthesis opens an ACL selector, whose rules add to the user's (%s included); customer rules hold none", f, SentinelHelloChannel)
 		case f == "allchannels":
 			return fmt.Errorf("rule allchannels would grant %s", SentinelHelloChannel)
 		case strings.HasPrefix(f, "&") && ChannelPatternReachesSentinel(f[1:]):

@@ -15,7 +15,7 @@ import (
 )
 
 func user(name, preset string, keys []string, pws ...acl.Password) acl.DesiredUser {
-	rules, err := acl.CustomerRules(preset, keys, []string{name + ".*"})
+	rules, err := acl.CustomerRules(preset, keys, []string{name + ".*"}, false)
 	if err != nil {
 		panic(err)
 	}
@@ -74,27 +74,34 @@ func TestChannelPatternReachesSentinel(t *testing.T) {
 }
 
 func TestCustomerRules(t *testing.T) {
-	r, err := acl.CustomerRules("full", []string{"app:*"}, []string{"app.*"})
+	r, err := acl.CustomerRules("full", []string{"app:*"}, []string{"app.*"}, false)
 	require.NoError(t, err)
-	assert.Equal(t, "resetkeys ~app:* resetchannels &app.* nocommands +@all -@admin +role "+acl.RestrictedKeyRules, r)
-	r, err = acl.CustomerRules("readwrite", []string{"*"}, nil)
+	assert.Equal(t, "resetkeys ~app:* resetchannels &app.* nocommands +@all -@admin +role -restore -restore-asking "+acl.NoFunctionRules+" "+acl.RestrictedKeyRules, r)
+	r, err = acl.CustomerRules("full", []string{"lib:*"}, nil, true)
+	require.NoError(t, err)
+	assert.Equal(t, "resetkeys ~lib:* resetchannels nocommands "+acl.Presets["full"]+" "+acl.RestrictedKeyRules+" "+acl.FunctionRules, r, "functions: true comes last")
+	r, err = acl.CustomerRules("readwrite", []string{"*"}, nil, false)
 	require.NoError(t, err)
 	assert.Equal(t, "resetkeys ~* resetchannels nocommands "+acl.Presets["readwrite"], r, "every key: nothing else to protect")
-	r, err = acl.CustomerRules("readonly", nil, nil)
+	r, err = acl.CustomerRules("readonly", nil, nil, false)
 	require.NoError(t, err)
 	assert.Equal(t, "resetkeys resetchannels nocommands "+acl.Presets["readonly"]+" "+acl.RestrictedKeyRules, r, "no key at all")
 	for _, bad := range []struct {
 		access         string
 		keys, channels []string
+		functions      bool
 		want           string
 	}{
-		{"admin", nil, nil, "access"},
-		{"full", []string{"a b"}, nil, "key pattern"},
-		{"full", nil, []string{"*"}, "__sentinel__:hello"},
-		{"readwrite", nil, []string{"__sentinel__:hello"}, "__sentinel__:hello"},
-		{"full", nil, []string{`a"`}, "channel pattern"},
+		{"admin", nil, nil, false, "access"},
+		{"full", []string{"a b"}, nil, false, "key pattern"},
+		{"full", []string{"(a"}, nil, false, "key pattern"},
+		{"full", nil, []string{"a)"}, false, "channel pattern"},
+		{"full", nil, []string{"*"}, false, "__sentinel__:hello"},
+		{"readwrite", nil, []string{"__sentinel__:hello"}, false, "__sentinel__:hello"},
+		{"full", nil, []string{`a"`}, false, "channel pattern"},
+		{"readwrite", []string{"*"}, nil, true, "functions"},
 	} {
-		_, err := acl.CustomerRules(bad.access, bad.keys, bad.channels)
+		_, err := acl.CustomerRules(bad.access, bad.keys, bad.channels, bad.functions)
 		require.Error(t, err, "%+v", bad)
 		assert.Contains(t, err.Error(), bad.want)
 	}
@@ -106,7 +113,9 @@ func TestCustomerRules(t *testing.T) {
 func TestParseUsersRefusesSentinelChannel(t *testing.T) {
 	h := acl.HashPassword("p")
 	for _, rules := range []string{"resetkeys resetchannels &* nocommands +@all", "resetkeys resetchannels allchannels nocommands +@all",
-		"resetkeys resetchannels &app.* &__sentinel__:* nocommands +@all"} {
+		"resetkeys resetchannels &app.* &__sentinel__:* nocommands +@all",
+		"resetkeys resetchannels &app.* nocommands +@all (&__sentinel__:hello +publish)", "resetkeys resetchannels nocommands (+publish &__sentinel__:hello)",
+		"resetkeys resetchannels nocommands (&__sentinel__:hello)"} {
 		_, err := acl.ParseUsers([]byte(`[{"name":"app","rules":"` + rules + `","passwords":[{"hash":"` + h + `"}]}]`))
 		require.Error(t, err, rules)
 		assert.Contains(t, err.Error(), "__sentinel__:hello")
@@ -203,7 +212,8 @@ var fullRefuses = [][]string{{"ACL", "SETUSER", "evil", "on", ">x", "+@all"}, {"
 	{"CLIENT", "KILL", "USER", "_probe"}, {"CLIENT", "PAUSE", "100"}, {"CLIENT", "UNPAUSE"}, {"CLIENT", "LIST"}, {"CLIENT", "UNBLOCK", "1"},
 	{"REPLICAOF", "localhost", "1"}, {"SLAVEOF", "localhost", "1"}, {"FAILOVER"}, {"SYNC"}, {"PSYNC", "?", "-1"}, {"REPLCONF", "listening-port", "1"},
 	{"SHUTDOWN"}, {"MODULE", "LIST"}, {"CONFIG", "SET", "maxmemory", "1"}, {"CONFIG", "GET", "masterauth"}, {"CONFIG", "REWRITE"},
-	{"CONFIG", "RESETSTAT"}, {"MONITOR"}, {"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"}, {"SLOWLOG", "RESET"}, {"LATENCY", "RESET"}}
+	{"CONFIG", "RESETSTAT"}, {"MONITOR"}, {"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"}, {"SLOWLOG", "RESET"}, {"LATENCY", "RESET"},
+	{"RESTORE", "k", "0", "x"}, {"RESTORE-ASKING", "k", "0", "x"}, {"FUNCTION", "LOAD", "x"}, {"FUNCTION", "LIST"}}
 
 // TestFullPresetRefusesAdminOnRedis: the same refusals on redis-server 7.0 (engine redis), whose ACL
 // categories the preset relies on too.

@@ -84,7 +84,7 @@ func TestSecuritySentinelAuthRefusesWhoMayNot(t *testing.T) {
 		ctx := context.Background()
 		primary := top.Nodes[0]
 		op := primary.Client(top.Options(acl.Operator))
-		rules, err := acl.CustomerRules("full", []string{"*"}, []string{"app.*"})
+		rules, err := acl.CustomerRules("full", []string{"*"}, []string{"app.*"}, false)
 		require.NoError(t, err)
 		appPW := valkeytest.RandomPassword(t)
 		require.NoError(t, op.ACLSetUser(ctx, "app", append([]string{"on", "resetpass", ">" + appPW}, strings.Fields(rules)...)...))
@@ -188,7 +188,7 @@ func TestSentinelAuthQuorumFailsOver(t *testing.T) {
 			}
 		}
 
-		rules, err := acl.CustomerRules("readwrite", []string{"*"}, nil)
+		rules, err := acl.CustomerRules("readwrite", []string{"*"}, nil, false)
 		require.NoError(t, err)
 		appPW := valkeytest.RandomPassword(t)
 		for _, n := range top.Nodes {

@@ -31,7 +31,8 @@ type DesiredUser struct {
 
 // ParseUsers decodes and validates users.json. Names must be non-empty and unique, "default" may not appear
 // (it is always off), exactly the system user names carry system: true, a customer's rules may not grant a
-// channel that could match __sentinel__:hello (CheckCustomerRules), and every hash must be a hex SHA-256.
+// channel that could match __sentinel__:hello nor an ACL selector (CheckCustomerRules), and every hash must be
+// a hex SHA-256.
 func ParseUsers(b []byte) ([]DesiredUser, error) {
 	var us []DesiredUser
 	if err := json.Unmarshal(b, &us); err != nil {

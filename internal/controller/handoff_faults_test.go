@@ -157,3 +157,49 @@ func TestRollWithoutPromotableReplicaWaitsAndSaysWhy(t *testing.T) {
 	assert.LessOrEqual(t, len(refused), len(e.Top.Sentinels), "a refusal is retried only when a view changed: %v", refused)
 	t.Logf("refusals before Sentinel saw the new priority: %d: %v", len(refused), refused)
 }
+
+// TestPlannedRollAskedSentinelKilledHandsOffThroughTheOthers (issue 24.3): the controller's planned handoff
+// asks the last Sentinel, which is SIGKILLed as it starts the failover (its +try-failover). The other two are
+// a healthy quorum: the handoff asks one of them and the roll goes on as if all were healthy: one failover,
+// 0 acknowledged writes lost, writes wait about as long as in a healthy handoff. Before the fix the old
+// primary was demoted with nothing promoted and the other two failed over on their own 32-33 s later.
+func TestPlannedRollAskedSentinelKilledHandsOffThroughTheOthers(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	e.PublishSentinels()
+	e.MarkStale([]string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
+	asked := e.Top.Sentinels[len(e.Top.Sentinels)-1] // planFailoverOrder: last first
+	killed := make(chan time.Time, 1)
+	onSentinelEvent(t, e.Top, "+try-failover", func(from string) {
+		if from == asked.Addr() {
+			asked.Kill()
+		}
+		killed <- time.Now()
+	})
+	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
+	time.Sleep(500 * time.Millisecond)
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	var at time.Time
+	select {
+	case at = <-killed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failover was started")
+	}
+	newPrimary := e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 40*time.Second)
+	moved := time.Since(at)
+	since := time.Now()
+	valkeytest.Eventually(t, 10*time.Second, 20*time.Millisecond, "writes acknowledged after the move", func() error {
+		if w.LastOK().Before(since.Add(500 * time.Millisecond)) {
+			return fmt.Errorf("last acknowledged %s", w.LastOK())
+		}
+		return nil
+	})
+	w.Finish()
+	r := w.Result()
+	require.NotEmpty(t, r.Acked)
+	missing := lost(t, e.Top.NodeByPort(newPrimary).Client(e.Top.Options(acl.Operator)), r.Acked)
+	t.Logf("asked Sentinel killed at +try-failover: primary moved %s after, writes acked %d, lost %d, longest error window %s",
+		moved.Round(time.Millisecond), len(r.Acked), len(missing), r.Longest.Round(time.Millisecond))
+	assert.Empty(t, firstFew(missing), "every acknowledged write survives the handoff")
+	assert.Less(t, r.Longest, 4*time.Second, "writes wait about as in a healthy handoff, not 32-33 s (the writer may hear of the switch late on a loaded machine)")
+	assert.Equal(t, 1, e.failovers(t), "one failover")
+}

@@ -586,7 +586,7 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 		out.LastAction = d.Step.String()
 	}
 	for _, a := range d.Labels() {
-		if err := c.label(ctx, in, w, a); err != nil {
+		if err := c.label(ctx, desc, in, w, d.Topology, a, mem); err != nil {
 			return out, err
 		}
 	}
@@ -606,13 +606,68 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 }
 
 // label sets one pod's valkey.io/role as observed (its resourceVersion as precondition).
-func (c *InstanceController) label(ctx context.Context, in spec.Instance, w plan.World, a topology.Action) error {
+func (c *InstanceController) label(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, tp topology.Plan,
+	a topology.Action, mem *instanceMemory) error {
 	if err := kube.PatchPodRole(ctx, c.cs, in.Namespace, a.Node.Pod, w.Node(a.Node.Index).PodVersion, a.Role); err != nil {
 		return err
 	}
 	c.metrics.LabelPatches.WithLabelValues(in.Namespace + "/" + in.Name).Inc()
 	c.log.Info("role label", "instance", in.Name, "pod", a.Node.Pod, "role", a.Role, "reason", a.Reason)
+	if closeOnRelabel(w.Node(a.Node.Index).NodeState, a, tp) {
+		// the primary Service no longer selects it: connections that came back to it between its demotion and
+		// this patch (a handoff closes them at the demotion), or that a stale primary still serves, now
+		// reconnect to the real primary
+		c.closeClients(ctx, desc, in, mem, a.Node, "primary label removed")
+	}
 	return nil
+}
+
+// closeOnRelabel reports whether the label change a, planned in tp, takes the primary label off a node whose
+// application connections must then be closed: the node was labelled primary and is reachable, and it either
+// reports role replica (it was demoted), or still reports role master while tp's confirmed primary is another
+// node (a stale primary that Sentinel demotes at its next INFO, up to about a second later: every write it
+// acknowledges meanwhile is lost, so its clients are better sent to the real primary at once).
+func closeOnRelabel(n topology.NodeState, a topology.Action, tp topology.Plan) bool {
+	if a.Kind != topology.Label || a.Role == contract.RolePrimary || n.RoleLabel != contract.RolePrimary || !n.Reachable {
+		return false
+	}
+	switch n.Repl.Role {
+	case valkey.RoleReplica:
+		return true
+	case valkey.RolePrimary:
+		return tp.Primary != nil && tp.PrimaryConfirmed && tp.Primary.Index != n.Node.Index
+	}
+	return false
+}
+
+// closeClients closes the application connections of a node observed as a replica (handoff.CloseClients)
+// so that clients of the primary Service reconnect to the new primary instead of getting READONLY. A failure
+// is an Event (DemotedClientsNotClosed) and a metric, never an error of the pass: it is bounded by
+// handoff.CloseTimeout.
+func (c *InstanceController) closeClients(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, mem *instanceMemory,
+	n spec.Node, why string) {
+	addr := in.Addr(n)
+	key := in.Namespace + "/" + in.Name
+	cctx, cancel := context.WithTimeout(ctx, handoff.CloseTimeout)
+	defer cancel()
+	cl, err := c.pool.get(cctx, addr, c.opOptions(in, mem))
+	closed := handoff.Closed{Err: err}
+	if err == nil {
+		closed = handoff.CloseClients(cctx, cl)
+	}
+	if closed.Err != nil {
+		c.pool.drop(addr)
+		c.metrics.DemotedClientsNotClosed.WithLabelValues(key).Inc()
+		c.recorder.Eventf(desc, corev1.EventTypeWarning, "DemotedClientsNotClosed",
+			"%s (%s): could not close its application connections; they get READONLY until they reconnect: %v", n.Pod, why, closed.Err)
+		c.log.Warn("could not close a demoted node's client connections", "instance", in.Name, "pod", n.Pod, "why", why, "err", closed.Err)
+		return
+	}
+	c.metrics.DemotedClientsClosed.WithLabelValues(key).Add(float64(closed.Conns))
+	if closed.Conns > 0 {
+		c.log.Info("closed a demoted node's client connections", "instance", in.Name, "pod", n.Pod, "why", why,
+			"connections", closed.Conns, "users", closed.Users)
+	}
 }
 
 // repair runs REPLICAOF <target> (Repoint) or REPLICAOF NO ONE (Promote) and persists it (CONFIG REWRITE).
@@ -634,6 +689,11 @@ func (c *InstanceController) repair(ctx context.Context, desc *corev1.ConfigMap,
 	}
 	if err := cl.ConfigRewrite(ctx); err != nil {
 		c.log.Warn("CONFIG REWRITE after repair failed", "node", s.Node.Pod, "error", err)
+	}
+	if s.Kind == plan.Repoint {
+		// a stale primary made a replica: its clients (by a cached address or through the Service before the
+		// labels changed) reconnect instead of getting READONLY
+		c.closeClients(ctx, desc, in, mem, s.Node, "repointed")
 	}
 	c.metrics.Repairs.WithLabelValues(in.Namespace+"/"+in.Name, string(s.Kind)).Inc()
 	c.recorder.Eventf(desc, corev1.EventTypeNormal, "Repaired", "%s", s)
@@ -668,6 +728,12 @@ func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap
 	// the handoff dials its own connections; the pooled one to the old primary is stale afterwards
 	defer c.pool.drop(cfg.Primary)
 	res, err := handoff.Run(ctx, cfg)
+	c.metrics.DemotedClientsClosed.WithLabelValues(in.Namespace + "/" + in.Name).Add(float64(res.Clients.Conns))
+	if res.Clients.Err != nil {
+		c.metrics.DemotedClientsNotClosed.WithLabelValues(in.Namespace + "/" + in.Name).Inc()
+		c.recorder.Eventf(desc, corev1.EventTypeWarning, "DemotedClientsNotClosed",
+			"%s (handed off): could not close its application connections; they get READONLY until they reconnect: %v", s.Node.Pod, res.Clients.Err)
+	}
 	if err != nil {
 		switch handoff.ReasonOf(err) {
 		case handoff.ReasonNoGoodReplica:

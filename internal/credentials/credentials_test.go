@@ -102,6 +102,9 @@ func TestParseSpec(t *testing.T) {
 		"customer reaches sentinel channel": func(s *Spec) {
 			s.Users[len(s.Users)-1].Rules = "resetkeys resetchannels &* nocommands +@all"
 		},
+		"customer rules with an ACL selector (issue 25)": func(s *Spec) {
+			s.Users[len(s.Users)-1].Rules = "resetkeys ~app:* resetchannels &app.* nocommands +@all -@admin (&__sentinel__:hello +publish)"
+		},
 		"rules without clean slate": func(s *Spec) { s.Users[len(s.Users)-1].Rules = "+@all" },
 		"bad deadline":              func(s *Spec) { s.Users[len(s.Users)-1].PreviousValidUntil = "tomorrow" },
 		"system user with a secret": func(s *Spec) { s.Users[0].Secret = "x" },

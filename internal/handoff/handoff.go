@@ -5,12 +5,13 @@
 //
 // Monitored (Sentinel owns failover), Run does:
 //
-//  1. Observe. The primary answers as primary. The first Sentinel in Config.Sentinels that answers and is not
-//     in TILT mode names it, runs no failover and does not see it down; only connection failures and TILT
-//     move on to the next Sentinel. A Sentinel in TILT mode (its timer jumped by more than 2 s, e.g. the
-//     process was stopped) accepts SENTINEL FAILOVER but runs none of it for 30 s (Sentinel docs, "TILT
-//     mode"). Its
-//     replicas that a failover may pick are the candidates: replica-priority > 0 and not s_down, o_down or
+//  1. Observe. The primary answers as primary. The first Sentinel in Config.Sentinels that answers, is not
+//     in TILT mode and passes SENTINEL CKQUORUM names it, runs no failover and does not see it down; only
+//     connection failures, TILT and NOQUORUM move on to the next Sentinel. A Sentinel in TILT mode (its
+//     timer jumped by more than 2 s, e.g. the process was stopped) accepts SENTINEL FAILOVER but runs none
+//     of it for 30 s (Sentinel docs, "TILT mode"); one without quorum is cut off from its peers or was
+//     replaced a moment ago (issue 24.3).
+//     Its replicas that a failover may pick are the candidates: replica-priority > 0 and not s_down, o_down or
 //     disconnected. The replica link is deliberately not a filter: Sentinel also promotes a replica whose
 //     link has been down for less than ten times down-after-milliseconds (Sentinel docs, "Replica
 //     selection and priority"). No candidate: NoGoodReplica, nothing paused.
@@ -20,11 +21,17 @@
 //     (master_replid) at an offset of at least O. When that does not happen within CatchUpTimeout: unpause,
 //     ReplicasLag. WAIT cannot do this: it counts only acknowledgements of the caller's own writes, and this
 //     connection never writes (F1).
-//  4. SENTINEL FAILOVER, on that one Sentinel only, its reply awaited no longer than the pause budget (a
-//     Sentinel stopped with the request would otherwise hold the handoff past the server-side pause; no reply
-//     is handled as in step 6). NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover
-//     of someone else runs. It is watched like ours, because the pause protects it too. No other Sentinel is
-//     ever asked: it would start a second failover in a new epoch (F2).
+//  4. SENTINEL FAILOVER, on that one Sentinel, its reply awaited no longer than the pause budget (a
+//     Sentinel stopped with the request would otherwise hold the handoff past the server-side pause; no
+//     reply is handled as in step 6). NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover of someone
+//     else runs. It is watched like ours, because the pause protects it too. While that Sentinel may still
+//     run the request (a reply, INPROG, or no reply on a live connection), no other Sentinel is asked: it
+//     would start a second failover in a new epoch (F2). A Sentinel's failover lives in its memory only, so
+//     when its connection dies before the reply (refused, reset, closed) and it then refuses connections
+//     (or answers again running none), or it refuses connections later while we watch (killed after
+//     accepting), nothing runs there: another Sentinel is asked, but only when a majority of all Sentinels
+//     answers naming the primary with no failover running; one that names another primary or runs a
+//     failover is watched instead, never asked (issue 24.3).
 //  5. Watch while the pause budget lasts. Once the Sentinel names the promoted replica (its
 //     GET-MASTER-ADDR-BY-NAME does so from the promotion on), demote the old primary to it with REPLICAOF,
 //     close the Sentinel's Pub/Sub clients so that subscribed clients ask it again at once, and unpause.
@@ -58,11 +65,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -112,6 +121,9 @@ type Result struct {
 	// DemotedEarly is true when the pause budget ran out before the promotion and the old primary was made
 	// a replica first (clients saw errors instead of waiting).
 	DemotedEarly bool
+	// Clients tells which application connections of the demoted old primary were closed (CloseClients);
+	// Clients.Err set means some may still be open. Filled in on failures too, when a demotion happened.
+	Clients Closed
 }
 
 // Reason classifies why a handoff did not complete.
@@ -230,10 +242,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	var res Result
 	if cfg.MonitorName == "" {
-		return h.direct(ctx)
+		res, err = h.direct(ctx)
+	} else {
+		res, err = h.monitored(ctx)
 	}
-	return h.monitored(ctx)
+	res.Clients = h.closed
+	return res, err
 }
 
 type handoff struct {
@@ -241,6 +257,7 @@ type handoff struct {
 	log     *slog.Logger
 	clients map[string]*valkey.Client
 	pc      *valkey.Client
+	closed  Closed // what afterDemote closed
 }
 
 // LockName prefixes the client name of the connection a handoff holds on the primary while it runs: the
@@ -249,8 +266,15 @@ type handoff struct {
 // controller down; it ends with the connection, so a handoff that dies holds nothing.
 const LockName = "valkey-ha-handoff-"
 
+// LockUsers are the users whose connections may hold the handoff lock: the ones the handoffs themselves
+// connect as (acl.Operator for the instance controller's planned roll, acl.PreStop for the preStop hook).
+// Any user may name a connection (CLIENT SETNAME is in @connection, which every customer preset grants),
+// so a name alone would let a customer's connection defer planned rolls forever and make the hook skip
+// its handoff (issue 25.5); CLIENT LIST reports each connection's user, which a client cannot choose.
+var LockUsers = []string{acl.Operator, acl.PreStop}
+
 // lock names a fresh connection to the primary LockName+<random> and then lists the primary's clients:
-// the lock is held when no other connection with that prefix has a lower client id. Both sides name
+// the lock is held when no other connection with that prefix, of one of LockUsers, has a lower client id. Both sides name
 // their connection before they look, and the server runs one command at a time, so of two handoffs that
 // race, the later one to list sees the other, and only the one with the lower id goes on.
 func (h *handoff) lock(ctx context.Context) (*valkey.Client, error) {
@@ -282,7 +306,8 @@ type lockHolder struct {
 }
 
 // lockHolders reads CLIENT LIST: the id of the connection called mine (-1 if absent) and every other
-// connection whose name starts with LockName.
+// connection whose name starts with LockName and whose user is one of LockUsers (any other user's
+// connection named so is ignored).
 func lockHolders(list []valkey.ClientEntry, mine string) (int64, []lockHolder) {
 	own := int64(-1)
 	var out []lockHolder
@@ -290,7 +315,7 @@ func lockHolders(list []valkey.ClientEntry, mine string) (int64, []lockHolder) {
 		switch {
 		case e.Name == mine:
 			own = e.ID
-		case strings.HasPrefix(e.Name, LockName):
+		case strings.HasPrefix(e.Name, LockName) && slices.Contains(LockUsers, e.User):
 			out = append(out, lockHolder{id: e.ID, name: e.Name})
 		}
 	}

@@ -389,15 +389,17 @@ func TestRunAskedSentinelStallsAfterTheRequest(t *testing.T) {
 }
 
 func TestLockHolders(t *testing.T) {
-	list := "id=3 addr=127.0.0.1:1 name= cmd=ping\n" +
-		"id=7 addr=127.0.0.1:2 name=valkey-ha-handoff-aa cmd=client|list\n" +
-		"id=5 addr=127.0.0.1:3 name=valkey-ha-handoff-bb cmd=pause\n" +
-		"id=9 addr=127.0.0.1:4 name=other cmd=get\n"
+	list := "id=3 addr=127.0.0.1:1 name= user=_operator cmd=ping\n" +
+		"id=7 addr=127.0.0.1:2 name=valkey-ha-handoff-aa user=_operator cmd=client|list\n" +
+		"id=5 addr=127.0.0.1:3 name=valkey-ha-handoff-bb user=_prestop cmd=pause\n" +
+		"id=2 addr=127.0.0.1:5 name=valkey-ha-handoff-cc user=reader cmd=client|setname\n" +
+		"id=1 addr=127.0.0.1:6 name=valkey-ha-handoff-dd user=default cmd=client|setname\n" +
+		"id=9 addr=127.0.0.1:4 name=other user=_operator cmd=get\n"
 	entries, err := valkey.ParseClientEntries(list)
 	require.NoError(t, err)
 	own, others := lockHolders(entries, "valkey-ha-handoff-aa")
 	assert.EqualValues(t, 7, own)
-	assert.Equal(t, []lockHolder{{id: 5, name: "valkey-ha-handoff-bb"}}, others)
+	assert.Equal(t, []lockHolder{{id: 5, name: "valkey-ha-handoff-bb"}}, others, "only the system users' connections hold the lock")
 	own, others = lockHolders(nil, "x")
 	assert.EqualValues(t, -1, own)
 	assert.Empty(t, others)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -78,6 +81,60 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	// 3. catch-up
 	var ferr error
 	accepted, foreign := true, false
+	asked := map[string]bool{saddr: true}
+	// handle classifies the reply of saddr to SENTINEL FAILOVER (ferr); takeOver asks another Sentinel
+	// once the one asked is known to run nothing (see another). Both return an error that ends the handoff.
+	var handle func(ctx context.Context, until time.Time) error
+	orphan := "" // a candidate that reports itself primary while no Sentinel that answers runs a failover
+	takeOver := func(ctx context.Context, until time.Time) error {
+		if orphan != "" {
+			return nil // a promotion is under way: never start a second one; the budget's end demotes to it
+		}
+		if p := h.promotedReplica(ctx, cands); p != "" {
+			// the gone Sentinel got as far as promoting p (or is alive behind a refusing link and promoting it):
+			// asking another Sentinel could promote a second replica
+			orphan, accepted = p, true
+			log.Warn("handoff: the gone Sentinel's failover already promoted a replica; asking no other Sentinel", "promoted", p)
+			return nil
+		}
+		if !time.Now().Before(until) {
+			return fail(ReasonUnreachable, nil, "Sentinel %s is gone and the pause budget left no time to ask another; nothing was promoted", saddr)
+		}
+		next, nerr, err := h.another(ctx, asked, until)
+		if err != nil {
+			return err
+		}
+		asked[next] = true
+		saddr, ferr, res.Sentinel = next, nerr, next
+		log = h.log.With("sentinel", saddr)
+		return handle(ctx, until)
+	}
+	handle = func(ctx context.Context, until time.Time) error {
+		switch {
+		case ferr == nil:
+			accepted = true
+			log.Info("handoff: SENTINEL FAILOVER accepted")
+		case errors.Is(ferr, valkey.ErrNoGoodReplica):
+			return fail(ReasonNoGoodReplica, ferr, "Sentinel %s refused the failover", saddr)
+		case errors.Is(ferr, valkey.ErrFailoverInProgress):
+			accepted, foreign = true, true
+			log.Warn("handoff: a failover runs already; watching it with writes paused, asking no other Sentinel", "err", ferr)
+		case valkey.IsServerError(ferr):
+			return fail(ReasonCommandFailed, ferr, "Sentinel %s refused the failover", saddr)
+		case connGone(ferr) && h.quiet(ctx, saddr):
+			// the connection died before a reply and the Sentinel now refuses connections or runs no
+			// failover: the request runs nowhere (a killed Sentinel's failover dies with it)
+			log.Warn("handoff: the asked Sentinel's connection died before its reply and no failover runs there; asking another", "err", ferr)
+			return takeOver(ctx, until)
+		default:
+			// no reply from a Sentinel that may still hold the request (stopped, cut off): the failover may
+			// or may not start; asking another could start a second one
+			accepted = false
+			h.drop(saddr)
+			log.Warn("handoff: SENTINEL FAILOVER got no reply; watching that Sentinel", "err", ferr)
+		}
+		return nil
+	}
 	if err := h.catchUp(pctx, cands, pr.ReplID, pr.MasterReplOffset, pausedAt.Add(catchUp)); err != nil {
 		// never unpause while a failover that started meanwhile may still promote someone
 		if st := h.observeSentinel(pctx, saddr, time.Now().Add(pollTimeout)); !st.inProgress && !st.moved {
@@ -91,36 +148,42 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		if beforeFailover != nil {
 			beforeFailover()
 		}
-		// 4. SENTINEL FAILOVER on this Sentinel only, its reply awaited no longer than the budget: a Sentinel
+		// 4. SENTINEL FAILOVER on this Sentinel, its reply awaited no longer than the budget: a Sentinel
 		// that stalls with the request (a stopped process) must not hold the handoff past the server-side
 		// pause, which would hand writes to a primary that the request may still demote
 		fctx, cancel := context.WithDeadline(pctx, pausedAt.Add(budget))
 		ferr = sc.SentinelFailover(fctx, cfg.MonitorName)
 		cancel()
+		if afterFailover != nil {
+			afterFailover()
+		}
+		if err := handle(pctx, pausedAt.Add(budget)); err != nil {
+			return res, err
+		}
 	}
 	failoverAt := time.Now()
-	switch {
-	case foreign:
-	case ferr == nil:
-		log.Info("handoff: SENTINEL FAILOVER accepted")
-	case errors.Is(ferr, valkey.ErrNoGoodReplica):
-		return res, fail(ReasonNoGoodReplica, ferr, "Sentinel %s refused the failover", saddr)
-	case errors.Is(ferr, valkey.ErrFailoverInProgress):
-		foreign = true
-		log.Warn("handoff: a failover runs already; watching it with writes paused, asking no other Sentinel", "err", ferr)
-	case valkey.IsServerError(ferr):
-		return res, fail(ReasonCommandFailed, ferr, "Sentinel %s refused the failover", saddr)
-	default:
-		// no reply: the failover may or may not have started; never ask another Sentinel
-		accepted = false
-		h.drop(saddr)
-		log.Warn("handoff: SENTINEL FAILOVER got no reply; watching that Sentinel", "err", ferr)
-	}
 
 	// 5. watch within the budget
 	deadline := pausedAt.Add(budget)
 	for {
 		st := h.observeSentinel(pctx, saddr, deadline)
+		if st.gone {
+			// the Sentinel that runs (or may hold) the failover refuses connections: killed, its failover
+			// died with it. Nothing is demoted yet; another Sentinel takes over once none runs a failover.
+			if orphan == "" {
+				log.Warn("handoff: the asked Sentinel refuses connections; its failover died with it")
+			}
+			if err := takeOver(pctx, deadline); err != nil {
+				return res, err
+			}
+			if !time.Now().Before(deadline) {
+				break
+			}
+			if !sleep(pctx, cfg.Poll) {
+				return res, fail(ReasonCommandFailed, pctx.Err(), "waiting for the promotion")
+			}
+			continue
+		}
 		accepted = accepted || st.inProgress
 		if st.moved {
 			if !isCandidate(cands, st.primary) {
@@ -153,6 +216,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 
 	// 6. budget spent: demote first, then unpause, then wait for the failover's end
 	target := h.selected(pctx, saddr, cands)
+	if orphan != "" {
+		target = orphan
+	}
 	if err := h.demote(pctx, target, pausedAt.Add(budget+serverPauseMargin)); err != nil {
 		paused = false
 		return res, err
@@ -163,12 +229,27 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	end := failoverAt.Add(failoverWait)
 	for time.Now().Before(end) {
 		st := h.observeSentinel(ctx, saddr, end)
+		if st.gone {
+			if orphan == "" {
+				log.Warn("handoff: the Sentinel that ran the failover refuses connections; its failover died with it")
+			}
+			if err := takeOver(ctx, end); err != nil {
+				return res, fail(ReasonFailoverAborted, err, "the failover died with Sentinel %s after %s had been demoted to %s; %s",
+					saddr, cfg.Primary, target, h.restore(ctx))
+			}
+			if !sleep(ctx, cfg.Poll) {
+				return res, fail(ReasonCommandFailed, ctx.Err(), "waiting for the failover's end")
+			}
+			continue
+		}
 		accepted = accepted || st.inProgress
 		if st.moved {
 			if st.primary != target {
 				if err := h.demote(ctx, st.primary, end); err != nil {
 					return res, err
 				}
+			} else {
+				h.afterDemote(ctx) // again: the clients closed at the early demotion came back before the switch
 			}
 			h.closePubSub(ctx, saddr)
 			res.NewPrimary = st.primary
@@ -193,6 +274,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 // beforeFailover, when set (tests only), runs right before SENTINEL FAILOVER is sent: the moment a failover
 // of someone else can make the reply INPROG.
 var beforeFailover func()
+
+// afterFailover, when set (tests only), runs right after the reply to SENTINEL FAILOVER arrived.
+var afterFailover func()
 
 // foreignMove is the error of a handoff whose primary was moved by a failover that was not ours (nil when
 // it was ours): the old primary follows the new one, but the caller should look again before going on.
@@ -223,8 +307,8 @@ func (h *handoff) timings(m valkey.Monitor) (budget, catchUp, failoverWait time.
 	return budget, catchUp, failoverWait
 }
 
-// pickSentinel returns the first Sentinel in order that answers SENTINEL MASTER, knows the monitor and is
-// not in TILT mode (INFO sentinel, sentinel_tilt:1).
+// pickSentinel returns the first Sentinel in order that answers SENTINEL MASTER, knows the monitor and may
+// be asked (usable: not in TILT mode, its CKQUORUM passes).
 func (h *handoff) pickSentinel(ctx context.Context) (*valkey.Client, string, valkey.Monitor, error) {
 	var why []string
 	for _, addr := range h.cfg.Sentinels {
@@ -246,25 +330,151 @@ func (h *handoff) pickSentinel(ctx context.Context) (*valkey.Client, string, val
 			why = append(why, addr+" does not know monitor "+h.cfg.MonitorName)
 			continue
 		}
-		// a Sentinel in TILT mode answers and accepts SENTINEL FAILOVER, but runs none of the failover until
-		// TILT ends (30 s after its timer last jumped, e.g. after the process was stopped): asked, it would
-		// leave the primary demoted with nothing promoted
-		actx, cancel = context.WithTimeout(ctx, sentinelAnswerTimeout)
-		si, err := c.InfoSentinel(actx)
+		if w := h.usable(ctx, c, addr, time.Now().Add(sentinelAnswerTimeout)); w != "" {
+			why = append(why, w)
+			continue
+		}
+		return c, addr, m, nil
+	}
+	return nil, "", valkey.Monitor{}, fail(ReasonUnreachable, nil, "no Sentinel answered for %s: %s", h.cfg.MonitorName, strings.Join(why, "; "))
+}
+
+// usable returns why the Sentinel at addr (connected as c) must not be asked for a failover, or "".
+//   - TILT mode (INFO sentinel, sentinel_tilt:1): it answers and accepts SENTINEL FAILOVER, but runs none
+//     of the failover until TILT ends (30 s after its timer last jumped, e.g. after the process was
+//     stopped): asked, it would leave the primary paused or demoted with nothing promoted.
+//   - SENTINEL CKQUORUM fails (NOQUORUM): it is cut off from its peers or was replaced a moment ago and
+//     knows none yet. Its failover would be announced to nobody; the others, a quorum, are asked instead.
+func (h *handoff) usable(ctx context.Context, c *valkey.Client, addr string, until time.Time) string {
+	actx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	si, err := c.InfoSentinel(actx)
+	if err != nil {
+		h.drop(addr)
+		return err.Error()
+	}
+	if si.Tilt {
+		h.log.Warn("handoff: skipping a Sentinel in TILT mode", "sentinel", addr)
+		return addr + " is in TILT mode"
+	}
+	q, err := c.SentinelCKQuorum(actx, h.cfg.MonitorName)
+	if err != nil {
+		h.drop(addr)
+		return err.Error()
+	}
+	if !q.OK {
+		h.log.Warn("handoff: skipping a Sentinel without quorum", "sentinel", addr, "ckquorum", q.Message)
+		return addr + " has no quorum: " + q.Message
+	}
+	return ""
+}
+
+// connGone reports whether err says the connection was refused, reset or closed by the peer: the process
+// at the other end is gone (or restarted), not merely slow.
+func connGone(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// quiet reports whether the Sentinel at addr, whose connection just died, provably runs no failover: it
+// refuses connections (killed: a Sentinel's failover lives in its memory only and dies with it), or it
+// answers again (restarted) and runs none of the monitor while still naming the handed-off primary, or
+// does not know the monitor. Anything else (no answer within pollTimeout, a failover running, another
+// primary named) is not proof.
+func (h *handoff) quiet(ctx context.Context, addr string) bool {
+	h.drop(addr)
+	pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+	defer cancel()
+	c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	m, found, err := c.SentinelMaster(pctx, h.cfg.MonitorName)
+	if err != nil {
+		h.drop(addr)
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	return !found || (!m.FailoverInProgress() && sameAddr(h.cfg.Primary, m.Host, m.Port))
+}
+
+// promotedReplica returns the first candidate that reports role master (read directly, as for the
+// catch-up), or "".
+func (h *handoff) promotedReplica(ctx context.Context, cands []candidate) string {
+	for _, c := range cands {
+		pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+		rc, err := h.dial(pctx, c.addr, h.replicaOptions())
+		if err == nil {
+			var r valkey.Replication
+			if r, err = rc.InfoReplication(pctx); err != nil {
+				h.drop(c.addr)
+			} else if r.Role == valkey.RolePrimary {
+				cancel()
+				return c.addr
+			}
+		}
+		cancel()
+	}
+	return ""
+}
+
+// another finds the Sentinel to take over from asked ones that are known to run nothing (quiet). It asks
+// every other Sentinel for the monitor:
+//   - one names another primary or runs a failover: that one is returned with an error wrapping
+//     valkey.ErrFailoverInProgress as its reply (watched like INPROG, never asked: no second failover);
+//   - otherwise at least a majority of all Sentinels must answer, each naming the handed-off primary with
+//     no failover running: then nothing runs anywhere, and the first usable one (see usable) is asked
+//     SENTINEL FAILOVER, its reply awaited until until at most; its address and reply are returned.
+//
+// The error (ReasonUnreachable) says no Sentinel may be asked: nothing runs anywhere, so the caller may
+// resume writes on the primary.
+func (h *handoff) another(ctx context.Context, asked map[string]bool, until time.Time) (string, error, error) {
+	idle, need := 0, len(h.cfg.Sentinels)/2+1
+	var why []string
+	pick := ""
+	var pc *valkey.Client
+	for _, addr := range h.cfg.Sentinels {
+		if asked[addr] {
+			continue
+		}
+		pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+		c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
+		if err != nil {
+			cancel()
+			why = append(why, err.Error())
+			continue
+		}
+		m, found, err := c.SentinelMaster(pctx, h.cfg.MonitorName)
 		cancel()
 		if err != nil {
 			h.drop(addr)
 			why = append(why, err.Error())
 			continue
 		}
-		if si.Tilt {
-			why = append(why, addr+" is in TILT mode")
-			h.log.Warn("handoff: skipping a Sentinel in TILT mode", "sentinel", addr)
+		if !found {
+			why = append(why, addr+" does not know monitor "+h.cfg.MonitorName)
 			continue
 		}
-		return c, addr, m, nil
+		if !sameAddr(h.cfg.Primary, m.Host, m.Port) || m.FailoverInProgress() {
+			return addr, fmt.Errorf("%w: Sentinel %s names %s (failover state %s)", valkey.ErrFailoverInProgress, addr,
+				joinAddr(m.Host, m.Port), m.FailoverState), nil
+		}
+		idle++
+		if pick == "" {
+			if w := h.usable(ctx, c, addr, time.Now().Add(pollTimeout)); w != "" {
+				why = append(why, w)
+			} else {
+				pick, pc = addr, c
+			}
+		}
 	}
-	return nil, "", valkey.Monitor{}, fail(ReasonUnreachable, nil, "no Sentinel answered for %s: %s", h.cfg.MonitorName, strings.Join(why, "; "))
+	if idle < need || pick == "" {
+		return "", nil, fail(ReasonUnreachable, nil, "no other Sentinel may be asked (%d of %d answer with no failover running, %d needed; %s); nothing was promoted",
+			idle, len(h.cfg.Sentinels), need, strings.Join(why, "; "))
+	}
+	h.log.Info("handoff: asking another Sentinel", "sentinel", pick, "idle", idle)
+	fctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	return pick, pc.SentinelFailover(fctx, h.cfg.MonitorName), nil
 }
 
 // catchUp polls every candidate until it follows history replID at offset or more; after until it gives up
@@ -345,6 +555,8 @@ type sentinelState struct {
 	// the handed-off node.
 	inProgress bool
 	ended      bool
+	// gone: the Sentinel refuses connections (its process is gone, and with it any failover it ran).
+	gone bool
 }
 
 func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.Time) sentinelState {
@@ -353,6 +565,7 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 	defer cancel()
 	c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
 	if err != nil {
+		st.gone = errors.Is(err, syscall.ECONNREFUSED)
 		return st
 	}
 	host, port, found, err := c.SentinelPrimaryAddr(pctx, h.cfg.MonitorName)
@@ -421,6 +634,7 @@ func (h *handoff) demote(ctx context.Context, addr string, until time.Time) erro
 	for {
 		err = h.pc.ReplicaOf(ctx, host, port)
 		if err == nil {
+			h.afterDemote(ctx)
 			return nil
 		}
 		if valkey.IsServerError(err) || !time.Now().Before(until) {
@@ -503,6 +717,7 @@ func (h *handoff) direct(ctx context.Context) (Result, error) {
 	for {
 		r, err := h.pc.InfoReplication(ctx)
 		if err == nil && r.Role == valkey.RoleReplica {
+			h.afterDemote(ctx)
 			return Result{NewPrimary: h.cfg.Target, Paused: time.Since(start)}, nil
 		}
 		if err == nil && r.Role == valkey.RolePrimary && r.FailoverState == "no-failover" {

@@ -28,6 +28,11 @@ type Metrics struct {
 	FailoversObserved *prometheus.CounterVec
 	// LabelPatches counts valkey.io/role patches.
 	LabelPatches *prometheus.CounterVec
+	// DemotedClientsClosed counts application connections closed on demoted nodes (internal/handoff
+	// CloseClients); DemotedClientsNotClosed counts demotions after which they could not be closed (the node
+	// did not answer in time or refused): those clients get READONLY until they reconnect.
+	DemotedClientsClosed    *prometheus.CounterVec
+	DemotedClientsNotClosed *prometheus.CounterVec
 	// ReconcileSeconds is the duration of one pass in seconds; ReconcileErrors counts failed passes.
 	ReconcileSeconds *prometheus.HistogramVec
 	ReconcileErrors  *prometheus.CounterVec
@@ -104,6 +109,11 @@ func New() *Metrics {
 			Help: "Primary changes observed."}, []string{"valkey_instance"}),
 		LabelPatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_role_label_patches_total",
 			Help: "valkey.io/role label patches."}, []string{"valkey_instance"}),
+		DemotedClientsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_demoted_clients_closed_total",
+			Help: "Application connections closed on a demoted node so that they reconnect to the new primary."}, []string{"valkey_instance"}),
+		DemotedClientsNotClosed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_demoted_clients_not_closed_total",
+			Help: "Demotions after which the node's application connections could not be closed (they get READONLY until they reconnect)."},
+			[]string{"valkey_instance"}),
 		ReconcileSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "valkey_ha_reconcile_duration_seconds",
 			Help: "Duration of one reconcile pass in seconds.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"controller"}),
 		ReconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_reconcile_errors_total",
@@ -149,6 +159,7 @@ func New() *Metrics {
 		Help: "Worker lanes of the instance controller (one per instance unless capped)."})
 	m.series = map[string]map[string]bool{}
 	r.MustRegister(m.Repairs, m.Registrations, m.Removals, m.FailoversObserved, m.LabelPatches,
+		m.DemotedClientsClosed, m.DemotedClientsNotClosed,
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
 		m.InstanceQuorumOK, m.InstanceRollHeldSeconds,
@@ -221,7 +232,8 @@ func (m *Metrics) ForgetInstance(instance string) {
 		v.DeletePartialMatch(l)
 	}
 	m.InstancePassErrors.DeletePartialMatch(l)
-	for _, v := range []*prometheus.CounterVec{m.Repairs, m.FailoversObserved, m.LabelPatches} {
+	for _, v := range []*prometheus.CounterVec{m.Repairs, m.FailoversObserved, m.LabelPatches,
+		m.DemotedClientsClosed, m.DemotedClientsNotClosed} {
 		v.DeletePartialMatch(l)
 	}
 	m.LastReconcileSuccess.DeleteLabelValues("instance", instance)

@@ -7,8 +7,8 @@
 // What it does, by the role of its own server:
 //
 //   - Primary of a monitored instance: handoff.Run with the Sentinels of the mounted sentinels file (last
-//     first, as the controller orders them) after SENTINEL CKQUORUM passed on the first Sentinel that
-//     answers. Another handoff holding the lock on this primary (the controller's planned roll), or a
+//     first, as the controller orders them) after SENTINEL CKQUORUM passed on a majority of them (one
+//     Sentinel's NOQUORUM is no veto). Another handoff holding the lock on this primary (the controller's planned roll), or a
 //     failover that runs: wait, then look again, until the server is no longer primary or the deadline.
 //   - Primary of an unmonitored instance: FAILOVER TO the online replica with the highest offset.
 //   - Replica: return at once, unless a Sentinel runs a failover: then wait for its end (bounded).
@@ -104,8 +104,9 @@ type Outcome struct {
 
 // The parts of Bound.
 const (
-	// ReachSentinels bounds finding a Sentinel that answers (CKQUORUM, then SENTINEL MASTER on the first that
-	// answers; each dial and command is bounded by Config.DialTimeout, 1 s).
+	// ReachSentinels bounds finding a Sentinel that answers when they all do (CKQUORUM until a majority
+	// confirmed it, then SENTINEL MASTER, INFO and CKQUORUM on the first usable one; each dial and command is
+	// bounded by Config.DialTimeout, 1 s, so a stopped Sentinel costs about 1 s more).
 	ReachSentinels = 2 * time.Second
 	// DefaultFailoverWait is Config.FailoverWait's default.
 	DefaultFailoverWait = 5 * time.Second
@@ -333,10 +334,13 @@ func roomToWait(ctx context.Context, in spec.Instance) bool {
 	return time.Until(dl) > ReachSentinels+downAfter/2+FinishMargin+time.Second
 }
 
-// checkQuorum asks the Sentinels in order for SENTINEL CKQUORUM; the first that answers decides. It returns
-// why there is no quorum, or "".
+// checkQuorum asks the Sentinels in order for SENTINEL CKQUORUM until a majority of them (len(addrs)/2+1)
+// said OK. One Sentinel's NOQUORUM (cut off from its peers, replaced a moment ago and knowing none yet) or
+// unknown monitor is no veto while a majority says yes: the handoff then asks only Sentinels whose own
+// CKQUORUM passes (handoff.Run). It returns why there is no majority, or "".
 func checkQuorum(ctx context.Context, addrs []string, monitor string, o valkey.Options) string {
 	var why []string
+	ok, need := 0, len(addrs)/2+1
 	for _, a := range addrs {
 		c, err := valkey.Dial(ctx, a, o)
 		if err != nil {
@@ -345,16 +349,19 @@ func checkQuorum(ctx context.Context, addrs []string, monitor string, o valkey.O
 		}
 		q, err := c.SentinelCKQuorum(ctx, monitor)
 		c.Close()
-		if err != nil {
+		switch {
+		case err != nil:
 			why = append(why, err.Error())
-			continue
+		case !q.OK:
+			why = append(why, fmt.Sprintf("Sentinel %s: %s", a, q.Message))
+		default:
+			ok++
 		}
-		if !q.OK {
-			return fmt.Sprintf("Sentinel %s: %s", a, q.Message)
+		if ok >= need {
+			return ""
 		}
-		return ""
 	}
-	return "no Sentinel answered: " + strings.Join(why, "; ")
+	return fmt.Sprintf("%d of %d Sentinels confirm the quorum, %d needed: %s", ok, len(addrs), need, strings.Join(why, "; "))
 }
 
 // waitReplica waits, bounded by ctx, while any Sentinel that answers runs a failover of the monitor.

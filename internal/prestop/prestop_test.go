@@ -164,3 +164,20 @@ func TestPreStopWaitsForTheSentinelsToSeeAPromotableReplica(t *testing.T) {
 	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
 	assert.Equal(t, top.Nodes[1].Addr(), out.Result.NewPrimary)
 }
+
+// TestPreStopClosesApplicationConnections (issue 30): the hook, as the node-local _prestop user, closes the
+// demoted primary's application connections (its rules include +client|kill), so clients of the primary
+// Service reconnect to the new primary.
+func TestPreStopClosesApplicationConnections(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	cfg := hookFor(t, top, 0)
+	pw := testenv.AddAppUser(t, top)
+	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 3, User: testenv.AppUser, Password: pw, Dial: testenv.ConnOf(top.Nodes[0].Addr())})
+	begin := time.Now()
+	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(top.Nodes[0].Addr(), begin) })
+	out := prestop.Run(context.Background(), cfg)
+	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
+	require.NoError(t, out.Result.Clients.Err)
+	assert.Equal(t, []string{testenv.AppUser}, out.Result.Clients.Users)
+	assert.GreaterOrEqual(t, out.Result.Clients.Conns, int64(3))
+}

@@ -64,6 +64,38 @@ func (c *Client) ClientKillPubSub(ctx context.Context) (int64, error) {
 	return n, c.wrap("CLIENT KILL TYPE pubsub", err)
 }
 
+// ClientKillUsers closes the normal connections of every user that CLIENT LIST TYPE normal shows and keep
+// does not keep, one CLIENT KILL USER <name> TYPE normal SKIPME yes per user (Valkey docs, "CLIENT KILL";
+// the USER and TYPE filters exist since Redis 6.0, so in every supported engine). Replication links
+// (TYPE master/replica) and Pub/Sub connections are never touched, nor this connection. Killing by user,
+// not by id, also closes a connection of that user that arrived after the list. It returns how many
+// connections were closed and the users whose connections were closed; the first error ends it (what was
+// closed before stays closed).
+func (c *Client) ClientKillUsers(ctx context.Context, keep func(user string) bool) (int64, []string, error) {
+	list, err := c.ClientList(ctx, "normal")
+	if err != nil {
+		return 0, nil, err
+	}
+	seen := map[string]bool{}
+	var users []string
+	for _, e := range list {
+		if seen[e.User] || keep(e.User) {
+			continue
+		}
+		seen[e.User] = true
+		users = append(users, e.User)
+	}
+	var total int64
+	for i, u := range users {
+		n, err := c.do(ctx, "CLIENT", "KILL", "USER", u, "TYPE", "normal", "SKIPME", "yes").AsInt64()
+		if err != nil {
+			return total, users[:i], c.wrap("CLIENT KILL USER "+u+" TYPE normal", err)
+		}
+		total += n
+	}
+	return total, users, nil
+}
+
 // FailoverTo runs FAILOVER TO host port TIMEOUT <ms> on a primary (Valkey docs, "FAILOVER"): the primary
 // pauses writes, waits until host:port has its offset, demotes itself and has the target promote itself;
 // when the target does not catch up within timeout the failover is aborted and writes go on. It returns

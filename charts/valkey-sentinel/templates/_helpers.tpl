@@ -470,7 +470,8 @@ tls.certManager.extraDnsNames persistence.enabled persistence.size persistence.s
 persistence.accessModes resources.cpu resources.memory service.type service.annotations
 service.loadBalancerSourceRanges service.extraPorts service.headless.annotations service.headless.extraPorts
 allowedSources networkPolicy.enabled networkPolicy.allowSameNamespace networkPolicy.clientPodSelector
-networkPolicy.metricsNamespaceSelector pdb.enabled pdb.maxUnavailable probes.livenessPeriodSeconds
+networkPolicy.metricsNamespaceSelector networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
+pdb.enabled pdb.maxUnavailable probes.livenessPeriodSeconds
 probes.livenessFailureThreshold probes.readinessPeriodSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
 metrics.resources.cpu metrics.resources.memory metrics.podMonitor.enabled metrics.podMonitor.interval
@@ -704,6 +705,11 @@ directive list checks config: engineVersion, else the leading major.minor of the
 {{- include "vs.checkSelector" (dict "field" "namespaceSelector" "selector" .Values.namespaceSelector "flag" true) -}}
 {{- include "vs.checkSelector" (dict "field" "networkPolicy.clientPodSelector" "selector" .Values.networkPolicy.clientPodSelector) -}}
 {{- include "vs.checkSelector" (dict "field" "networkPolicy.metricsNamespaceSelector" "selector" .Values.networkPolicy.metricsNamespaceSelector) -}}
+{{- include "vs.checkSelector" (dict "field" "networkPolicy.dns.namespaceSelector" "selector" .Values.networkPolicy.dns.namespaceSelector) -}}
+{{- include "vs.checkSelector" (dict "field" "networkPolicy.dns.podSelector" "selector" .Values.networkPolicy.dns.podSelector) -}}
+{{- if and .Values.networkPolicy.dns.podSelector (not .Values.networkPolicy.dns.namespaceSelector) -}}
+{{- fail "networkPolicy.dns.namespaceSelector: empty selects every namespace, so a pod of any namespace wearing the podSelector's labels would be reachable on port 53 (the exporter's /scrape or a customer's MIGRATE could dial it); name the namespace of your cluster DNS, for example {matchLabels: {kubernetes.io/metadata.name: kube-system}}" -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

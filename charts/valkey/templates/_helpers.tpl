@@ -312,6 +312,20 @@ count; without it one connection that pipelines and never reads grows the server
 {{- end -}}
 
 {{/*
+proto-max-bulk-len in bytes: an eighth of the room between maxmemory and resources.limits.memory (issue 25). The
+server checks maxmemory before a command, so one command may grow one value past it: SETBIT k 4294967295 1 made a
+node allocate 512 MB (the default), past the starter plan's 256Mi. SETRANGE, SETBIT, BITFIELD and APPEND refuse a
+result longer than this on valkey 9.1, 8.0 and redis 7.0, and no bulk argument may be longer. With every client
+buffer full (maxmemory-clients, half the room) one such value (rounded up by the allocator, by at most a quarter)
+and the process still fit in the rest. config.proto-max-bulk-len may raise it to a quarter of the room, which holds
+while client buffers are not full at the same time.
+*/}}
+{{- define "valkey.protoMaxBulkLen" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- printf "%.0f" (floor (divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 8)) -}}
+{{- end -}}
+
+{{/*
 valkey.conf: server settings only (hashed into valkey.io/config-hash). No users, no passwords, no announce
 settings: the bootstrap appends replica-announce-ip, masteruser, masterauth and replicaof to a writable copy.
 */}}
@@ -342,6 +356,10 @@ maxclients {{ include "valkey.maxclients" . }}
 # limit: above it the server closes the largest client, so connections that pipeline and never read cannot grow
 # the server past its memory limit (config.maxmemory-clients, set after this line, wins)
 maxmemory-clients {{ include "valkey.maxmemoryClients" . }}
+# the largest single value (a string, or what SETRANGE, SETBIT, BITFIELD and APPEND may grow one to): an eighth of
+# the same room, since maxmemory is checked before a command and one SETBIT could otherwise add 512 MB at once
+# (issue 25; config.proto-max-bulk-len, set after this line, wins and may take at most a quarter of the room)
+proto-max-bulk-len {{ include "valkey.protoMaxBulkLen" . }}
 {{- if $s.persistence }}
 appendonly yes
 appendfsync everysec
@@ -356,6 +374,11 @@ min-replicas-max-lag {{ int .Values.minReplicasMaxLag }}
 {{- end }}
 {{- include "valkey.loadDirectives" . -}}
 {{- $directives := get . "_valkeyHADirectives" -}}
+{{- if hasKey $directives.server "sanitize-dump-payload" }}
+# deep-check RESTORE payloads of clients (not the primary's stream or the AOF): a corrupt listpack crashed valkey 8.0
+# and redis 7.0 on its first read, and AOF and replication carried it on (issue 25); valkey 9 always checks
+sanitize-dump-payload clients
+{{- end }}
 {{- range $k := keys .Values.config | sortAlpha }}
 {{ include "valkey.confLine" (dict "name" $k "value" (get $.Values.config $k) "d" (get $directives.server $k)) }}
 {{- end }}
@@ -386,16 +409,26 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
 {{/*
 Customer access presets: rules after `nocommands` (internal/acl.Presets; a test compares them). `full` is
 +@all without @admin: no ACL, CONFIG (GET would read masterauth), CLIENT KILL/PAUSE/LIST, replication,
-SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY.
+SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY; and no RESTORE (an LZF-compressed payload of 3.4 MB
+inflated to a 300 MB value in one command, issue 25).
 */}}
 {{- define "valkey.accessPreset" -}}
 {{- if eq . "readonly" -}}
 -@all +@read +@connection -@admin +info +role
 {{- else if eq . "readwrite" -}}
--@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role
+-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role {{ include "valkey.noFunctionRules" . }}
 {{- else -}}
-+@all -@admin +role
++@all -@admin +role -restore -restore-asking {{ include "valkey.noFunctionRules" . }}
 {{- end -}}
+{{- end -}}
+
+{{/*
+Subtracted from readwrite and full (internal/acl.NoFunctionRules, issue 25): libraries are server-wide and FCALL
+runs a library's code with the caller's key rights, so whoever may FUNCTION LOAD REPLACE runs code as everyone who
+FCALLs it. Only users[].functions: true (a trust grant, internal/acl.FunctionRules: +function) manages libraries.
+*/}}
+{{- define "valkey.noFunctionRules" -}}
+-function|load -function|delete -function|flush -function|restore -function|dump -function|list
 {{- end -}}
 
 {{/*
@@ -429,6 +462,9 @@ are identical).
 {{- $rules = concat $rules $keys (list "resetchannels") $chans (list "nocommands" (include "valkey.accessPreset" ($u.access | default "readonly"))) -}}
 {{- if not (and (eq (len ($u.keys | default list)) 1) (eq (index $u.keys 0) "*")) -}}
 {{- $rules = append $rules (include "valkey.restrictedKeyRules" .) -}}
+{{- end -}}
+{{- if $u.functions -}}
+{{- $rules = append $rules "+function" -}}
 {{- end -}}
 {{- $e := dict "name" $u.name "system" false "rules" (join " " $rules) "field" (printf "users[%d]" $i) -}}
 {{- if $u.passwordSecret -}}
@@ -491,6 +527,7 @@ service.primary.loadBalancerSourceRanges service.primary.extraPorts service.repl
 service.replicas.annotations service.replicas.loadBalancerSourceRanges service.replicas.extraPorts
 service.headless.annotations service.headless.extraPorts allowedSources networkPolicy.enabled
 networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
+networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
 probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
@@ -618,6 +655,11 @@ written here rather than a failure further down. Each message names the field, t
 {{- end -}}
 {{- include "valkey.checkSelector" (dict "field" "networkPolicy.clientPodSelector" "selector" .Values.networkPolicy.clientPodSelector) -}}
 {{- include "valkey.checkSelector" (dict "field" "networkPolicy.metricsNamespaceSelector" "selector" .Values.networkPolicy.metricsNamespaceSelector) -}}
+{{- include "valkey.checkSelector" (dict "field" "networkPolicy.dns.namespaceSelector" "selector" .Values.networkPolicy.dns.namespaceSelector) -}}
+{{- include "valkey.checkSelector" (dict "field" "networkPolicy.dns.podSelector" "selector" .Values.networkPolicy.dns.podSelector) -}}
+{{- if and .Values.networkPolicy.dns.podSelector (not .Values.networkPolicy.dns.namespaceSelector) -}}
+{{- fail "networkPolicy.dns.namespaceSelector: empty selects every namespace, so a pod of any namespace wearing the podSelector's labels would be reachable on port 53 (the exporter's /scrape or a customer's MIGRATE could dial it); name the namespace of your cluster DNS, for example {matchLabels: {kubernetes.io/metadata.name: kube-system}}" -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "valkey.validateNames" -}}
@@ -816,6 +858,7 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
   "replica-read-only" $noRepl "slave-read-only" $noRepl
   "maxmemory" "set maxmemory instead (it is checked against the memory limit)"
   "maxmemory-policy" "set maxmemoryPolicy instead"
+  "sanitize-dump-payload" "the chart sets it to clients where the engine has it (a corrupt RESTORE payload crashed valkey 8.0 and redis 7.0 nodes); remove it"
   "maxclients" "set maxclients instead"
   "appendonly" "set persistence.enabled instead (it also creates the volumes)"
   "daemonize" $fg "supervised" $fg
@@ -879,6 +922,12 @@ them. Aliases (slave*, master*, primary*) are listed with their names.
 {{- end -}}
 {{- if and (eq $k "repl-diskless-load") (eq (lower $val) "swapdb") -}}
 {{- fail "config.repl-diskless-load: swapdb keeps two copies of the data set during a full resync, more than the memory limit allows above maxmemory; use on-empty-db or disabled" -}}
+{{- end -}}
+{{- if eq $k "proto-max-bulk-len" -}}
+{{- $room := divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 4.0 -}}
+{{- if gt (float64 (include "valkey.memBytes" $val)) $room -}}
+{{- fail (printf "config.proto-max-bulk-len: %s does not fit: one command may grow one value by that much above maxmemory (%s), in the room before resources.limits.memory (%s), and may take at most a quarter of it (%.0fmb); lower it or raise resources.limits.memory" $val $s.maxmemory $s.memory (divf $room 1048576.0)) -}}
+{{- end -}}
 {{- end -}}
 {{- if eq $k "repl-backlog-size" -}}
 {{- $room := divf (subf (float64 (include "valkey.bytes" $s.memory)) (float64 (include "valkey.bytes" $s.maxmemory))) 2.0 -}}
@@ -1036,6 +1085,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if not (regexMatch "^[^\\s\"'\\\\]{1,64}$" (toString $p)) -}}
 {{- fail (printf "users[%d].%s[%d]: %q is not a pattern the ACL file can hold: 1 to 64 characters without spaces, quotes or backslashes; for example app:*" $i $what $j (toString $p)) -}}
 {{- end -}}
+{{- if regexMatch "[()]" (toString $p) -}}
+{{- fail (printf "users[%d].%s[%d]: %q holds a parenthesis, which opens an ACL selector (rules that add to the user's), so the live sync refuses every users.json that carries one; drop the parentheses, for example app:*" $i $what $j (toString $p)) -}}
+{{- end -}}
 {{- $prefix := ternary "~" "&" (eq $what "keys") -}}
 {{- if or (hasPrefix $prefix (toString $p)) (and (eq $what "keys") (hasPrefix "%" (toString $p))) -}}
 {{- fail (printf "users[%d].%s[%d]: %q starts with an ACL rule prefix (%s), which the chart writes itself, so the pattern would only match names beginning with it; write the bare pattern, such as %s" $i $what $j (toString $p) (ternary "~ or %R~/%W~" "&" (eq $what "keys")) (regexReplaceAll "^(%[RW]*)?[~&]" (toString $p) "")) -}}
@@ -1057,6 +1109,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if or (hasPrefix "__sentinel__:" $lit) (hasPrefix $lit "__sentinel__:") -}}
 {{- fail (printf "users[%d].channels[%d]: %q could match Sentinel's channel __sentinel__:hello, where a forged message moves the primary to any address; use a prefix of your own such as %q" $i $j $c (printf "%s.*" $u.name)) -}}
 {{- end -}}
+{{- end -}}
+{{- if and $u.functions (ne ($u.access | default "readonly") "full") -}}
+{{- fail (printf "users[%d].functions: access %s cannot FCALL, so the grant would only let user %s plant code that full users run; set access: full, or drop functions" $i ($u.access | default "readonly") $u.name) -}}
 {{- end -}}
 {{- $rot := $u.rotation | default dict -}}
 {{- if and $u.passwordSecret $rot -}}
