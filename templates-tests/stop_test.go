@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/cli"
@@ -236,6 +238,15 @@ func TestDNSCacheInEveryPod(t *testing.T) {
 		c := container(t, spec, "dns-cache")
 		assert.Equal(t, []string{"/valkey-sentinel-ctl", "dns-cache", "--listen=127.0.0.1:53", "--upstream=10.96.0.10"}, c.Command, name)
 		assert.Empty(t, c.Ports, "%s: the cache listens on loopback only", name)
+	}
+	// no dnsCache.upstream: the ClusterIP of Service kube-system/kube-dns, when the render can look it up
+	dnsSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}, Spec: corev1.ServiceSpec{ClusterIP: "10.43.0.10"}}
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		objs := decode(t, mustRender(t, chart, "", renderOpts{existing: []runtime.Object{dnsSvc}}))
+		for _, s := range objs.statefulSets() {
+			assert.Equal(t, []string{"127.0.0.1", "10.43.0.10"}, s.Spec.Template.Spec.DNSConfig.Nameservers, s.Name)
+			assert.Contains(t, container(t, &s.Spec.Template.Spec, "dns-cache").Command, "--upstream=10.43.0.10", s.Name)
+		}
 	}
 	// a user's own entries come after the cache's
 	custom := decode(t, mustRender(t, "valkey", up+"dnsConfig: {nameservers: [10.0.0.53], searches: [corp.example], options: [{name: timeout, value: \"1\"}]}\n")).statefulSets()[0]
