@@ -202,14 +202,29 @@ valkeySelector:
 // leanDNSCache is the dns-cache container's share in the lean e2e resources.
 const leanDNSCache = "dnsCache: {resources: {cpu: 50m, memory: 32Mi}}\n" // a throttled cache answers late
 
-// dnsCacheValues turns the charts' DNS cache off in both charts when E2E_DNS_CACHE=off (to measure what a dead
-// CoreDNS replica does without it, RELIABILITY.md "Found" 3).
+// dnsCacheValues gives both charts the cluster DNS Service's ClusterIP as dnsCache.upstream (the cache runs
+// only with it; the charts never look it up), or turns the cache off when E2E_DNS_CACHE=off (to measure what a
+// dead CoreDNS replica does without it, RELIABILITY.md "Found" 3).
 func dnsCacheValues() string {
 	if os.Getenv("E2E_DNS_CACHE") == "off" {
 		return "dnsCache: {enabled: false}\n"
 	}
-	return ""
+	clusterDNSOnce.Do(func() {
+		svc, err := kube.CoreV1().Services("kube-system").Get(context.Background(), "kube-dns", metav1.GetOptions{})
+		if err == nil && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			clusterDNS = svc.Spec.ClusterIP
+		}
+	})
+	if clusterDNS == "" {
+		return ""
+	}
+	return fmt.Sprintf("dnsCache: {upstream: %q}\n", clusterDNS)
 }
+
+var (
+	clusterDNSOnce sync.Once
+	clusterDNS     string // ClusterIP of kube-system/kube-dns ("" when it cannot be read: no cache)
+)
 
 // mergeYAML deep-merges YAML documents (maps merge, everything else is replaced).
 func mergeYAML(t testing.TB, docs ...string) map[string]interface{} {

@@ -1417,31 +1417,18 @@ mounted into a pod and never granted to the helm test (its user may SENTINEL RES
 {{- end -}}
 
 {{/*
-The cluster DNS Service's IP the dns-cache container forwards to: dnsCache.upstream, else the ClusterIP of
-Service kube-system/kube-dns (lookup: empty under `helm template` or without read access). Empty: no cache.
+The cluster DNS Service's IP the dns-cache container forwards to: dnsCache.upstream when dnsCache.enabled.
+Empty: no cache. Never looked up: a render must not depend on what the cluster holds (TestLookupOnlyValidates).
 */}}
 {{- define "valkey.dnsUpstream" -}}
-{{- if .Values.dnsCache.enabled -}}
-{{- if .Values.dnsCache.upstream -}}
+{{- if and .Values.dnsCache.enabled .Values.dnsCache.upstream -}}
 {{- if not (regexMatch "^([0-9]{1,3}[.]){3}[0-9]{1,3}$|^[0-9a-fA-F]*:[0-9a-fA-F:.]*$" .Values.dnsCache.upstream) -}}
-{{- fail (printf "dnsCache.upstream: %q is not an IP address; give the ClusterIP of the cluster DNS Service (kubectl -n kube-system get service kube-dns), or leave it empty to look it up at install" .Values.dnsCache.upstream) -}}
+{{- fail (printf "dnsCache.upstream: %q is not an IP address; give the ClusterIP of the cluster DNS Service (kubectl -n kube-system get service kube-dns)" .Values.dnsCache.upstream) -}}
 {{- end -}}
 {{- .Values.dnsCache.upstream -}}
-{{- else -}}
-{{- $svc := lookup "v1" "Service" "kube-system" "kube-dns" -}}
-{{- if and $svc $svc.spec $svc.spec.clusterIP (ne $svc.spec.clusterIP "None") -}}
-{{- $svc.spec.clusterIP -}}
-{{- end -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 
-{{/*
-Pod DNS settings. With the cache: dnsPolicy None, nameservers 127.0.0.1 (the cache) then the upstream itself (a
-lookup while the cache is not running yet, e.g. in an init container, gets "connection refused" from 127.0.0.1 at
-once and goes on to it), the search list and ndots of ClusterFirst, then dnsConfig's own entries. Without it:
-dnsConfig as given. Call with the chart context.
-*/}}
 {{- define "valkey.podDNS" -}}
 {{- $up := include "valkey.dnsUpstream" . -}}
 {{- $dc := .Values.dnsConfig | default dict -}}
