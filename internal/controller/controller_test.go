@@ -48,13 +48,15 @@ func newEnvOn(t *testing.T, cfg valkeytest.TopologyConfig, cs *fake.Clientset) *
 
 func quietLog() *slog.Logger { return testenv.Log("CTL_TEST_LOG") }
 
-func (e *env) startInstanceController(o InstanceOptions) {
+func (e *env) startInstanceController(o InstanceOptions) *metrics.Metrics {
 	o.Namespace, o.Instance = ns, "vk"
 	if o.Resync == 0 {
 		o.Resync = 500 * time.Millisecond
 	}
-	c := NewInstanceController(e.CS, o, metrics.New(), e.Rec, quietLog())
+	m := metrics.New()
+	c := NewInstanceController(e.CS, o, m, e.Rec, quietLog())
 	e.Run(func(ctx context.Context) error { return c.Run(ctx, nil) })
+	return m
 }
 
 func (e *env) opClient(p *valkeytest.Proc) *valkey.Client {

@@ -884,6 +884,7 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 	}
 	if h := d.Topology.HandingOff; h != nil && c.reported.changed(name+"/handing-off/"+h.Pod, w.Node(h.Index).PodUID) {
 		if why := handoffObstacle(w, *h); why != "" {
+			c.metrics.HandoffUnavailable.WithLabelValues(name).Inc()
 			// the hook's own reason is in the pod's log only (the kubelet's FailedPreStopHook Event carries
 			// no hook output), so say here what stops it
 			c.recorder.Eventf(desc, corev1.EventTypeWarning, "HandoffUnavailable",

@@ -19,8 +19,8 @@ import (
 
 // TestInstanceMetricsFollowTheTopology: the gauges the PrometheusRule alerts on (primaries, reachable
 // nodes, replica links and lag) follow real valkey processes pass by pass: a paused replica leaves the
-// reachable count and loses its link series, a replica turned primary makes two primaries, and a deleted
-// instance releases every series.
+// reachable count and loses its link series, a replica turned primary makes two primaries, an instance no
+// quorum monitors says so (valkey_ha_instance_monitored 0), and a deleted instance releases every series.
 func TestInstanceMetricsFollowTheTopology(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Sentinels: 0})
 	m := metrics.New()
@@ -51,6 +51,8 @@ func TestInstanceMetricsFollowTheTopology(t *testing.T) {
 	}
 	assert.Equal(t, 2, testutil.CollectAndCount(m.ReplicaLinkUp), "one link series per replica")
 	assert.Equal(t, 0, testutil.CollectAndCount(m.InstanceQuorumOK), "no quorum series while not monitored")
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.InstanceMonitored.WithLabelValues(inst)),
+		"Sentinel failover but no quorum published the Sentinel info: monitored says 0 (ValkeyNotMonitored)")
 	assert.Equal(t, 0.0, testutil.ToFloat64(m.InstanceRollHeldSeconds.WithLabelValues(inst)))
 
 	// a paused replica does not answer: one node less, and its link series goes

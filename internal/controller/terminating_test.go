@@ -8,6 +8,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,12 +87,16 @@ func TestPrimaryPodTerminatingIsHandingOff(t *testing.T) {
 
 // TestTerminatingPrimaryThatCannotHandOffIsReported: the primary's pod is terminating and its only replica
 // has replica-priority 0, so the preStop hook cannot hand off. The kubelet's FailedPreStopHook Event carries
-// no hook output, so the instance controller says why in a HandoffUnavailable Warning.
+// no hook output, so the instance controller says why in a HandoffUnavailable Warning, and counts it in
+// valkey_ha_handoff_unavailable_total (0 before, so the ValkeyHandoffUnavailable alert's increase() sees it).
 func TestTerminatingPrimaryThatCannotHandOffIsReported(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, ExtraServerLines: []string{"replica-priority 0"}})
 	e.PublishSentinels()
-	e.startInstanceController(InstanceOptions{Resync: 30 * time.Second})
+	m := e.startInstanceController(InstanceOptions{Resync: 30 * time.Second})
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
+	const inst = ns + "/vk"
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.HandoffUnavailable.WithLabelValues(inst)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.InstanceMonitored.WithLabelValues(inst)), "a quorum published the Sentinel info")
 	testenv.DrainEvents(e.Rec, "")
 	ctx := context.Background()
 	pod, err := e.CS.CoreV1().Pods(ns).Get(ctx, "vk-0-0", metav1.GetOptions{})
@@ -112,4 +117,5 @@ func TestTerminatingPrimaryThatCannotHandOffIsReported(t *testing.T) {
 	assert.Contains(t, evs[0], "priority 0")
 	assert.Contains(t, evs[0], "vk-0-0")
 	assert.Empty(t, testenv.DrainEvents(e.Rec, "PrimaryHandingOff"))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.HandoffUnavailable.WithLabelValues(inst)), "one terminating primary, counted once")
 }

@@ -58,6 +58,16 @@ type Metrics struct {
 	// InstanceQuorumOK is 1 when SENTINEL CKQUORUM <monitor> answered OK on the first Sentinel that answered,
 	// 0 when it did not (or none answered); absent while the instance is not monitored.
 	InstanceQuorumOK *prometheus.GaugeVec
+	// InstanceMonitored is, for an instance whose failover mode is sentinel, 1 when a quorum has published
+	// its Sentinel info (<F>-sentinels: some quorum's valkeySelector matched it and its monitor is managed)
+	// and 0 when none has: no Sentinel will fail it over. Absent for instances without Sentinel failover.
+	// It exists so that "no quorum monitors the instance" is a series of its own (InstanceQuorumOK vanishes).
+	InstanceMonitored *prometheus.GaugeVec
+	// HandoffUnavailable counts terminating primary pods whose preStop hook the instance controller saw
+	// unable to hand the primary role off (the HandoffUnavailable Event; once per pod UID): the failover
+	// then waits for Sentinel's down-after-milliseconds. Initialized to 0 per instance so increase() sees
+	// the first one.
+	HandoffUnavailable *prometheus.CounterVec
 	// InstanceRollHeldSeconds is how long in seconds a planned data roll has been waiting (the status's
 	// rollWait reason has been set without a step), 0 when no roll waits.
 	InstanceRollHeldSeconds *prometheus.GaugeVec
@@ -138,6 +148,10 @@ func New() *Metrics {
 		"Primary master_repl_offset minus the replica's slave_repl_offset, in bytes.", "valkey_instance", "replica")
 	m.InstanceQuorumOK = gauge("valkey_ha_instance_quorum_ok",
 		"1 when SENTINEL CKQUORUM of the instance's monitor answered OK, else 0.", "valkey_instance")
+	m.InstanceMonitored = gauge("valkey_ha_instance_monitored",
+		"1 when a quorum published the Sentinel info of the instance (Sentinel failover mode only), else 0.", "valkey_instance")
+	m.HandoffUnavailable = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_handoff_unavailable_total",
+		Help: "Terminating primary pods whose preStop hook could not hand the primary role off."}, []string{"valkey_instance"})
 	m.InstanceRollHeldSeconds = gauge("valkey_ha_instance_roll_held_seconds",
 		"Seconds a planned data roll has been waiting without a step (0: none waits).", "valkey_instance")
 	m.Sentinels = gauge("valkey_ha_sentinels", "Sentinel pods of the quorum.", "quorum")
@@ -162,7 +176,7 @@ func New() *Metrics {
 		m.DemotedClientsClosed, m.DemotedClientsNotClosed,
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
-		m.InstanceQuorumOK, m.InstanceRollHeldSeconds,
+		m.InstanceQuorumOK, m.InstanceMonitored, m.HandoffUnavailable, m.InstanceRollHeldSeconds,
 		m.Sentinels, m.SentinelReachable, m.MonitorRegistered, m.MonitorQuorumOK, m.MonitorRefused, m.SentinelRollHeldSeconds,
 		m.InstancePassSeconds, m.InstancePassErrors, m.InstanceWorkers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -193,8 +207,9 @@ type InstanceObservation struct {
 	Nodes, Reachable, Primaries int
 	// Replicas lists the reachable replicas.
 	Replicas []ReplicaLink
-	// Monitored says Sentinels monitor the instance; QuorumOK is then SENTINEL CKQUORUM's verdict.
-	Monitored, QuorumOK bool
+	// SentinelFailover says the descriptor asks for Sentinel failover; Monitored says a quorum published
+	// its Sentinel info (Sentinels monitor it); QuorumOK is then SENTINEL CKQUORUM's verdict.
+	SentinelFailover, Monitored, QuorumOK bool
 	// RollHeld is how long a planned roll has waited (0: none waits).
 	RollHeld time.Duration
 }
@@ -206,6 +221,14 @@ func (m *Metrics) ObserveInstance(instance string, o InstanceObservation) {
 	m.InstanceNodesReachable.WithLabelValues(instance).Set(float64(o.Reachable))
 	m.InstancePrimaries.WithLabelValues(instance).Set(float64(o.Primaries))
 	m.InstanceRollHeldSeconds.WithLabelValues(instance).Set(o.RollHeld.Seconds())
+	// counters of events that alerts take increase() of start at 0, so the first event counts
+	m.FailoversObserved.WithLabelValues(instance).Add(0)
+	m.HandoffUnavailable.WithLabelValues(instance).Add(0)
+	if o.SentinelFailover {
+		m.InstanceMonitored.WithLabelValues(instance).Set(b2f(o.Monitored))
+	} else {
+		m.InstanceMonitored.DeleteLabelValues(instance)
+	}
 	if o.Monitored {
 		m.InstanceQuorumOK.WithLabelValues(instance).Set(b2f(o.QuorumOK))
 	} else {
@@ -228,11 +251,11 @@ func (m *Metrics) ObserveInstance(instance string, o InstanceObservation) {
 func (m *Metrics) ForgetInstance(instance string) {
 	l := prometheus.Labels{"valkey_instance": instance}
 	for _, v := range []*prometheus.GaugeVec{m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries,
-		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceRollHeldSeconds, m.InstancePassSeconds} {
+		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceMonitored, m.InstanceRollHeldSeconds, m.InstancePassSeconds} {
 		v.DeletePartialMatch(l)
 	}
 	m.InstancePassErrors.DeletePartialMatch(l)
-	for _, v := range []*prometheus.CounterVec{m.Repairs, m.FailoversObserved, m.LabelPatches,
+	for _, v := range []*prometheus.CounterVec{m.Repairs, m.FailoversObserved, m.LabelPatches, m.HandoffUnavailable,
 		m.DemotedClientsClosed, m.DemotedClientsNotClosed} {
 		v.DeletePartialMatch(l)
 	}

@@ -151,7 +151,8 @@ func firstFalse(conds []status.Condition) string {
 // InstanceGauges is the instance's metrics observation (metrics.ObserveInstance) of one pass (pure).
 func InstanceGauges(w World, d Decision) metrics.InstanceObservation {
 	tp := d.Topology
-	o := metrics.InstanceObservation{Nodes: len(w.Nodes), Monitored: w.SentinelInfo != nil, QuorumOK: w.Quorum.OK}
+	o := metrics.InstanceObservation{Nodes: len(w.Nodes), SentinelFailover: w.Instance.Monitored(), Monitored: w.SentinelInfo != nil,
+		QuorumOK: w.Quorum.OK}
 	if !d.Memory.RollHeldSince.IsZero() {
 		o.RollHeld = w.Now.Sub(d.Memory.RollHeldSince)
 	}
