@@ -3,6 +3,7 @@ module github.com/valkey-ha/valkey-ha
 go 1.26.8
 
 require (
+	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1

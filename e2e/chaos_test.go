@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
@@ -383,9 +384,14 @@ func TestChaosS24DrainEveryNode(t *testing.T) {
 // sees it NotReady, its pods stay bound to it). Sentinel fails over within down-after + failover-timeout; the
 // node comes back after 90 s and its pods rejoin as replicas. Writes acknowledged in the last moments before
 // the crash that had not reached a replica are lost (asynchronous replication): reported, bounded.
+//
+// A CoreDNS replica is placed on the primary's node on purpose (placeCoreDNSOn): until Kubernetes drops the dead
+// replica from the DNS Service (about 50 s), lookups that reach it get no answer, and Sentinel and the servers
+// resolve names with blocking lookups on their only thread (RELIABILITY.md, "Found" 3).
 func TestChaosKillPrimaryNode(t *testing.T) {
 	c := startChaos(t, "kill the primary's node", "")
 	old, node := c.primaryNode()
+	c.note("CoreDNS replicas: %s", placeCoreDNSOn(t, node))
 	f := KillNode(t, node)
 	c.fault = f.At
 	// wait long enough to measure a slow failover (see RELIABILITY.md: a dead CoreDNS replica stalls Sentinel's
@@ -634,4 +640,73 @@ func TestChaosControllerNodeFromAPI(t *testing.T) {
 	}
 	c.note("controller %s on %s cut from the API for %s; the primary's process crashed 5 s in", ctl[0].Name, node, partitionFor)
 	c.expect(c.finish(), 1, 0, 0)
+}
+
+// corednsSelector selects the cluster DNS pods (hack/k8s-local/up.sh: Deployment kube-system/coredns, two
+// replicas that never share a node when there are several nodes).
+const corednsSelector = "k8s-app=kube-dns"
+
+// placeCoreDNSOn makes one CoreDNS replica run (Ready) on node: when none does, it cordons the node of a replica
+// that is not there and deletes that replica, so that the only node left for its replacement is node (the other
+// replica's node is excluded by the Deployment's anti-affinity); then it uncordons. Returns "pod@node, ..." of
+// the Ready replicas.
+func placeCoreDNSOn(t *testing.T, node string) string {
+	t.Helper()
+	ctx := context.Background()
+	where := func() (map[string]string, error) { // Ready replica -> node
+		pods, err := ListPods(ctx, "kube-system", corednsSelector)
+		if err != nil {
+			return nil, fmt.Errorf("list CoreDNS pods: %w", err)
+		}
+		m := map[string]string{}
+		for _, p := range pods {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+					m[p.Name] = p.Spec.NodeName
+				}
+			}
+		}
+		return m, nil
+	}
+	m, err := where()
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := func(m map[string]string) bool {
+		for _, n := range m {
+			if n == node {
+				return true
+			}
+		}
+		return false
+	}
+	if !onNode(m) {
+		victim := ""
+		for p := range m {
+			victim = p
+		}
+		if victim == "" {
+			t.Fatalf("no Ready CoreDNS pod (%s in kube-system)", corednsSelector)
+		}
+		vnode := m[victim]
+		Cordon(t, vnode)
+		DeletePod(t, "kube-system", victim, nil)
+		Eventually(t, 2*time.Minute, 250*time.Millisecond, "a CoreDNS replica is Ready on "+node, func(context.Context) (bool, error) {
+			m, err = where()
+			if err != nil {
+				return false, err
+			}
+			if _, old := m[victim]; old || len(m) < 2 || !onNode(m) {
+				return false, fmt.Errorf("Ready CoreDNS replicas: %v", m)
+			}
+			return true, nil
+		})
+		Uncordon(t, vnode)
+	}
+	var out []string
+	for p, n := range m {
+		out = append(out, p+"@"+n)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }

@@ -179,9 +179,9 @@ instanceLabels: {%s: %s}
 `, in.Replicas, downAfter.Milliseconds(), failoverTimeout.Milliseconds(), quorumLabel, in.d.Label)
 	lean := ""
 	if !in.d.ChartDefaults {
-		lean = "resources: {limits: {cpu: 50m}}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n"
+		lean = "resources: {limits: {cpu: 50m}}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n" + leanDNSCache
 	}
-	return mergeYAML(in.d.t, append([]string{base, imageValues(), lean, in.Extra, in.Own}, extra...)...)
+	return mergeYAML(in.d.t, append([]string{base, imageValues(), lean, dnsCacheValues(), in.Extra, in.Own}, extra...)...)
 }
 
 // SentinelValues returns the Sentinel release's full values (lean, image overrides when asked for, selecting
@@ -194,10 +194,37 @@ valkeySelector:
 `, d.Sentinels, quorumLabel, d.Label)
 	lean := ""
 	if !d.ChartDefaults {
-		lean = "resources: {cpu: 50m, memory: 64Mi}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n"
+		lean = "resources: {cpu: 50m, memory: 64Mi}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n" + leanDNSCache
 	}
-	return mergeYAML(d.t, append([]string{base, imageValues(), lean, d.SentinelExtra}, extra...)...)
+	return mergeYAML(d.t, append([]string{base, imageValues(), lean, dnsCacheValues(), d.SentinelExtra}, extra...)...)
 }
+
+// leanDNSCache is the dns-cache container's share in the lean e2e resources.
+const leanDNSCache = "dnsCache: {resources: {cpu: 50m, memory: 32Mi}}\n" // a throttled cache answers late
+
+// dnsCacheValues gives both charts the cluster DNS Service's ClusterIP as dnsCache.upstream (the cache runs
+// only with it; the charts never look it up), or turns the cache off when E2E_DNS_CACHE=off (to measure what a
+// dead CoreDNS replica does without it, RELIABILITY.md "Found" 3).
+func dnsCacheValues() string {
+	if os.Getenv("E2E_DNS_CACHE") == "off" {
+		return "dnsCache: {enabled: false}\n"
+	}
+	clusterDNSOnce.Do(func() {
+		svc, err := kube.CoreV1().Services("kube-system").Get(context.Background(), "kube-dns", metav1.GetOptions{})
+		if err == nil && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			clusterDNS = svc.Spec.ClusterIP
+		}
+	})
+	if clusterDNS == "" {
+		return ""
+	}
+	return fmt.Sprintf("dnsCache: {upstream: %q}\n", clusterDNS)
+}
+
+var (
+	clusterDNSOnce sync.Once
+	clusterDNS     string // ClusterIP of kube-system/kube-dns ("" when it cannot be read: no cache)
+)
 
 // mergeYAML deep-merges YAML documents (maps merge, everything else is replaced).
 func mergeYAML(t testing.TB, docs ...string) map[string]interface{} {

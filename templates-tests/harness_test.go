@@ -125,7 +125,7 @@ func renderChart(t testing.TB, name, valuesYAML string, o renderOpts) (map[strin
 // fakeProvider answers `lookup` from a fake dynamic client.
 type fakeProvider struct{ objs []runtime.Object }
 
-var kindResources = map[string]string{"Secret": "secrets", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts", "StatefulSet": "statefulsets"}
+var kindResources = map[string]string{"Secret": "secrets", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts", "StatefulSet": "statefulsets", "Service": "services"}
 
 func (f fakeProvider) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
@@ -159,6 +159,7 @@ func (f fakeProvider) GetClientFor(apiVersion, kind string) (dynamic.Namespaceab
 			{Version: "v1", Resource: "secrets"}:                     "SecretList",
 			{Version: "v1", Resource: "configmaps"}:                  "ConfigMapList",
 			{Version: "v1", Resource: "serviceaccounts"}:             "ServiceAccountList",
+			{Version: "v1", Resource: "services"}:                    "ServiceList",
 			{Group: "apps", Version: "v1", Resource: "statefulsets"}: "StatefulSetList",
 		}, objs...)
 	return client.Resource(gv.WithResource(res)), true, nil

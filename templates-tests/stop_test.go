@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/cli"
@@ -209,6 +211,57 @@ func TestDNSConfigShortResolverTimeout(t *testing.T) {
 	assert.Nil(t, sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", "dnsConfig: null\n"))).Spec.Template.Spec.DNSConfig)
 	custom := decode(t, mustRender(t, "valkey", "dnsConfig: {options: [{name: ndots, value: \"2\"}]}\n")).statefulSets()[0]
 	assert.Equal(t, []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr("2")}}, custom.Spec.Template.Spec.DNSConfig.Options, "a list replaces the default")
+}
+
+// TestDNSCacheInEveryPod (RELIABILITY.md, Found 3): with the cluster DNS Service's IP given (dnsCache.upstream),
+// data and Sentinel pods get the
+// dns-cache container on 127.0.0.1:53 and resolve through it first, the upstream second (what an init container
+// uses before the cache runs), with ClusterFirst's search list and ndots, the dnsConfig options after them, and
+// the one sysctl that lets a non-root user bind port 53. dnsCache.enabled false, or no upstream (the default),
+// leave dnsConfig as given and no cache.
+func TestDNSCacheInEveryPod(t *testing.T) {
+	const up = "dnsCache: {upstream: 10.96.0.10}\n"
+	wantDNS := &corev1.PodDNSConfig{
+		Nameservers: []string{"127.0.0.1", "10.96.0.10"},
+		Searches:    []string{"ns1.svc.cluster.local", "svc.cluster.local", "cluster.local"},
+		Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr("5")}, {Name: "timeout", Value: ptr("1")},
+			{Name: "attempts", Value: ptr("2")}},
+	}
+	specs := map[string]*corev1.PodSpec{"sentinel": &sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", up))).Spec.Template.Spec}
+	for _, s := range decode(t, mustRender(t, "valkey", up)).statefulSets() {
+		specs[s.Name] = &s.Spec.Template.Spec
+	}
+	for name, spec := range specs {
+		assert.Equal(t, corev1.DNSNone, spec.DNSPolicy, name)
+		assert.Equal(t, wantDNS, spec.DNSConfig, name)
+		assert.Equal(t, []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "53"}}, spec.SecurityContext.Sysctls, name)
+		c := container(t, spec, "dns-cache")
+		assert.Equal(t, []string{"/valkey-sentinel-ctl", "dns-cache", "--listen=127.0.0.1:53", "--upstream=10.96.0.10"}, c.Command, name)
+		assert.Empty(t, c.Ports, "%s: the cache listens on loopback only", name)
+	}
+	// no dnsCache.upstream: no cache, also when the cluster holds Service kube-system/kube-dns (a render never
+	// depends on the cluster)
+	dnsSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}, Spec: corev1.ServiceSpec{ClusterIP: "10.43.0.10"}}
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		assert.Equal(t, mustRender(t, chart, ""), mustRender(t, chart, "", renderOpts{existing: []runtime.Object{dnsSvc}}), chart)
+	}
+	// a user's own entries come after the cache's
+	custom := decode(t, mustRender(t, "valkey", up+"dnsConfig: {nameservers: [10.0.0.53], searches: [corp.example], options: [{name: timeout, value: \"1\"}]}\n")).statefulSets()[0]
+	assert.Equal(t, []string{"127.0.0.1", "10.96.0.10", "10.0.0.53"}, custom.Spec.Template.Spec.DNSConfig.Nameservers)
+	assert.Equal(t, "corp.example", custom.Spec.Template.Spec.DNSConfig.Searches[3])
+	// off, or no upstream: dnsConfig as given, no cache, no sysctl
+	for _, values := range []string{"", up + "dnsCache: {enabled: false}\n"} {
+		for _, s := range decode(t, mustRender(t, "valkey", values)).statefulSets() {
+			assert.Empty(t, s.Spec.Template.Spec.DNSPolicy, s.Name)
+			assert.Empty(t, s.Spec.Template.Spec.SecurityContext.Sysctls, s.Name)
+			for _, c := range s.Spec.Template.Spec.Containers {
+				assert.NotEqual(t, "dns-cache", c.Name, s.Name)
+			}
+		}
+		sp := sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", values))).Spec.Template.Spec
+		assert.Empty(t, sp.DNSPolicy)
+		assert.Len(t, sp.Containers, 1, "sentinel containers")
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

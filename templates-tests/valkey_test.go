@@ -183,8 +183,9 @@ metrics: {enabled: true, podMonitor: {enabled: true}, serviceMonitor: {enabled: 
 tls: {enabled: true, existingSecret: tls}
 plan: casual
 networkPolicy: {enabled: true}
+dnsCache: {upstream: 10.96.0.10}
 `)),
-		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\n")),
+		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\ndnsCache: {upstream: 10.96.0.10}\n")),
 	}
 	for chartName, objs := range renders {
 		specs := objs.podSpecs()
@@ -197,6 +198,9 @@ networkPolicy: {enabled: true}
 			assert.EqualValues(t, 999, *psc.RunAsGroup, where)
 			assert.EqualValues(t, 999, *psc.FSGroup, where)
 			assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, psc.SeccompProfile.Type, where)
+			for _, sc := range psc.Sysctls { // the restricted Pod Security Standard allows only the safe ones
+				assert.Equal(t, corev1.Sysctl{Name: "net.ipv4.ip_unprivileged_port_start", Value: "53"}, sc, where)
+			}
 			require.NotNil(t, spec.EnableServiceLinks, where)
 			assert.False(t, *spec.EnableServiceLinks, "%s: enableServiceLinks", where)
 			require.NotNil(t, spec.AutomountServiceAccountToken, where)

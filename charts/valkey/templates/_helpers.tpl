@@ -514,7 +514,7 @@ pass-through maps sentinel.config and metrics.grafanaDashboard.labels (null drop
 null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equal to values.yaml.
 */}}
 {{- define "valkey.defaultedValues" -}}
-nameOverride fullnameOverride engine engineVersion global.imageRegistry image.registry image.repository
+dnsCache.enabled dnsCache.upstream dnsCache.resources.cpu dnsCache.resources.memory nameOverride fullnameOverride engine engineVersion global.imageRegistry image.registry image.repository
 image.tag image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas port
 clusterDomain updateStrategy plan resources.limits.cpu resources.limits.memory maxmemory maxmemoryPolicy
 maxclients minReplicasMaxLag config persistence.size persistence.storageClass
@@ -1426,4 +1426,69 @@ quorum in sentinel.namespace, which the credentials Job creates empty and that q
 mounted into a pod and never granted to the helm test (its user may SENTINEL RESET). */}}
 {{- define "valkey.quorumControllerSecret" -}}
 {{- printf "%s-auth-controller" (include "valkey.sentinelRelease" .) -}}
+{{- end -}}
+
+{{/*
+The cluster DNS Service's IP the dns-cache container forwards to: dnsCache.upstream when dnsCache.enabled.
+Empty: no cache. Never looked up: a render must not depend on what the cluster holds (TestLookupOnlyValidates).
+*/}}
+{{- define "valkey.dnsUpstream" -}}
+{{- if and .Values.dnsCache.enabled .Values.dnsCache.upstream -}}
+{{- if not (regexMatch "^([0-9]{1,3}[.]){3}[0-9]{1,3}$|^[0-9a-fA-F]*:[0-9a-fA-F:.]*$" .Values.dnsCache.upstream) -}}
+{{- fail (printf "dnsCache.upstream: %q is not an IP address; give the ClusterIP of the cluster DNS Service (kubectl -n kube-system get service kube-dns)" .Values.dnsCache.upstream) -}}
+{{- end -}}
+{{- .Values.dnsCache.upstream -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "valkey.podDNS" -}}
+{{- $up := include "valkey.dnsUpstream" . -}}
+{{- $dc := .Values.dnsConfig | default dict -}}
+{{- if $up -}}
+{{- $ns := list "127.0.0.1" $up -}}
+{{- if gt (len (concat $ns ($dc.nameservers | default list))) 3 -}}
+{{- fail (printf "dnsConfig.nameservers: %d given, but with dnsCache the pod already has 2 (127.0.0.1, the cache, and %s, the cluster DNS) and Kubernetes allows 3 in all: give at most 1, or set dnsCache.enabled: false" (len $dc.nameservers) $up) -}}
+{{- end -}}
+{{- $search := list (printf "%s.svc.%s" .Release.Namespace .Values.clusterDomain) (printf "svc.%s" .Values.clusterDomain) .Values.clusterDomain -}}
+dnsPolicy: None
+dnsConfig:
+  nameservers:
+    {{- toYaml (concat $ns ($dc.nameservers | default list)) | nindent 4 }}
+  searches:
+    {{- toYaml (concat $search ($dc.searches | default list)) | nindent 4 }}
+  options:
+    - name: ndots
+      value: "5"
+    {{- with $dc.options }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- else if $dc -}}
+dnsConfig:
+  {{- toYaml $dc | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/* The dns-cache container (valkey-sentinel-ctl dns-cache on 127.0.0.1:53), when there is an upstream. */}}
+{{- define "valkey.dnsCacheContainer" -}}
+{{- $up := include "valkey.dnsUpstream" . -}}
+{{- if $up }}
+# answers the pod's lookups within a bound while a cluster DNS replica is dead (RELIABILITY.md, "Found" 3)
+- name: dns-cache
+  image: {{ include "valkey.ctlImage" . }}
+  imagePullPolicy: {{ .Values.controller.image.pullPolicy }}
+  command:
+    - /valkey-sentinel-ctl
+    - dns-cache
+    - --listen=127.0.0.1:53
+    - --upstream={{ $up }}
+  securityContext:
+    {{- include "valkey.containerSecurityContext" . | nindent 4 }}
+  resources:
+    limits:
+      cpu: {{ .Values.dnsCache.resources.cpu | quote }}
+      memory: {{ .Values.dnsCache.resources.memory | quote }}
+    requests:
+      cpu: {{ .Values.dnsCache.resources.cpu | quote }}
+      memory: {{ .Values.dnsCache.resources.memory | quote }}
+{{- end }}
 {{- end -}}
