@@ -203,11 +203,20 @@ valkeySelector:
 const leanDNSCache = "dnsCache: {resources: {cpu: 50m, memory: 32Mi}}\n" // a throttled cache answers late
 
 // dnsCacheValues gives both charts the cluster DNS Service's ClusterIP as dnsCache.upstream (the cache runs
-// only with it; the charts never look it up), or turns the cache off when E2E_DNS_CACHE=off (to measure what a
-// dead CoreDNS replica does without it, RELIABILITY.md "Found" 3).
+// only with it; the charts never look it up) on the multi-node cluster (E2E_REQUIRE_NODES=3, hack/chaos.sh),
+// where nodes die with a CoreDNS replica on them, or with E2E_DNS_CACHE=on; it turns the cache off when
+// E2E_DNS_CACHE=off (to measure what a dead CoreDNS replica does without it, RELIABILITY.md "Found" 3). The
+// one-node suite kills no node and runs without it: its pods share 2 cores with requests = limits, and the
+// cache's container would add 50m to each.
 func dnsCacheValues() string {
-	if os.Getenv("E2E_DNS_CACHE") == "off" {
+	switch os.Getenv("E2E_DNS_CACHE") {
+	case "off":
 		return "dnsCache: {enabled: false}\n"
+	case "on":
+	default:
+		if os.Getenv("E2E_REQUIRE_NODES") != "3" {
+			return ""
+		}
 	}
 	clusterDNSOnce.Do(func() {
 		svc, err := kube.CoreV1().Services("kube-system").Get(context.Background(), "kube-dns", metav1.GetOptions{})
