@@ -128,9 +128,34 @@ func TestPassesPerFailover(t *testing.T) {
 	before := passes()
 	require.NoError(t, e.Top.Sentinels[0].Client(valkey.Options{}).SentinelFailover(ctx, e.In.MonitorName))
 	newPort := e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 20*time.Second)
-	valkeytest.Eventually(t, 20*time.Second, 20*time.Millisecond, "labels follow", func() error { return e.LabelsMatch(newPort) })
-	labelled := passes()
+	// The pass that moves the labels is counted when it completes, a moment after its patch: a poll that reads
+	// the labels in between must not count it as a pass "after the labels moved". Each poll reads the count
+	// before the labels, so the labelling pass completes after the last poll that saw the old labels (c0).
+	var c0, atMatch uint64
+	valkeytest.Eventually(t, 20*time.Second, 20*time.Millisecond, "labels follow", func() error {
+		n := passes()
+		if err := e.LabelsMatch(newPort); err != nil {
+			c0 = n
+			return err
+		}
+		atMatch = n
+		return nil
+	})
+	labelled := max(atMatch, c0+1)
+	valkeytest.Eventually(t, 5*time.Second, 5*time.Millisecond, "the labelling pass completes", func() error {
+		if n := passes(); n < labelled {
+			return fmt.Errorf("%d passes", n)
+		}
+		return nil
+	})
 	after := quiet(5 * time.Second)
 	t.Logf("passes per failover: %d until the labels moved, %d in all until 5 s without a pass", labelled-before, after-before)
-	assert.Equal(t, labelled, after, "no pass after the labels moved (none triggered by the controller's own writes)")
+	// The poll cannot always tell the labelling pass from the one before it: when the old primary is repaired
+	// (REPLICAOF to the new one, when Sentinel has not converted it yet) in a pass that completes between two
+	// polls, the labelling pass right after it may still be in flight when the labels are seen. So: at most that
+	// one pass completes after the labels moved, and no more passes than the failover's own events cause (the
+	// Sentinels' +switch-master and at most one repair of the old primary: 4, issue 13); a pass triggered by the
+	// controller's own label patch or status write would add one more, and repeat.
+	assert.LessOrEqual(t, after, labelled+1, "no pass after the labels moved but the one in flight (none triggered by the controller's own writes)")
+	assert.LessOrEqual(t, after-before, uint64(4), "passes per failover: at most the failover's own events (none triggered by the controller's own writes)")
 }
