@@ -59,7 +59,7 @@ func checkSplice(t *testing.T, orig []byte) {
 		}
 		assert.Equal(t, header, cells, "row %q", l)
 	}
-	assert.Equal(t, 13, header, "the table's columns")
+	assert.Equal(t, 15, header, "the table's columns")
 	assert.Contains(t, section, "| planned roll | 1 | 3100 | 40 | **0** |")
 	for _, target := range s0targets(results, seed) {
 		assert.Contains(t, section, target)

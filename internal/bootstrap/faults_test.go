@@ -196,6 +196,9 @@ func TestBootNoGoodReplicaBacksOff(t *testing.T) {
 	// the boot asks only once every Sentinel sees the primary down and runs no failover (their own goes first:
 	// here it ends -failover-abort-no-good-slave, or -failover-abort-not-elected after the election timeout)
 	waitSentinelsSeeDown(t, top, 40*time.Second)
+	// their own attempt may start only now (odown follows sdown) and hold its election for up to its timeout
+	// (a split vote): under load that outlasted the boot's whole 4 s wait (CI, 2026-12-03). Let it end first.
+	waitOwnFailoverAttemptEnds(t, top, 30*time.Second)
 
 	var logs bytes.Buffer
 	cfg := h.config(0)
@@ -334,6 +337,34 @@ func waitSentinelsSeeDown(t *testing.T, top *valkeytest.Topology, timeout time.D
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d of %d Sentinels see the primary down after %s", down, len(top.Sentinels), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitOwnFailoverAttemptEnds waits until a failover attempt the Sentinels started on their own has ended (no
+// Sentinel reports one in progress after one did), or returns when none started within half of timeout.
+func waitOwnFailoverAttemptEnds(t *testing.T, top *valkeytest.Topology, timeout time.Duration) {
+	t.Helper()
+	start, seen := time.Now(), false
+	for {
+		running := 0
+		for _, s := range top.Sentinels {
+			c := s.Client(valkey.Options{})
+			m, found, err := c.SentinelMaster(context.Background(), top.Cfg.MonitorName)
+			c.Close()
+			if err == nil && found && m.FailoverInProgress() {
+				running++
+			}
+		}
+		seen = seen || running > 0
+		switch {
+		case seen && running == 0:
+			return
+		case !seen && time.Since(start) > timeout/2:
+			return
+		case time.Since(start) > timeout:
+			t.Fatalf("the Sentinels' own failover attempt still runs after %s", timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
