@@ -70,28 +70,35 @@ func (u *upstream) setDead(f func(int) bool) { u.mu.Lock(); u.dead = f; u.mu.Unl
 
 func startCache(t *testing.T, up string) (*Cache, string) {
 	t.Helper()
-	c, err := New(Config{Listen: "127.0.0.1:0", Upstream: up, TryEvery: 100 * time.Millisecond, StaleAfter: 300 * time.Millisecond, Deadline: time.Second})
-	if err != nil {
-		t.Fatal(err)
+	// Run needs a fixed address: take a free UDP port first. Run listens on UDP and TCP, and that TCP port may
+	// be taken by another process meanwhile, so a listen error is retried on another port (never waited on
+	// again: the cleanup only waits for a Run that started).
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		c, err := New(Config{Listen: "127.0.0.1:0", Upstream: up, TryEvery: 100 * time.Millisecond, StaleAfter: 300 * time.Millisecond, Deadline: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.cfg.Listen = pc.LocalAddr().String()
+		pc.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan struct{})
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx, ready) }()
+		select {
+		case <-ready:
+			t.Cleanup(func() { cancel(); <-done })
+			return c, c.cfg.Listen
+		case lastErr = <-done:
+			cancel()
+		}
 	}
-	// Run needs a fixed address: listen on a free port first
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.cfg.Listen = pc.LocalAddr().String()
-	pc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, ready) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	}
-	return c, c.cfg.Listen
+	t.Fatalf("the cache did not start on 5 free ports: %v", lastErr)
+	return nil, ""
 }
 
 // lookup asks addr for name's A record over UDP, as a stub resolver does (one socket, one flow).
