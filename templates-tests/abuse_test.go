@@ -67,7 +67,7 @@ func TestSecurityCustomerCannotReplaceAnotherUsersFunctions(t *testing.T) {
 			valkeytest.Require(t, e)
 			ci := renderInstance(t, engineValues(e)+users)
 			top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e, Replicas: -1, Sentinels: -1,
-				ACL: withTestAdmin(ci.acl), Passwords: ci.pw, ExtraServerLines: ci.conf})
+				ACL: withTestAdmin(ci.acl), Passwords: ci.pw, ExtraServerLines: ci.loneConf()})
 			port := top.Nodes[0].Port
 			admin := dialRESP(t, port)
 			require.Equal(t, "OK", admin.do(t, "AUTH", testAdmin, testAdminPassword))
@@ -100,7 +100,7 @@ func TestSecurityCustomerCannotReplaceAnotherUsersFunctions(t *testing.T) {
 // on another access level (readonly and readwrite cannot FCALL, so the grant would only let them plant code).
 func TestFunctionsOptInIsATrustGrant(t *testing.T) {
 	ci := renderInstance(t, "users:\n  - {name: lib, access: full, keys: [\"lib:*\"], functions: true}\n  - {name: app, access: full, keys: [\"app:*\"]}\n")
-	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: -1, Sentinels: -1, ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: ci.conf})
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: -1, Sentinels: -1, ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: ci.loneConf()})
 	lib := ci.login(t, top.Nodes[0].Port, "lib")
 	require.Equal(t, "vlib", lib.do(t, "FUNCTION", "LOAD", victimLib))
 	require.Equal(t, "vlib", lib.do(t, "FUNCTION", "LOAD", "REPLACE", victimLib))
@@ -157,7 +157,7 @@ func TestSecuritySingleValueCannotOutgrowTheMemoryLimit(t *testing.T) {
 					continue // the bounds are the same code on each engine; the bigger plans are exercised on 9.1
 				}
 				top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e, Replicas: -1, Sentinels: -1,
-					ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: ci.conf})
+					ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: ci.loneConf()})
 				n := top.Nodes[0]
 				c := since(ci.login(t, n.Port, "app"), 30*time.Second)
 				for _, cmd := range [][]string{{"SETBIT", "b", "4294967295", "1"}, {"SETBIT", "b", strconv.FormatInt(bulk*8, 10), "1"},

@@ -106,17 +106,22 @@ func (ci *chartInstance) start(t testing.TB, replicas, sentinels int) *valkeytes
 	}
 	conf := ci.conf
 	if replicas < 1 {
-		// a lone server: the chart renders min-replicas-to-write only for 2 or more replicas, and a primary
-		// started from that config without them would refuse every write (NOREPLICAS)
-		conf = nil
-		for _, l := range ci.conf {
-			if !strings.HasPrefix(l, "min-replicas-") {
-				conf = append(conf, l)
-			}
-		}
+		conf = ci.loneConf()
 	}
 	return valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: replicas, Sentinels: sentinels,
 		ACL: ci.acl, Passwords: ci.pw, ExtraServerLines: conf})
+}
+
+// loneConf is the rendered server settings for a server started alone: the chart renders min-replicas-to-write
+// for 2 or more replicas, and a primary started from that config without them refuses every write (NOREPLICAS).
+func (ci *chartInstance) loneConf() []string {
+	var conf []string
+	for _, l := range ci.conf {
+		if !strings.HasPrefix(l, "min-replicas-") {
+			conf = append(conf, l)
+		}
+	}
+	return conf
 }
 
 // login dials port and authenticates as user with its rendered password.
