@@ -322,12 +322,15 @@ func (top *Topology) NodeByPort(port int) *Proc {
 	return nil
 }
 
-// WaitReplicationUp waits until every running node but one reports a replica link that is up and the other
-// reports primary.
+// WaitReplicationUp waits until every running node but one reports a replica link that is up, the other
+// reports primary, and the primary lists as many replicas online (acknowledging) as there are linked replicas:
+// a replica's link is up a moment before the primary counts it, and a primary with min-replicas-to-write
+// refuses writes (NOREPLICAS) until it does.
 func (top *Topology) WaitReplicationUp(timeout time.Duration) {
 	top.t.Helper()
 	Eventually(top.t, timeout, 100*time.Millisecond, "replication links up", func() error {
-		primaries := 0
+		var primary *valkey.Replication
+		linked := 0
 		for _, n := range top.Nodes {
 			if !n.Running() {
 				continue
@@ -338,13 +341,27 @@ func (top *Topology) WaitReplicationUp(timeout time.Duration) {
 			}
 			switch {
 			case r.Role == valkey.RolePrimary:
-				primaries++
+				if primary != nil {
+					return fmt.Errorf("two primaries")
+				}
+				primary = &r
 			case !r.LinkUp:
 				return fmt.Errorf("%s: link to %s:%d down", n.Addr(), r.PrimaryHost, r.PrimaryPort)
+			default:
+				linked++
 			}
 		}
-		if primaries != 1 {
-			return fmt.Errorf("%d primaries", primaries)
+		if primary == nil {
+			return fmt.Errorf("no primary")
+		}
+		online := 0
+		for _, rep := range primary.Replicas {
+			if rep.State == "online" {
+				online++
+			}
+		}
+		if online < linked {
+			return fmt.Errorf("the primary lists %d of %d linked replicas online", online, linked)
 		}
 		return nil
 	})
