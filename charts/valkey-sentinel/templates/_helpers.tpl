@@ -219,8 +219,7 @@ rules after "resetkeys resetchannels nocommands", as a JSON list of [name, rules
 
 {{- define "vs.containerSecurityContext" -}}
 runAsNonRoot: true
-runAsUser: 999
-runAsGroup: 999
+{{- include "vs.securityIds" (dict "ctx" . "pod" false) }}
 readOnlyRootFilesystem: true
 allowPrivilegeEscalation: false
 privileged: false
@@ -233,9 +232,7 @@ seccompProfile:
 
 {{- define "vs.podSecurityContext" -}}
 runAsNonRoot: true
-runAsUser: 999
-runAsGroup: 999
-fsGroup: 999
+{{- include "vs.securityIds" (dict "ctx" . "pod" true) }}
 fsGroupChangePolicy: OnRootMismatch
 seccompProfile:
   type: RuntimeDefault
@@ -491,6 +488,7 @@ namespaces namespaceSelector sharedTrustDomain instanceController.enabled instan
 instanceController.resources.cpu instanceController.resources.memory instanceController.resources.requests.cpu
 instanceController.resources.requests.memory instanceController.serviceMonitor.enabled
 instanceController.serviceMonitor.interval instanceController.serviceMonitor.labels
+podSecurityContext.enabled podSecurityContext.runAsUser podSecurityContext.runAsGroup podSecurityContext.fsGroup
 {{- end -}}
 
 {{/*
@@ -1250,5 +1248,22 @@ dnsConfig:
     requests:
       cpu: {{ .Values.dnsCache.resources.cpu | quote }}
       memory: {{ .Values.dnsCache.resources.memory | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* ---------------------------------------------------------------- issue 27 knobs (podSecurityContext, ...) */}}
+
+{{/*
+runAsUser and runAsGroup (and fsGroup for a pod) from podSecurityContext, each on its own line after a newline;
+nothing with podSecurityContext.enabled false (the platform assigns them, e.g. OpenShift's restricted-v2).
+*/}}
+{{- define "vs.securityIds" -}}
+{{- $v := .ctx.Values.podSecurityContext -}}
+{{- if $v.enabled }}
+runAsUser: {{ int64 $v.runAsUser }}
+runAsGroup: {{ int64 $v.runAsGroup }}
+{{- if .pod }}
+fsGroup: {{ int64 $v.fsGroup }}
+{{- end }}
 {{- end }}
 {{- end -}}

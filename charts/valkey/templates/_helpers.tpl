@@ -229,8 +229,7 @@ F-shared-controller), so both modes hold exactly the same rights over the instan
 {{/* Restricted container securityContext (Pod Security Standard "restricted"). */}}
 {{- define "valkey.containerSecurityContext" -}}
 runAsNonRoot: true
-runAsUser: 999
-runAsGroup: 999
+{{- include "valkey.securityIds" (dict "ctx" . "pod" false) }}
 readOnlyRootFilesystem: true
 allowPrivilegeEscalation: false
 privileged: false
@@ -243,9 +242,7 @@ seccompProfile:
 
 {{- define "valkey.podSecurityContext" -}}
 runAsNonRoot: true
-runAsUser: 999
-runAsGroup: 999
-fsGroup: 999
+{{- include "valkey.securityIds" (dict "ctx" . "pod" true) }}
 fsGroupChangePolicy: OnRootMismatch
 seccompProfile:
   type: RuntimeDefault
@@ -548,6 +545,11 @@ controller.serviceMonitor.labels podLabels podAnnotations affinity topologySprea
 nodeSelector priorityClassName terminationGracePeriodSeconds preStop.enabled extraEnvVars initContainers
 sidecars extraVolumes extraVolumeMounts serviceAccount.create serviceAccount.name serviceAccount.annotations
 controller.mode controller.shared.namespace controller.shared.serviceAccount sentinel.namespace
+podSecurityContext.enabled podSecurityContext.runAsUser podSecurityContext.runAsGroup podSecurityContext.fsGroup
+resources.requests.cpu resources.requests.memory service.primary.externalTrafficPolicy service.primary.loadBalancerIP
+service.primary.loadBalancerClass service.primary.sessionAffinity service.primary.clusterIP
+service.replicas.externalTrafficPolicy service.replicas.loadBalancerIP service.replicas.loadBalancerClass
+service.replicas.sessionAffinity service.replicas.clusterIP
 {{- end -}}
 
 {{/*
@@ -571,6 +573,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateCommon" . -}}
 {{- include "valkey.validatePodExtras" . -}}
 {{- include "valkey.validateController" . -}}
+{{- include "valkey.validateKnobs" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -1490,5 +1493,88 @@ dnsConfig:
     requests:
       cpu: {{ .Values.dnsCache.resources.cpu | quote }}
       memory: {{ .Values.dnsCache.resources.memory | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* ---------------------------------------------------------------- issue 27 knobs (podSecurityContext, ...) */}}
+
+{{/*
+runAsUser and runAsGroup (and fsGroup for a pod) from podSecurityContext, each on its own line after a newline;
+nothing with podSecurityContext.enabled false (the platform assigns them, e.g. OpenShift's restricted-v2).
+*/}}
+{{- define "valkey.securityIds" -}}
+{{- $v := .ctx.Values.podSecurityContext -}}
+{{- if $v.enabled }}
+runAsUser: {{ int64 $v.runAsUser }}
+runAsGroup: {{ int64 $v.runAsGroup }}
+{{- if .pod }}
+fsGroup: {{ int64 $v.fsGroup }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Checks of the issue 27 knobs: data-pod requests (at most the limits, memory at least maxmemory) and the typed
+Services' fields (each only with the Service type that reads it; no headless F-primary/F-replicas).
+*/}}
+{{- define "valkey.validateKnobs" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- $req := .Values.resources.requests -}}
+{{- with $req.cpu -}}
+{{- include "valkey.checkFormat" (dict "field" "resources.requests.cpu" "value" . "format" "cpu" "example" "100m") -}}
+{{- if eq (float64 (include "valkey.millicores" .)) 0.0 -}}
+{{- fail (printf "resources.requests.cpu: %q requests no CPU, so the server (and its probes) could be starved on a busy node and fail over for no reason; request at least 1m, such as 100m, or leave it empty for the limit" (toString .)) -}}
+{{- end -}}
+{{- if gt (float64 (include "valkey.millicores" .)) (float64 (include "valkey.millicores" $s.cpu)) -}}
+{{- fail (printf "resources.requests.cpu: %s is above the CPU limit (%s, resources.limits.cpu or the plan's); a request may not exceed its limit. Lower the request or raise the limit" (toString .) $s.cpu) -}}
+{{- end -}}
+{{- end -}}
+{{- with $req.memory -}}
+{{- include "valkey.checkFormat" (dict "field" "resources.requests.memory" "value" . "format" "quantity" "example" "512Mi") -}}
+{{- if gt (float64 (include "valkey.bytes" .)) (float64 (include "valkey.bytes" $s.memory)) -}}
+{{- fail (printf "resources.requests.memory: %s is above the memory limit (%s, resources.limits.memory or the plan's); a request may not exceed its limit. Lower the request or raise the limit" (toString .) $s.memory) -}}
+{{- end -}}
+{{- if lt (float64 (include "valkey.bytes" .)) (float64 (include "valkey.bytes" $s.maxmemory)) -}}
+{{- fail (printf "resources.requests.memory: %s is below maxmemory (%s): the scheduler would place the pod on a node that cannot hold its data set, and the first memory pressure evicts it (an evicted primary costs a failover). Request at least maxmemory, or leave it empty for the limit" (toString .) $s.maxmemory) -}}
+{{- end -}}
+{{- end -}}
+{{- range $name := list "primary" "replicas" -}}
+{{- $svc := get $.Values.service $name -}}
+{{- $f := printf "service.%s" $name -}}
+{{- if and $svc.externalTrafficPolicy (eq $svc.type "ClusterIP") -}}
+{{- fail (printf "%s.externalTrafficPolicy: %s applies to type NodePort or LoadBalancer only (the API server refuses it on a ClusterIP Service); set %s.type, or leave it empty" $f $svc.externalTrafficPolicy $f) -}}
+{{- end -}}
+{{- range $k := list "loadBalancerIP" "loadBalancerClass" -}}
+{{- if and (get $svc $k) (ne $svc.type "LoadBalancer") -}}
+{{- fail (printf "%s.%s: %q applies to type LoadBalancer only (%s.type is %s, so it would be ignored or refused); set %s.type: LoadBalancer, or leave it empty" $f $k (get $svc $k) $f $svc.type $f) -}}
+{{- end -}}
+{{- end -}}
+{{- with $svc.loadBalancerClass -}}
+{{- if not (regexMatch "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" .) -}}
+{{- fail (printf "%s.loadBalancerClass: %q is not a label-style name (prefix/name); for example service.k8s.aws/nlb" $f .) -}}
+{{- end -}}
+{{- end -}}
+{{- with $svc.loadBalancerIP -}}
+{{- if not (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$" .) -}}
+{{- fail (printf "%s.loadBalancerIP: %q is not an IP address; for example 203.0.113.10" $f .) -}}
+{{- end -}}
+{{- end -}}
+{{- with $svc.clusterIP -}}
+{{- if eq (lower .) "none" -}}
+{{- fail (printf "%s.clusterIP: None would make Service F-%s headless: its name would resolve to pod addresses that clients and their resolvers cache past a switch (a cluster IP moves them within a second), and it could not be a NodePort or LoadBalancer. Leave it empty or give an address from the Service CIDR" $f $name) -}}
+{{- end -}}
+{{- if not (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$" .) -}}
+{{- fail (printf "%s.clusterIP: %q is not an IP address; give one from the cluster's Service CIDR (for example 10.96.0.50), or leave it empty" $f .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The optional spec fields of a typed Service (service.primary, service.replicas): only those set, each on a line of its own indented by 2. */}}
+{{- define "valkey.serviceKnobs" -}}
+{{- range $k := list "clusterIP" "externalTrafficPolicy" "loadBalancerClass" "loadBalancerIP" "sessionAffinity" }}
+{{- with get $ $k }}
+  {{ $k }}: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
