@@ -2,9 +2,11 @@ package templatestests
 
 import (
 	"fmt"
+	"encoding/json"
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +19,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -276,5 +280,91 @@ func TestServerRunsUnderPlatformAssignedIDs(t *testing.T) {
 		sys := st.Sys().(*syscall.Stat_t)
 		assert.EqualValues(t, uid, sys.Uid, "%s: written by the assigned uid", en.Name())
 		assert.EqualValues(t, fsGroup, sys.Gid, "%s: group fsGroup (setgid data volume)", en.Name())
+	}
+}
+
+const monitorKnobs = `{scrapeTimeout: 5s, honorLabels: true, relabelings: [{sourceLabels: [__meta_kubernetes_pod_node_name], targetLabel: node}], metricRelabelings: [{action: drop, sourceLabels: [__name__], regex: "redis_commands_.*"}]}`
+
+func TestMonitorKnobs(t *testing.T) {
+	for chart, values := range map[string]string{
+		"valkey": "metrics: {enabled: true, podMonitor: MK, serviceMonitor: MK}\ncontroller: {serviceMonitor: MK}\n",
+		"valkey-sentinel": "metrics: {enabled: true, podMonitor: MK}\ncontroller: {serviceMonitor: MK}\n" +
+			"instanceController: {enabled: true, serviceMonitor: MK}\n",
+	} {
+		t.Run(chart, func(t *testing.T) {
+			on := "{enabled: true, " + monitorKnobs[1:]
+			objs := decode(t, mustRender(t, chart, strings.ReplaceAll(values, "MK", on)))
+			n := 0
+			for _, kind := range []string{"PodMonitor", "ServiceMonitor"} {
+				field := map[string]string{"PodMonitor": "podMetricsEndpoints", "ServiceMonitor": "endpoints"}[kind]
+				for _, o := range objs.ofKind(kind) {
+					n++
+					eps, _, err := unstructured.NestedSlice(o.(*unstructured.Unstructured).Object, "spec", field)
+					require.NoError(t, err)
+					require.Len(t, eps, 1)
+					ep := eps[0].(map[string]any)
+					id := kind + "/" + nameOf(o)
+					assert.Equal(t, "30s", ep["interval"], id)
+					assert.Equal(t, "5s", ep["scrapeTimeout"], id)
+					assert.Equal(t, true, ep["honorLabels"], id)
+					assert.Equal(t, []any{map[string]any{"sourceLabels": []any{"__meta_kubernetes_pod_node_name"}, "targetLabel": "node"}}, ep["relabelings"], id)
+					assert.Equal(t, []any{map[string]any{"action": "drop", "sourceLabels": []any{"__name__"}, "regex": "redis_commands_.*"}}, ep["metricRelabelings"], id)
+				}
+			}
+			assert.Equal(t, 3, n, "every monitor of the chart")
+			// the defaults add none of the fields
+			for _, o := range decode(t, mustRender(t, chart, strings.ReplaceAll(values, "MK", "{enabled: true}"))).list {
+				if k := kindOf(o); k == "PodMonitor" || k == "ServiceMonitor" {
+					b, err := json.Marshal(o)
+					require.NoError(t, err)
+					for _, f := range []string{"scrapeTimeout", "honorLabels", "relabelings", "metricRelabelings"} {
+						assert.NotContains(t, string(b), f, "%s/%s", k, nameOf(o))
+					}
+				}
+			}
+		})
+	}
+}
+
+// additionalRules land in a second group of the chart's PrometheusRule, as given, and pass promtool.
+func TestPrometheusRuleAdditionalRules(t *testing.T) {
+	promtool := needPromtool(t)
+	extra := `
+metrics:
+  enabled: true
+  podMonitor: {enabled: true}
+  grafanaDashboard: {enabled: true}
+  prometheusRule:
+    enabled: true
+    additionalRules:
+      - alert: CacheEvictingKeys
+        expr: rate(redis_evicted_keys_total[5m]) > 0
+        for: 10m
+        labels: {severity: warning, team: cache}
+        annotations: {summary: "{{ $labels.pod }} evicts keys"}
+      - record: valkey:commands:rate5m
+        expr: sum by (namespace, pod) (rate(redis_commands_processed_total[5m]))
+`
+	for chart, base := range observabilityValues {
+		t.Run(chart, func(t *testing.T) {
+			groups := ruleGroups(t, decode(t, mustRender(t, chart, base, renderOpts{}))) // the chart's own
+			withExtra := ruleGroups(t, decode(t, mustRender(t, chart, "controller: {serviceMonitor: {enabled: true}}\n"+extra)))
+			require.Len(t, withExtra, len(groups)+1)
+			assert.Equal(t, groups, withExtra[:len(groups)], "the chart's groups are unchanged")
+			g := withExtra[len(groups)].(map[string]any)
+			assert.True(t, strings.HasSuffix(g["name"].(string), ".additional"), g["name"])
+			rules := g["rules"].([]any)
+			require.Len(t, rules, 2)
+			assert.Equal(t, "CacheEvictingKeys", rules[0].(map[string]any)["alert"])
+			assert.Equal(t, "{{ $labels.pod }} evicts keys", rules[0].(map[string]any)["annotations"].(map[string]any)["summary"])
+			assert.Equal(t, "valkey:commands:rate5m", rules[1].(map[string]any)["record"])
+
+			dir := t.TempDir()
+			b, err := yaml.Marshal(map[string]any{"groups": withExtra})
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), b, 0o600))
+			out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "rules.yaml")).CombinedOutput()
+			require.NoError(t, err, "promtool check rules:\n%s", out)
+		})
 	}
 }

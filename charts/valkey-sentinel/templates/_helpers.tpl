@@ -489,6 +489,8 @@ instanceController.resources.cpu instanceController.resources.memory instanceCon
 instanceController.resources.requests.memory instanceController.serviceMonitor.enabled
 instanceController.serviceMonitor.interval instanceController.serviceMonitor.labels
 podSecurityContext.enabled podSecurityContext.runAsUser podSecurityContext.runAsGroup podSecurityContext.fsGroup
+metrics.prometheusRule.additionalRules
+metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings instanceController.serviceMonitor.scrapeTimeout instanceController.serviceMonitor.honorLabels instanceController.serviceMonitor.relabelings instanceController.serviceMonitor.metricRelabelings
 {{- end -}}
 
 {{/*
@@ -511,6 +513,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validatePodExtras" . -}}
 {{- include "vs.validateController" . -}}
 {{- include "vs.validateStop" . -}}
+{{- include "vs.validateObservabilityKnobs" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -1267,3 +1270,112 @@ fsGroup: {{ int64 $v.fsGroup }}
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The optional fields of a scrape endpoint (PodMonitor podMetricsEndpoints, ServiceMonitor endpoints) from a
+monitor's values: scrapeTimeout, honorLabels, relabelings, metricRelabelings; each line indented by 6.
+*/}}
+{{- define "vs.monitorKnobs" -}}
+{{- with .scrapeTimeout }}
+      scrapeTimeout: {{ . }}
+{{- end }}
+{{- if .honorLabels }}
+      honorLabels: true
+{{- end }}
+{{- with .relabelings }}
+      relabelings:
+        {{- toYaml . | nindent 8 }}
+{{- end }}
+{{- with .metricRelabelings }}
+      metricRelabelings:
+        {{- toYaml . | nindent 8 }}
+{{- end }}
+{{- end -}}
+
+{{/* The labels the charts' alerts and dashboards group or select by: relabelings may not write or drop them. */}}
+{{- define "vs.protectedLabels" -}}
+namespace pod valkey_instance replica controller object quorum monitor sentinel master_name
+{{- end -}}
+
+{{/*
+Checks of a monitor's knobs. Call with (dict "field" "metrics.podMonitor" "m" .Values.metrics.podMonitor "ctx" $):
+scrapeTimeout a duration at most interval; no relabeling that writes (targetLabel), drops (labeldrop) or leaves
+out (labelkeep) a protected label.
+*/}}
+{{- define "vs.validateMonitor" -}}
+{{- $f := .field -}}
+{{- with .m.scrapeTimeout -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.scrapeTimeout" $f) "value" . "format" "interval" "example" "10s") -}}
+{{- if gt (float64 (include "vs.seconds" .)) (float64 (include "vs.seconds" $.m.interval)) -}}
+{{- fail (printf "%s.scrapeTimeout: %s is longer than %s.interval (%s); Prometheus refuses the scrape config. Shorten it or raise the interval" $f . $f (toString $.m.interval)) -}}
+{{- end -}}
+{{- end -}}
+{{- $protected := splitList " " (include "vs.protectedLabels" .ctx) -}}
+{{- range $kind := list "relabelings" "metricRelabelings" -}}
+{{- range $i, $r := (get $.m $kind) -}}
+{{- $at := printf "%s.%s[%d]" $f $kind $i -}}
+{{- $action := lower ($r.action | default "replace") -}}
+{{- $regex := printf "^(?:%s)$" (toString ($r.regex | default "(.*)")) -}}
+{{- range $l := $protected -}}
+{{- if and (eq (toString $r.targetLabel) $l) (not (has $action (list "keep" "drop" "keepequal" "dropequal" "labeldrop" "labelkeep"))) -}}
+{{- fail (printf "%s.targetLabel: %s is a label the chart's alerts and dashboards group by, so they would count the wrong series or none; write another label" $at $l) -}}
+{{- end -}}
+{{- if and (eq $action "labeldrop") (regexMatch $regex $l) -}}
+{{- fail (printf "%s: labeldrop with regex %q drops label %s, which the chart's alerts and dashboards group by; narrow the regex" $at (toString $r.regex) $l) -}}
+{{- end -}}
+{{- if and (eq $action "labelkeep") (not (regexMatch $regex $l)) -}}
+{{- fail (printf "%s: labelkeep with regex %q drops label %s, which the chart's alerts and dashboards group by; add it to the regex" $at (toString $r.regex) $l) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Checks of metrics.prometheusRule.additionalRules: each an alert or a recording rule (not both), with a valid name. */}}
+{{- define "vs.validateAdditionalRules" -}}
+{{- range $i, $r := .Values.metrics.prometheusRule.additionalRules -}}
+{{- $at := printf "metrics.prometheusRule.additionalRules[%d]" $i -}}
+{{- if eq (len (compact (list ($r.alert | default "") ($r.record | default "")))) 1 | not -}}
+{{- fail (printf "%s: give exactly one of alert (an alerting rule) and record (a recording rule)" $at) -}}
+{{- end -}}
+{{- with $r.alert -}}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" .) -}}
+{{- fail (printf "%s.alert: %q is not an alert name (letters, digits and '_', not starting with a digit); for example CacheHitRateLow" $at .) -}}
+{{- end -}}
+{{- end -}}
+{{- with $r.record -}}
+{{- if not (regexMatch "^[a-zA-Z_:][a-zA-Z0-9_:]*$" .) -}}
+{{- fail (printf "%s.record: %q is not a metric name (letters, digits, '_' and ':'); for example valkey:hit_ratio:rate5m" $at .) -}}
+{{- end -}}
+{{- if or $r.for $r.keep_firing_for $r.annotations -}}
+{{- fail (printf "%s: for, keep_firing_for and annotations belong to alerting rules; a recording rule (record) takes expr and labels only" $at) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k := list "for" "keep_firing_for" -}}
+{{- with get $r $k -}}
+{{- if not (regexMatch "^([0-9]+(ms|s|m|h|d|w|y))+$" (toString .)) -}}
+{{- fail (printf "%s.%s: %q is not a Prometheus duration; for example 5m" $at $k (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $r.labels -}}
+{{- range $k, $_ := . -}}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" $k) -}}
+{{- fail (printf "%s.labels key %q: not a Prometheus label name (letters, digits and '_', not starting with a digit); for example team_name" $at $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.metrics.prometheusRule.additionalRules (not .Values.metrics.prometheusRule.enabled) -}}
+{{- fail "metrics.prometheusRule.additionalRules: set, but metrics.prometheusRule.enabled is false, so no PrometheusRule carries them; enable it or remove the rules" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The issue 27 monitor and rule knobs of charts/valkey-sentinel. */}}
+{{- define "vs.validateObservabilityKnobs" -}}
+{{- include "vs.validateMonitor" (dict "field" "metrics.podMonitor" "m" .Values.metrics.podMonitor "ctx" .) -}}
+{{- include "vs.validateMonitor" (dict "field" "controller.serviceMonitor" "m" .Values.controller.serviceMonitor "ctx" .) -}}
+{{- include "vs.validateMonitor" (dict "field" "instanceController.serviceMonitor" "m" .Values.instanceController.serviceMonitor "ctx" .) -}}
+{{- include "vs.validateAdditionalRules" . -}}
+{{- end -}}
+

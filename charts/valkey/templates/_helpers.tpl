@@ -550,6 +550,8 @@ resources.requests.cpu resources.requests.memory service.primary.externalTraffic
 service.primary.loadBalancerClass service.primary.sessionAffinity service.primary.clusterIP
 service.replicas.externalTrafficPolicy service.replicas.loadBalancerIP service.replicas.loadBalancerClass
 service.replicas.sessionAffinity service.replicas.clusterIP
+metrics.prometheusRule.additionalRules
+metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings metrics.serviceMonitor.scrapeTimeout metrics.serviceMonitor.honorLabels metrics.serviceMonitor.relabelings metrics.serviceMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings
 {{- end -}}
 
 {{/*
@@ -574,6 +576,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validatePodExtras" . -}}
 {{- include "valkey.validateController" . -}}
 {{- include "valkey.validateKnobs" . -}}
+{{- include "valkey.validateObservabilityKnobs" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -1578,3 +1581,112 @@ Services' fields (each only with the Service type that reads it; no headless F-p
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The optional fields of a scrape endpoint (PodMonitor podMetricsEndpoints, ServiceMonitor endpoints) from a
+monitor's values: scrapeTimeout, honorLabels, relabelings, metricRelabelings; each line indented by 6.
+*/}}
+{{- define "valkey.monitorKnobs" -}}
+{{- with .scrapeTimeout }}
+      scrapeTimeout: {{ . }}
+{{- end }}
+{{- if .honorLabels }}
+      honorLabels: true
+{{- end }}
+{{- with .relabelings }}
+      relabelings:
+        {{- toYaml . | nindent 8 }}
+{{- end }}
+{{- with .metricRelabelings }}
+      metricRelabelings:
+        {{- toYaml . | nindent 8 }}
+{{- end }}
+{{- end -}}
+
+{{/* The labels the charts' alerts and dashboards group or select by: relabelings may not write or drop them. */}}
+{{- define "valkey.protectedLabels" -}}
+namespace pod valkey_instance replica controller object quorum monitor sentinel master_name
+{{- end -}}
+
+{{/*
+Checks of a monitor's knobs. Call with (dict "field" "metrics.podMonitor" "m" .Values.metrics.podMonitor "ctx" $):
+scrapeTimeout a duration at most interval; no relabeling that writes (targetLabel), drops (labeldrop) or leaves
+out (labelkeep) a protected label.
+*/}}
+{{- define "valkey.validateMonitor" -}}
+{{- $f := .field -}}
+{{- with .m.scrapeTimeout -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "%s.scrapeTimeout" $f) "value" . "format" "interval" "example" "10s") -}}
+{{- if gt (float64 (include "valkey.seconds" .)) (float64 (include "valkey.seconds" $.m.interval)) -}}
+{{- fail (printf "%s.scrapeTimeout: %s is longer than %s.interval (%s); Prometheus refuses the scrape config. Shorten it or raise the interval" $f . $f (toString $.m.interval)) -}}
+{{- end -}}
+{{- end -}}
+{{- $protected := splitList " " (include "valkey.protectedLabels" .ctx) -}}
+{{- range $kind := list "relabelings" "metricRelabelings" -}}
+{{- range $i, $r := (get $.m $kind) -}}
+{{- $at := printf "%s.%s[%d]" $f $kind $i -}}
+{{- $action := lower ($r.action | default "replace") -}}
+{{- $regex := printf "^(?:%s)$" (toString ($r.regex | default "(.*)")) -}}
+{{- range $l := $protected -}}
+{{- if and (eq (toString $r.targetLabel) $l) (not (has $action (list "keep" "drop" "keepequal" "dropequal" "labeldrop" "labelkeep"))) -}}
+{{- fail (printf "%s.targetLabel: %s is a label the chart's alerts and dashboards group by, so they would count the wrong series or none; write another label" $at $l) -}}
+{{- end -}}
+{{- if and (eq $action "labeldrop") (regexMatch $regex $l) -}}
+{{- fail (printf "%s: labeldrop with regex %q drops label %s, which the chart's alerts and dashboards group by; narrow the regex" $at (toString $r.regex) $l) -}}
+{{- end -}}
+{{- if and (eq $action "labelkeep") (not (regexMatch $regex $l)) -}}
+{{- fail (printf "%s: labelkeep with regex %q drops label %s, which the chart's alerts and dashboards group by; add it to the regex" $at (toString $r.regex) $l) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Checks of metrics.prometheusRule.additionalRules: each an alert or a recording rule (not both), with a valid name. */}}
+{{- define "valkey.validateAdditionalRules" -}}
+{{- range $i, $r := .Values.metrics.prometheusRule.additionalRules -}}
+{{- $at := printf "metrics.prometheusRule.additionalRules[%d]" $i -}}
+{{- if eq (len (compact (list ($r.alert | default "") ($r.record | default "")))) 1 | not -}}
+{{- fail (printf "%s: give exactly one of alert (an alerting rule) and record (a recording rule)" $at) -}}
+{{- end -}}
+{{- with $r.alert -}}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" .) -}}
+{{- fail (printf "%s.alert: %q is not an alert name (letters, digits and '_', not starting with a digit); for example CacheHitRateLow" $at .) -}}
+{{- end -}}
+{{- end -}}
+{{- with $r.record -}}
+{{- if not (regexMatch "^[a-zA-Z_:][a-zA-Z0-9_:]*$" .) -}}
+{{- fail (printf "%s.record: %q is not a metric name (letters, digits, '_' and ':'); for example valkey:hit_ratio:rate5m" $at .) -}}
+{{- end -}}
+{{- if or $r.for $r.keep_firing_for $r.annotations -}}
+{{- fail (printf "%s: for, keep_firing_for and annotations belong to alerting rules; a recording rule (record) takes expr and labels only" $at) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k := list "for" "keep_firing_for" -}}
+{{- with get $r $k -}}
+{{- if not (regexMatch "^([0-9]+(ms|s|m|h|d|w|y))+$" (toString .)) -}}
+{{- fail (printf "%s.%s: %q is not a Prometheus duration; for example 5m" $at $k (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $r.labels -}}
+{{- range $k, $_ := . -}}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" $k) -}}
+{{- fail (printf "%s.labels key %q: not a Prometheus label name (letters, digits and '_', not starting with a digit); for example team_name" $at $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.metrics.prometheusRule.additionalRules (not .Values.metrics.prometheusRule.enabled) -}}
+{{- fail "metrics.prometheusRule.additionalRules: set, but metrics.prometheusRule.enabled is false, so no PrometheusRule carries them; enable it or remove the rules" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The issue 27 monitor and rule knobs of charts/valkey. */}}
+{{- define "valkey.validateObservabilityKnobs" -}}
+{{- include "valkey.validateMonitor" (dict "field" "metrics.podMonitor" "m" .Values.metrics.podMonitor "ctx" .) -}}
+{{- include "valkey.validateMonitor" (dict "field" "metrics.serviceMonitor" "m" .Values.metrics.serviceMonitor "ctx" .) -}}
+{{- include "valkey.validateMonitor" (dict "field" "controller.serviceMonitor" "m" .Values.controller.serviceMonitor "ctx" .) -}}
+{{- include "valkey.validateAdditionalRules" . -}}
+{{- end -}}
+
