@@ -1,8 +1,8 @@
 package templatestests
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
