@@ -18,8 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -365,6 +367,51 @@ metrics:
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), b, 0o600))
 			out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "rules.yaml")).CombinedOutput()
 			require.NoError(t, err, "promtool check rules:\n%s", out)
+		})
+	}
+}
+
+// TestNetworkPolicyClientNamespacesAndExtraIngress: with the NetworkPolicy semantics of netpol_test.go, an
+// application in another namespace is blocked by default (before issue 27 there was no way in but CIDRs) and
+// admitted on the server (Sentinel) port once clientNamespaceSelector names its namespace (with
+// clientPodSelector: only the pods it picks there), never on the exporter port; extraIngress rules land as
+// given.
+func TestNetworkPolicyClientNamespacesAndExtraIngress(t *testing.T) {
+	shopNS := labels.Set{"kubernetes.io/metadata.name": "shop", "team": "shop"}
+	shopAPI := endpoint{ns: "shop", nsLabels: shopNS, pod: labels.Set{"app": "api"}}
+	shopWeb := endpoint{ns: "shop", nsLabels: shopNS, pod: labels.Set{"app": "web"}}
+	other := podIn("other", labels.Set{"app": "api"})
+	const extra = "extraIngress: [{from: [{ipBlock: {cidr: 10.1.0.0/16}}], ports: [{port: 8080, protocol: TCP}]}]"
+	for _, tc := range []struct {
+		chart, name string
+		port        int
+	}{{"valkey", valkeyF, 6379}, {"valkey-sentinel", sentinelRel, 26379}} {
+		t.Run(tc.chart, func(t *testing.T) {
+			np := func(values string) *networkingv1.NetworkPolicy {
+				return policyOf(t, decode(t, mustRender(t, tc.chart, "metrics: {enabled: true}\n"+values)), tc.name)
+			}
+			def := np("")
+			assert.False(t, admits(t, def, shopAPI, tc.port), "default: another namespace is blocked")
+
+			open := np("networkPolicy: {clientNamespaceSelector: {matchLabels: {team: shop}}}\n")
+			assert.True(t, admits(t, open, shopAPI, tc.port), "clientNamespaceSelector admits the shop namespace")
+			assert.True(t, admits(t, open, shopWeb, tc.port))
+			assert.False(t, admits(t, open, other, tc.port), "only the namespaces it names")
+			assert.False(t, admits(t, open, shopAPI, 9121), "never the exporter port")
+
+			picked := np("networkPolicy: {allowSameNamespace: false, clientPodSelector: {matchLabels: {app: api}}, clientNamespaceSelector: {matchLabels: {team: shop}}}\n")
+			assert.True(t, admits(t, picked, shopAPI, tc.port), "clientPodSelector picks the pods there")
+			assert.False(t, admits(t, picked, shopWeb, tc.port))
+			assert.True(t, admits(t, picked, podIn(testNamespace, labels.Set{"app": "api"}), tc.port), "and still the namespace's own")
+
+			withExtra := np("networkPolicy: {" + extra + "}\n")
+			outside := endpoint{ip: true}
+			assert.True(t, admits(t, withExtra, outside, 8080), "extraIngress")
+			assert.False(t, admits(t, withExtra, outside, tc.port), "extraIngress opens only its ports")
+			assert.False(t, admits(t, withExtra, outside, 9121))
+			last := withExtra.Spec.Ingress[len(withExtra.Spec.Ingress)-1]
+			require.Len(t, last.From, 1)
+			assert.Equal(t, "10.1.0.0/16", last.From[0].IPBlock.CIDR, "as given")
 		})
 	}
 }

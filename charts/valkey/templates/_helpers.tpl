@@ -552,6 +552,7 @@ service.replicas.externalTrafficPolicy service.replicas.loadBalancerIP service.r
 service.replicas.sessionAffinity service.replicas.clusterIP
 metrics.prometheusRule.additionalRules
 metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings metrics.serviceMonitor.scrapeTimeout metrics.serviceMonitor.honorLabels metrics.serviceMonitor.relabelings metrics.serviceMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings
+networkPolicy.clientNamespaceSelector networkPolicy.extraIngress
 {{- end -}}
 
 {{/*
@@ -577,6 +578,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateController" . -}}
 {{- include "valkey.validateKnobs" . -}}
 {{- include "valkey.validateObservabilityKnobs" . -}}
+{{- include "valkey.validateNetworkPolicyKnobs" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -1688,5 +1690,49 @@ out (labelkeep) a protected label.
 {{- include "valkey.validateMonitor" (dict "field" "metrics.serviceMonitor" "m" .Values.metrics.serviceMonitor "ctx" .) -}}
 {{- include "valkey.validateMonitor" (dict "field" "controller.serviceMonitor" "m" .Values.controller.serviceMonitor "ctx" .) -}}
 {{- include "valkey.validateAdditionalRules" . -}}
+{{- end -}}
+
+{{/*
+Checks of networkPolicy.clientNamespaceSelector (a selector that names namespaces) and networkPolicy.extraIngress
+(each rule names its sources and ports, none the exporter port).
+*/}}
+{{- define "valkey.validateNetworkPolicyKnobs" -}}
+{{- $np := .Values.networkPolicy -}}
+{{- with $np.clientNamespaceSelector -}}
+{{- include "valkey.checkSelector" (dict "field" "networkPolicy.clientNamespaceSelector" "selector" .) -}}
+{{- if not (or .matchLabels .matchExpressions) -}}
+{{- fail "networkPolicy.clientNamespaceSelector: no matchLabels and no matchExpressions selects every namespace of the cluster; name the client namespaces, for example {matchLabels: {kubernetes.io/metadata.name: shop}}" -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $r := $np.extraIngress -}}
+{{- $at := printf "networkPolicy.extraIngress[%d]" $i -}}
+{{- if not $r.from -}}
+{{- fail (printf "%s.from: empty or missing, so the rule admits every source (every pod of the cluster and every address); name the peers (podSelector, namespaceSelector, ipBlock)" $at) -}}
+{{- end -}}
+{{- if not $r.ports -}}
+{{- fail (printf "%s.ports: empty or missing, so the rule admits its sources on every port, the exporter's too (its /scrape dials any target); list the ports" $at) -}}
+{{- end -}}
+{{- range $j, $p := $r.from -}}
+{{- if not $p -}}
+{{- fail (printf "%s.from[%d]: an empty peer; give podSelector, namespaceSelector or ipBlock" $at $j) -}}
+{{- end -}}
+{{- with $p.podSelector }}{{ include "valkey.checkSelector" (dict "field" (printf "%s.from[%d].podSelector" $at $j) "selector" .) }}{{ end -}}
+{{- with $p.namespaceSelector }}{{ include "valkey.checkSelector" (dict "field" (printf "%s.from[%d].namespaceSelector" $at $j) "selector" .) }}{{ end -}}
+{{- with $p.ipBlock -}}
+{{- include "valkey.checkCIDR" (dict "field" (printf "%s.from[%d].ipBlock.cidr" $at $j) "value" .cidr) -}}
+{{- end -}}
+{{- end -}}
+{{- range $j, $p := $r.ports -}}
+{{- $port := toString ($p.port | default "") -}}
+{{- if eq $port "" -}}
+{{- fail (printf "%s.ports[%d].port: missing, so the rule admits every port, the exporter's too; give the port" $at $j) -}}
+{{- end -}}
+{{- $mp := int $.Values.metrics.port -}}
+{{- $end := int ($p.endPort | default 0) -}}
+{{- if or (eq $port "metrics") (eq $port (toString $mp)) (and $end (regexMatch "^[0-9]+$" $port) (le (int $port) $mp) (ge $end $mp)) -}}
+{{- fail (printf "%s.ports[%d]: names the exporter port (%d, metrics), which only metrics scrapers may reach (networkPolicy.metricsNamespaceSelector): its /scrape dials any target with the exporter's password" $at $j $mp) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
