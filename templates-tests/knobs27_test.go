@@ -20,8 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -412,6 +414,74 @@ func TestNetworkPolicyClientNamespacesAndExtraIngress(t *testing.T) {
 			last := withExtra.Spec.Ingress[len(withExtra.Spec.Ingress)-1]
 			require.Len(t, last.From, 1)
 			assert.Equal(t, "10.1.0.0/16", last.From[0].IPBlock.CIDR, "as given")
+		})
+	}
+}
+
+func TestPodAndClaimKnobs(t *testing.T) {
+	const knobs = "hostAliases: [{ip: 10.0.0.5, hostnames: [backup.example.com]}]\nschedulerName: bin-packer\nruntimeClassName: gvisor\n"
+	for chart, values := range map[string]string{
+		"valkey":          "plan: casual\npersistence: {labels: {example.com/backup: daily}, annotations: {backup.example.com/schedule: \"0 3 * * *\"}}\n" + knobs,
+		"valkey-sentinel": "persistence: {enabled: true, labels: {example.com/backup: daily}, annotations: {backup.example.com/schedule: \"0 3 * * *\"}}\n" + knobs,
+	} {
+		t.Run(chart, func(t *testing.T) {
+			stss := decode(t, mustRender(t, chart, values)).statefulSets()
+			require.NotEmpty(t, stss)
+			for _, s := range stss {
+				spec := s.Spec.Template.Spec
+				assert.Equal(t, "bin-packer", spec.SchedulerName, s.Name)
+				require.NotNil(t, spec.RuntimeClassName, s.Name)
+				assert.Equal(t, "gvisor", *spec.RuntimeClassName, s.Name)
+				assert.Equal(t, []corev1.HostAlias{{IP: "10.0.0.5", Hostnames: []string{"backup.example.com"}}}, spec.HostAliases, s.Name)
+				require.Len(t, s.Spec.VolumeClaimTemplates, 1, s.Name)
+				vct := s.Spec.VolumeClaimTemplates[0]
+				assert.Equal(t, "daily", vct.Labels["example.com/backup"], s.Name)
+				assert.Equal(t, "0 3 * * *", vct.Annotations["backup.example.com/schedule"], s.Name)
+				for k, v := range s.Spec.Selector.MatchLabels {
+					assert.Equal(t, v, vct.Labels[k], "%s: the chart's claim labels stay", s.Name)
+				}
+			}
+			// the defaults set none of them
+			for _, s := range decode(t, mustRender(t, chart, "persistence: {enabled: true}\n")).statefulSets() {
+				assert.Empty(t, s.Spec.Template.Spec.SchedulerName, s.Name)
+				assert.Nil(t, s.Spec.Template.Spec.RuntimeClassName, s.Name)
+				assert.Empty(t, s.Spec.Template.Spec.HostAliases, s.Name)
+				assert.Empty(t, s.Spec.VolumeClaimTemplates[0].Annotations, s.Name)
+			}
+		})
+	}
+}
+
+// PVC labels and annotations live in volumeClaimTemplates, which an installed StatefulSet cannot change: an
+// upgrade that changes them is refused with the way out (kubectl label/annotate), one that keeps them passes.
+func TestClaimMetadataChangesRefused(t *testing.T) {
+	for chart, base := range map[string]string{"valkey": "plan: casual\n", "valkey-sentinel": "persistence: {enabled: true}\n"} {
+		t.Run(chart, func(t *testing.T) {
+			installedWith := func(values string) renderOpts {
+				var existing []runtime.Object
+				for _, s := range decode(t, mustRender(t, chart, values)).statefulSets() {
+					c := s.DeepCopy()
+					c.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"}
+					existing = append(existing, c)
+				}
+				return renderOpts{upgrade: true, existing: existing}
+			}
+			labelled := "plan: casual\npersistence: {labels: {example.com/backup: daily}}\n"
+			if chart == "valkey-sentinel" {
+				labelled = "persistence: {enabled: true, labels: {example.com/backup: daily}}\n"
+			}
+			plain := installedWith(base)
+			_, err := renderChart(t, chart, base, plain)
+			require.NoError(t, err, "unchanged")
+			_, err = renderChart(t, chart, labelled, plain)
+			require.Error(t, err)
+			assert.Contains(t, refusal(err), `persistence.labels: StatefulSet `)
+			assert.Contains(t, refusal(err), `claims with labels {} and a StatefulSet's volumeClaimTemplates cannot change; keep persistence.labels: {} (label the existing PVCs with kubectl label instead)`)
+			_, err = renderChart(t, chart, labelled, installedWith(labelled))
+			require.NoError(t, err, "kept")
+			_, err = renderChart(t, chart, strings.Replace(labelled, "labels:", "annotations:", 1), plain)
+			require.Error(t, err)
+			assert.Contains(t, refusal(err), "persistence.annotations: StatefulSet ")
 		})
 	}
 }

@@ -492,6 +492,7 @@ podSecurityContext.enabled podSecurityContext.runAsUser podSecurityContext.runAs
 metrics.prometheusRule.additionalRules
 metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings instanceController.serviceMonitor.scrapeTimeout instanceController.serviceMonitor.honorLabels instanceController.serviceMonitor.relabelings instanceController.serviceMonitor.metricRelabelings
 networkPolicy.clientNamespaceSelector networkPolicy.extraIngress
+persistence.labels persistence.annotations hostAliases schedulerName runtimeClassName
 {{- end -}}
 
 {{/*
@@ -516,6 +517,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validateStop" . -}}
 {{- include "vs.validateObservabilityKnobs" . -}}
 {{- include "vs.validateNetworkPolicyKnobs" . -}}
+{{- include "vs.validatePodKnobs" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -1423,5 +1425,85 @@ Checks of networkPolicy.clientNamespaceSelector (a selector that names namespace
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* hostAliases, schedulerName and runtimeClassName of the Sentinel pods (issue 27), each only when set; lines indented by 6. */}}
+{{- define "vs.podKnobs" -}}
+{{- with .Values.schedulerName }}
+      schedulerName: {{ . }}
+{{- end }}
+{{- with .Values.runtimeClassName }}
+      runtimeClassName: {{ . }}
+{{- end }}
+{{- with .Values.hostAliases }}
+      hostAliases:
+        {{- toYaml . | nindent 8 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Checks of the pod and claim knobs: scheduler and runtime class names, hostAliases (never a cluster Service or pod
+name), PVC labels and annotations (not the chart's keys; unchanged on an installed release, whose StatefulSets'
+volumeClaimTemplates cannot change).
+*/}}
+{{- define "vs.validatePodKnobs" -}}
+{{- with .Values.schedulerName -}}
+{{- include "vs.checkFormat" (dict "field" "schedulerName" "value" . "format" "dnsName" "example" "bin-packing-scheduler") -}}
+{{- end -}}
+{{- with .Values.runtimeClassName -}}
+{{- include "vs.checkFormat" (dict "field" "runtimeClassName" "value" . "format" "dnsName" "example" "gvisor") -}}
+{{- end -}}
+{{- $svc := printf ".svc.%s" .Values.clusterDomain -}}
+{{- range $i, $h := .Values.hostAliases -}}
+{{- $at := printf "hostAliases[%d]" $i -}}
+{{- if not (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$" (toString ($h.ip | default ""))) -}}
+{{- fail (printf "%s.ip: %q is not an IP address; for example 10.0.0.5" $at (toString ($h.ip | default ""))) -}}
+{{- end -}}
+{{- if not $h.hostnames -}}
+{{- fail (printf "%s.hostnames: empty; list the names that resolve to %s" $at (toString $h.ip)) -}}
+{{- end -}}
+{{- range $j, $n := $h.hostnames -}}
+{{- include "vs.checkFormat" (dict "field" (printf "%s.hostnames[%d]" $at $j) "value" $n "format" "dnsName" "example" "backup.example.com") -}}
+{{- if or (hasSuffix $svc $n) (hasSuffix (printf "%s." $svc) $n) (hasSuffix ".svc" $n) (eq $n "localhost") -}}
+{{- fail (printf "%s.hostnames[%d]: %q is a name the cluster DNS answers (the node and Sentinel FQDNs, Services) or localhost; pinning it in /etc/hosts would send replication, Sentinel traffic and credentials to a fixed address that outlives the pod. Use hostAliases for names outside the cluster" $at $j $n) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- include "vs.checkLabels" (dict "field" "persistence.labels" "labels" .Values.persistence.labels) -}}
+{{- range $k, $_ := .Values.persistence.labels -}}
+{{- if or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k) -}}
+{{- fail (printf "persistence.labels.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/backup)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k, $v := .Values.persistence.annotations -}}
+{{- if not (kindIs "string" $v) -}}
+{{- fail (printf "persistence.annotations.%s: %v is not text; quote it" $k $v) -}}
+{{- end -}}
+{{- end -}}
+{{- range $name := compact (splitList " " (include "vs.claimStatefulSets" .)) -}}
+{{- $sts := lookup "apps/v1" "StatefulSet" $.Release.Namespace $name | default dict -}}
+{{- with ($sts.spec | default dict).volumeClaimTemplates -}}
+{{- $meta := (index . 0).metadata | default dict -}}
+{{- $oldLabels := $meta.labels | default dict -}}
+{{- $ours := dict -}}
+{{- range $k, $v := $oldLabels -}}
+{{- if not (or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k)) -}}
+{{- $_ := set $ours $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (toJson $ours) (toJson ($.Values.persistence.labels | default dict)) -}}
+{{- fail (printf "persistence.labels: StatefulSet %s claims with labels %s and a StatefulSet's volumeClaimTemplates cannot change; keep persistence.labels: %s (label the existing PVCs with kubectl label instead)" $name (toJson $ours) (toJson $ours)) -}}
+{{- end -}}
+{{- $oldAnn := $meta.annotations | default dict -}}
+{{- if ne (toJson $oldAnn) (toJson ($.Values.persistence.annotations | default dict)) -}}
+{{- fail (printf "persistence.annotations: StatefulSet %s claims with annotations %s and a StatefulSet's volumeClaimTemplates cannot change; keep persistence.annotations: %s (annotate the existing PVCs with kubectl annotate instead)" $name (toJson $oldAnn) (toJson $oldAnn)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The StatefulSet whose claims come from its volumeClaimTemplates (persistence on). */}}
+{{- define "vs.claimStatefulSets" -}}
+{{- if .Values.persistence.enabled -}}{{ include "vs.fullname" . }}{{- end -}}
 {{- end -}}
 

@@ -553,6 +553,7 @@ service.replicas.sessionAffinity service.replicas.clusterIP
 metrics.prometheusRule.additionalRules
 metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings metrics.serviceMonitor.scrapeTimeout metrics.serviceMonitor.honorLabels metrics.serviceMonitor.relabelings metrics.serviceMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings
 networkPolicy.clientNamespaceSelector networkPolicy.extraIngress
+persistence.labels persistence.annotations hostAliases schedulerName runtimeClassName
 {{- end -}}
 
 {{/*
@@ -579,6 +580,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateKnobs" . -}}
 {{- include "valkey.validateObservabilityKnobs" . -}}
 {{- include "valkey.validateNetworkPolicyKnobs" . -}}
+{{- include "valkey.validatePodKnobs" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -1733,6 +1735,92 @@ Checks of networkPolicy.clientNamespaceSelector (a selector that names namespace
 {{- fail (printf "%s.ports[%d]: names the exporter port (%d, metrics), which only metrics scrapers may reach (networkPolicy.metricsNamespaceSelector): its /scrape dials any target with the exporter's password" $at $j $mp) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* hostAliases, schedulerName and runtimeClassName of the data pods (issue 27), each only when set; lines indented by 6. */}}
+{{- define "valkey.podKnobs" -}}
+{{- with .Values.schedulerName }}
+      schedulerName: {{ . }}
+{{- end }}
+{{- with .Values.runtimeClassName }}
+      runtimeClassName: {{ . }}
+{{- end }}
+{{- with .Values.hostAliases }}
+      hostAliases:
+        {{- toYaml . | nindent 8 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Checks of the pod and claim knobs: scheduler and runtime class names, hostAliases (never a cluster Service or pod
+name), PVC labels and annotations (not the chart's keys; unchanged on an installed release, whose StatefulSets'
+volumeClaimTemplates cannot change).
+*/}}
+{{- define "valkey.validatePodKnobs" -}}
+{{- with .Values.schedulerName -}}
+{{- include "valkey.checkFormat" (dict "field" "schedulerName" "value" . "format" "dnsName" "example" "bin-packing-scheduler") -}}
+{{- end -}}
+{{- with .Values.runtimeClassName -}}
+{{- include "valkey.checkFormat" (dict "field" "runtimeClassName" "value" . "format" "dnsName" "example" "gvisor") -}}
+{{- end -}}
+{{- $svc := printf ".svc.%s" .Values.clusterDomain -}}
+{{- range $i, $h := .Values.hostAliases -}}
+{{- $at := printf "hostAliases[%d]" $i -}}
+{{- if not (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$" (toString ($h.ip | default ""))) -}}
+{{- fail (printf "%s.ip: %q is not an IP address; for example 10.0.0.5" $at (toString ($h.ip | default ""))) -}}
+{{- end -}}
+{{- if not $h.hostnames -}}
+{{- fail (printf "%s.hostnames: empty; list the names that resolve to %s" $at (toString $h.ip)) -}}
+{{- end -}}
+{{- range $j, $n := $h.hostnames -}}
+{{- include "valkey.checkFormat" (dict "field" (printf "%s.hostnames[%d]" $at $j) "value" $n "format" "dnsName" "example" "backup.example.com") -}}
+{{- if or (hasSuffix $svc $n) (hasSuffix (printf "%s." $svc) $n) (hasSuffix ".svc" $n) (eq $n "localhost") -}}
+{{- fail (printf "%s.hostnames[%d]: %q is a name the cluster DNS answers (the node and Sentinel FQDNs, Services) or localhost; pinning it in /etc/hosts would send replication, Sentinel traffic and credentials to a fixed address that outlives the pod. Use hostAliases for names outside the cluster" $at $j $n) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- include "valkey.checkLabels" (dict "field" "persistence.labels" "labels" .Values.persistence.labels) -}}
+{{- range $k, $_ := .Values.persistence.labels -}}
+{{- if or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k) -}}
+{{- fail (printf "persistence.labels.%s: the prefixes app.kubernetes.io/, helm.sh/ and valkey.io/ are set by the chart; choose another label key (e.g. example.com/backup)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k, $v := .Values.persistence.annotations -}}
+{{- if not (kindIs "string" $v) -}}
+{{- fail (printf "persistence.annotations.%s: %v is not text; quote it" $k $v) -}}
+{{- end -}}
+{{- end -}}
+{{- range $name := compact (splitList " " (include "valkey.claimStatefulSets" .)) -}}
+{{- $sts := lookup "apps/v1" "StatefulSet" $.Release.Namespace $name | default dict -}}
+{{- with ($sts.spec | default dict).volumeClaimTemplates -}}
+{{- $meta := (index . 0).metadata | default dict -}}
+{{- $oldLabels := $meta.labels | default dict -}}
+{{- $ours := dict -}}
+{{- range $k, $v := $oldLabels -}}
+{{- if not (or (hasPrefix "app.kubernetes.io/" $k) (hasPrefix "helm.sh/" $k) (hasPrefix "valkey.io/" $k)) -}}
+{{- $_ := set $ours $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (toJson $ours) (toJson ($.Values.persistence.labels | default dict)) -}}
+{{- fail (printf "persistence.labels: StatefulSet %s claims with labels %s and a StatefulSet's volumeClaimTemplates cannot change; keep persistence.labels: %s (label the existing PVCs with kubectl label instead)" $name (toJson $ours) (toJson $ours)) -}}
+{{- end -}}
+{{- $oldAnn := $meta.annotations | default dict -}}
+{{- if ne (toJson $oldAnn) (toJson ($.Values.persistence.annotations | default dict)) -}}
+{{- fail (printf "persistence.annotations: StatefulSet %s claims with annotations %s and a StatefulSet's volumeClaimTemplates cannot change; keep persistence.annotations: %s (annotate the existing PVCs with kubectl annotate instead)" $name (toJson $oldAnn) (toJson $oldAnn)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The StatefulSets whose claims come from their own volumeClaimTemplates (persistence on, no existingClaims), space-separated. */}}
+{{- define "valkey.claimStatefulSets" -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- if and $s.persistence (not .Values.persistence.existingClaims) -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- $names := list -}}
+{{- range $i := until (int (include "valkey.nodeCount" .)) }}{{ $names = append $names (printf "%s-%d" $F $i) }}{{ end -}}
+{{- join " " $names -}}
 {{- end -}}
 {{- end -}}
 
