@@ -485,3 +485,34 @@ func TestClaimMetadataChangesRefused(t *testing.T) {
 		})
 	}
 }
+
+// diagnosticMode replaces the server (Sentinel) with sleep and drops the probes and the preStop hook, and only
+// that: the other containers, the volumes and the init containers stay, so the pod can be inspected as it is.
+func TestDiagnosticMode(t *testing.T) {
+	for _, tc := range []struct{ chart, values, container string }{
+		{"valkey", "controller: {enabled: false}\nmetrics: {enabled: true}\n", "valkey"},
+		{"valkey-sentinel", "controller: {enabled: false}\n", "sentinel"},
+	} {
+		t.Run(tc.chart, func(t *testing.T) {
+			normal := decode(t, mustRender(t, tc.chart, tc.values)).statefulSets()
+			diag := decode(t, mustRender(t, tc.chart, tc.values+"diagnosticMode: {enabled: true}\n")).statefulSets()
+			require.Len(t, diag, len(normal))
+			for i, s := range diag {
+				spec, before := &s.Spec.Template.Spec, &normal[i].Spec.Template.Spec
+				c := container(t, spec, tc.container)
+				assert.Equal(t, []string{"sleep", "infinity"}, c.Command, s.Name)
+				assert.Nil(t, c.StartupProbe, s.Name)
+				assert.Nil(t, c.LivenessProbe, s.Name)
+				assert.Nil(t, c.ReadinessProbe, s.Name)
+				assert.Nil(t, c.Lifecycle, "%s: no preStop hook", s.Name)
+				b := container(t, before, tc.container)
+				assert.NotNil(t, b.ReadinessProbe, "%s: probes outside diagnostic mode", s.Name)
+				assert.NotNil(t, b.Lifecycle, s.Name)
+				assert.Equal(t, b.VolumeMounts, c.VolumeMounts, "%s: the same mounts to inspect", s.Name)
+				assert.Equal(t, b.SecurityContext, c.SecurityContext, s.Name)
+				assert.Equal(t, len(before.Containers), len(spec.Containers), s.Name)
+				assert.Equal(t, before.InitContainers, spec.InitContainers, s.Name)
+			}
+		})
+	}
+}

@@ -493,6 +493,7 @@ metrics.prometheusRule.additionalRules
 metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings instanceController.serviceMonitor.scrapeTimeout instanceController.serviceMonitor.honorLabels instanceController.serviceMonitor.relabelings instanceController.serviceMonitor.metricRelabelings
 networkPolicy.clientNamespaceSelector networkPolicy.extraIngress
 persistence.labels persistence.annotations hostAliases schedulerName runtimeClassName
+diagnosticMode.enabled diagnosticMode.command
 {{- end -}}
 
 {{/*
@@ -518,6 +519,7 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- include "vs.validateObservabilityKnobs" . -}}
 {{- include "vs.validateNetworkPolicyKnobs" . -}}
 {{- include "vs.validatePodKnobs" . -}}
+{{- include "vs.validateDiagnosticMode" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -1505,5 +1507,15 @@ volumeClaimTemplates cannot change).
 {{/* The StatefulSet whose claims come from its volumeClaimTemplates (persistence on). */}}
 {{- define "vs.claimStatefulSets" -}}
 {{- if .Values.persistence.enabled -}}{{ include "vs.fullname" . }}{{- end -}}
+{{- end -}}
+
+{{/* diagnosticMode: refused while a controller of this release would act on the Sentinels or their instances. */}}
+{{- define "vs.validateDiagnosticMode" -}}
+{{- if and .Values.diagnosticMode.enabled .Values.controller.enabled -}}
+{{- fail "diagnosticMode.enabled: the sentinel controller (controller.enabled) would roll the Sentinel pods and re-register monitors on Sentinels that do not run; set controller.enabled: false while you debug, and back to true with diagnosticMode.enabled: false" -}}
+{{- end -}}
+{{- if and .Values.diagnosticMode.enabled .Values.instanceController.enabled -}}
+{{- fail "diagnosticMode.enabled: the shared instance controller (instanceController.enabled) would act on instances whose quorum cannot answer; set instanceController.enabled: false while you debug" -}}
+{{- end -}}
 {{- end -}}
 

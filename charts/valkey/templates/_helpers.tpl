@@ -554,6 +554,7 @@ metrics.prometheusRule.additionalRules
 metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings metrics.serviceMonitor.scrapeTimeout metrics.serviceMonitor.honorLabels metrics.serviceMonitor.relabelings metrics.serviceMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings
 networkPolicy.clientNamespaceSelector networkPolicy.extraIngress
 persistence.labels persistence.annotations hostAliases schedulerName runtimeClassName
+diagnosticMode.enabled diagnosticMode.command
 {{- end -}}
 
 {{/*
@@ -581,6 +582,7 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validateObservabilityKnobs" . -}}
 {{- include "valkey.validateNetworkPolicyKnobs" . -}}
 {{- include "valkey.validatePodKnobs" . -}}
+{{- include "valkey.validateDiagnosticMode" . -}}
 {{- include "valkey.validateImmutable" . -}}
 {{- end -}}
 {{- end -}}
@@ -1821,6 +1823,13 @@ volumeClaimTemplates cannot change).
 {{- $names := list -}}
 {{- range $i := until (int (include "valkey.nodeCount" .)) }}{{ $names = append $names (printf "%s-%d" $F $i) }}{{ end -}}
 {{- join " " $names -}}
+{{- end -}}
+{{- end -}}
+
+{{/* diagnosticMode: refused while an instance controller would act on the pods (roll them, repair, sync users). */}}
+{{- define "valkey.validateDiagnosticMode" -}}
+{{- if and .Values.diagnosticMode.enabled .Values.controller.enabled -}}
+{{- fail "diagnosticMode.enabled: the instance controller (controller.enabled) rolls pods whose template changed, so it would replace a replica with a diagnostic pod, halt there (that node no longer answers) and keep reporting and acting on the others: a mix you did not choose; set controller.enabled: false while you debug, and back to true with diagnosticMode.enabled: false" -}}
 {{- end -}}
 {{- end -}}
 
