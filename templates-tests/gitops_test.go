@@ -129,7 +129,7 @@ func TestLookupOnlyValidates(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 3, found, "the validation lookups: StatefulSets and the descriptor (valkey), the ServiceAccount (valkey-sentinel)")
+	assert.Equal(t, 5, found, "the validation lookups: StatefulSets (claim size and class; claim labels and annotations) and the descriptor (valkey), the StatefulSet (claim labels and annotations) and the ServiceAccount (valkey-sentinel)")
 }
 
 func secretOf(name string, data map[string]string) *corev1.Secret {
