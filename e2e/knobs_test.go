@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,50 @@ func TestPodsRunUnderAnotherUID(t *testing.T) {
 	for _, p := range pods.Items {
 		if sc := p.Spec.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000650000 {
 			t.Errorf("pod %s: pod securityContext %+v, want runAsUser 1000650000", p.Name, sc)
+		}
+	}
+}
+
+// TestDiagnosticModeStartsPodsWithoutTheServer (issue 27, diagnosticMode): with the controller off and no
+// failover, the data pods run `sleep infinity` (the image has it: busybox), nothing listens on the server port,
+// and the pods stay up to be inspected (`kubectl exec`), with their volumes mounted.
+func TestDiagnosticModeStartsPodsWithoutTheServer(t *testing.T) {
+	maybeParallel(t)
+	WaitForCPU(t, 2*50+100, 5*time.Minute)
+	ns := NewNamespace(t, "diag")
+	d := &Deployment{t: t, NS: ns, Helm: NewHelm(t, ns), Label: "q1", S: "sentinel", Sentinels: 3}
+	in := &Instance{d: d, Release: "db", F: valkeyFullname("db"), Replicas: 1,
+		Extra: "controller: {enabled: false}\nfailover: {mode: None}\ndiagnosticMode: {enabled: true}\n"}
+	d.Instances = append(d.Instances, in)
+	d.Helm.Install(in.Release, ChartPath("valkey"), in.Values(), HelmOpts{NoWait: true})
+	Eventually(t, 3*time.Minute, 2*time.Second, "every data pod runs sleep, nothing listens on 6379", func(ctx context.Context) (bool, error) {
+		for i := 0; i < in.Nodes(); i++ {
+			// /proc/1/cmdline: the container's main process; /proc/net/tcp: no socket listening on 6379 (0x18EB)
+			out, stderr, err := Exec(ctx, ns, in.Pod(i), "valkey", nil, "sh", "-c",
+				"tr '\\0' ' ' </proc/1/cmdline; echo; cat /proc/net/tcp /proc/net/tcp6 | awk 'toupper($2) ~ /:18EB$/ && $4 == \"0A\"' | wc -l; ls /data /etc/valkey-ha")
+			if err != nil {
+				return false, fmt.Errorf("exec %s: %v %s", in.Pod(i), err, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) < 2 || strings.TrimSpace(lines[0]) != "sleep infinity" || lines[1] != "0" {
+				return false, fmt.Errorf("%s: main process %q, listeners on 6379 %q", in.Pod(i), lines[0], lines[1])
+			}
+			t.Logf("%s: %q, no listener on 6379, mounts: %s", in.Pod(i), strings.TrimSpace(lines[0]), strings.Join(lines[2:], " "))
+		}
+		return true, nil
+	})
+	for i := 0; i < in.Nodes(); i++ {
+		p, err := kube.CoreV1().Pods(ns).Get(t.Context(), in.Pod(i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "valkey" && cs.RestartCount != 0 {
+				t.Errorf("%s: the valkey container restarted %d times (no probe should kill it)", p.Name, cs.RestartCount)
+			}
+		}
+		if _, ok := p.Labels["valkey.io/role"]; ok {
+			t.Errorf("%s: a role label without a controller", p.Name)
 		}
 	}
 }
