@@ -213,6 +213,7 @@ fit the controller's --selector flag (no empty In/NotIn values). Call with (dict
 */}}
 {{- define "vs.checkSelector" -}}
 {{- $sel := .selector | default dict -}}
+{{- include "vs.checkSelectorSelectsSome" . -}}
 {{- range $k, $_ := omit $sel "matchLabels" "matchExpressions" -}}
 {{- fail (printf "%s: %q is not a field of a label selector (matchLabels, matchExpressions); remove it" $.field $k) -}}
 {{- end -}}
