@@ -100,3 +100,13 @@ func TestLongestFullNameFitsEveryObject(t *testing.T) {
 		assert.Contains(t, refusal(err), fmt.Sprintf("at most %d", n), chart)
 	}
 }
+
+// A clientPodSelector while the NetworkPolicy is off restricts nothing: the NOTES say so (harmless, so a warning).
+func TestNotesWarnClientSelectorWithoutPolicy(t *testing.T) {
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		notes := mustRender(t, chart, "networkPolicy: {enabled: false, clientPodSelector: {matchLabels: {app: web}}}", renderOpts{withNotes: true})[chart+"/templates/NOTES.txt"]
+		assert.Contains(t, notes, "WARNING: networkPolicy.clientPodSelector is set but networkPolicy.enabled is false", chart)
+		notes = mustRender(t, chart, "networkPolicy: {clientPodSelector: {matchLabels: {app: web}}}", renderOpts{withNotes: true})[chart+"/templates/NOTES.txt"]
+		assert.NotContains(t, notes, "networkPolicy.clientPodSelector is set", chart)
+	}
+}

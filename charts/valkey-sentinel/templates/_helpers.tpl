@@ -496,6 +496,8 @@ instanceController.serviceMonitor.interval instanceController.serviceMonitor.lab
 {{/*
 Every check, once per render and before any template reads a value (vs.fullname starts with it, and every
 template calls vs.fullname first). Each message names the field, the value and the fix.
+templates/validate/values.yaml includes it (and then vs.validateInputs, _inputs.tpl) before any other
+template renders, so Helm reports every refusal there.
 */}}
 {{- define "vs.validate" -}}
 {{- if not (hasKey . "_vsValidated") -}}

@@ -554,6 +554,8 @@ controller.mode controller.shared.namespace controller.shared.serviceAccount sen
 Every check, once per render and before any template reads a value: valkey.fullname, valkey.sizing and
 valkey.credentials start with it (each template calls one of them first), so a refusal is always the message
 written here rather than a failure further down. Each message names the field, the value and the fix.
+templates/validate/values.yaml includes it (and then valkey.validateInputs, _inputs.tpl) before any other
+template renders, so Helm reports every refusal there.
 */}}
 {{- define "valkey.validate" -}}
 {{- if not (hasKey . "_valkeyHAValidated") -}}
