@@ -110,3 +110,14 @@ func TestNotesWarnClientSelectorWithoutPolicy(t *testing.T) {
 		assert.NotContains(t, notes, "networkPolicy.clientPodSelector is set", chart)
 	}
 }
+
+// global.imageRegistry replaces the controller image's registry too (valkey.imageRef): a mirror of the server
+// images' registry alone would not serve it, so the NOTES print the reference the pods will pull.
+func TestNotesShowTheControllerImageUnderAGlobalRegistry(t *testing.T) {
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		notes := mustRender(t, chart, "global: {imageRegistry: mirror.example.com/hub}", renderOpts{withNotes: true})[chart+"/templates/NOTES.txt"]
+		assert.Contains(t, notes, "it is pulled as mirror.example.com/hub/valkey-ha/valkey-sentinel-ctl:", chart)
+		notes = mustRender(t, chart, "", renderOpts{withNotes: true})[chart+"/templates/NOTES.txt"]
+		assert.NotContains(t, notes, "global.imageRegistry", chart)
+	}
+}
