@@ -336,9 +336,9 @@ type phaseResult struct {
 	remove, reset             int
 	// realign counts the SENTINEL REMOVE + MONITOR pairs of the sentinel controller's realignment of a
 	// Sentinel stuck on a stale primary (registration.Stuck; not counted in remove: the monitor is back at once).
-	realign int
-	monitor, failoverCmd      int
-	switches, odown           int
+	realign              int
+	monitor, failoverCmd int
+	switches, odown      int
 	// ctl counts the controllers' Events by reason; deferred the RollDeferred reasons.
 	ctl      map[string]int
 	deferred []string
