@@ -268,6 +268,24 @@ controller: {resources: {cpu: 100m, memory: 128Mi}}
 	}
 	ackedBy("both writers acknowledged 100 times before the upgrade", 100)
 
+	// ---- the commands README "Upgrading" rules out and allows, rendered against the cluster without applying:
+	// --reuse-values renders the new templates with the old chart's defaults, so a key the new chart added is
+	// missing; when that is refused the message must name the commands to use instead
+	for _, r := range []struct{ release, chart string }{{d.S, "valkey-sentinel"}, {in.Release, "valkey"}} {
+		_, err := d.Helm.TryUpgrade(r.release, ChartPath(r.chart), nil, HelmOpts{ReuseValues: true, DryRun: true})
+		switch {
+		case err == nil:
+			t.Logf("helm upgrade %s --reuse-values (dry run): rendered (the new chart adds no defaulted key over %s)", r.release, commit[:7])
+		case !strings.Contains(err.Error(), "-f VALUES or --reset-then-reuse-values"):
+			t.Errorf("helm upgrade %s --reuse-values (dry run) refused without naming the commands to use instead: %v", r.release, err)
+		default:
+			t.Logf("helm upgrade %s --reuse-values (dry run) refused, naming the fix: %v", r.release, err)
+		}
+		if _, err := d.Helm.TryUpgrade(r.release, ChartPath(r.chart), nil, HelmOpts{ResetThenReuseValues: true, DryRun: true}); err != nil {
+			t.Errorf("helm upgrade %s --reset-then-reuse-values (dry run), which README recommends: %v", r.release, err)
+		}
+	}
+
 	// ---- the upgrade: the quorum, then the instance, each with README's command
 	t0 := time.Now()
 	d.Helm.Upgrade(d.S, ChartPath("valkey-sentinel"), mergeYAML(t, sentFile, imageValues()), HelmOpts{Timeout: rollWait})
