@@ -143,7 +143,9 @@ func (h *Helm) TryUpgrade(name, chartPath string, values map[string]interface{},
 	}
 	start := time.Now()
 	rel, err := up.Run(name, LoadChart(h.t, chartPath), values)
-	if err == nil {
+	if err == nil && o.DryRun {
+		h.t.Logf("helm upgrade %s --dry-run: rendered after %s (nothing applied)", name, time.Since(start).Round(time.Millisecond))
+	} else if err == nil {
 		h.t.Logf("helm upgrade %s: revision %d after %s", name, rel.Version, time.Since(start).Round(time.Millisecond))
 	}
 	return rel, err
