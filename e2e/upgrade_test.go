@@ -50,12 +50,15 @@ func upgradeFrom(t testing.TB) string {
 }
 
 // oldTree extracts commit from this repository's history (git archive) into a temporary directory and returns
-// it. A clone without that commit (shallow) fails the test with the fix.
+// it. A shallow clone without that commit skips the test (saying so); a full one without it fails.
 func oldTree(t testing.TB, commit string) string {
 	t.Helper()
 	dir := t.TempDir()
 	tar := filepath.Join(dir, "src.tar")
 	if out, err := exec.Command("git", "-C", repoRoot, "archive", "--format=tar", "-o", tar, commit).CombinedOutput(); err != nil {
+		if sh, _ := exec.Command("git", "-C", repoRoot, "rev-parse", "--is-shallow-repository").Output(); strings.TrimSpace(string(sh)) == "true" {
+			t.Skipf("SKIPPED, NOT PASSED: this clone is shallow and lacks the upgrade's starting commit %s (%s): git fetch --unshallow", commit, upgradeFromFile)
+		}
 		t.Fatalf("git archive %s (the upgrade's starting commit, %s; a shallow clone lacks it: git fetch --unshallow): %v: %s",
 			commit, upgradeFromFile, err, out)
 	}
