@@ -1047,9 +1047,9 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 		keys, channels []string
 		functions      bool
 	}{
-		{"full", []string{"app:*"}, []string{"app.*"}, false}, {"full", []string{"*"}, nil, false}, {"full", nil, nil, false},
+		{"full", []string{"app:*"}, []string{"app.*"}, false}, {"full", []string{"*"}, nil, false}, {"full", nil, []string{"feed.*"}, false},
 		{"full", []string{"lib:*"}, nil, true}, {"full", []string{"*"}, nil, true},
-		{"readonly", []string{"events:*"}, nil, false}, {"readonly", []string{"*"}, []string{"news"}, false},
+		{"readonly", []string{"events:*"}, nil, false}, {"readonly", nil, nil, false},
 		{"readwrite", []string{"w:*", "shared:*"}, []string{"w.*", "x"}, false}, {"readwrite", []string{"*"}, nil, false},
 	}
 	var values strings.Builder

@@ -499,6 +499,8 @@ diagnosticMode.enabled diagnosticMode.command
 {{/*
 Every check, once per render and before any template reads a value (vs.fullname starts with it, and every
 template calls vs.fullname first). Each message names the field, the value and the fix.
+templates/validate/values.yaml includes it (and then vs.validateInputs, _inputs.tpl) before any other
+template renders, so Helm reports every refusal there.
 */}}
 {{- define "vs.validate" -}}
 {{- if not (hasKey . "_vsValidated") -}}
@@ -614,8 +616,8 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- $set := not (empty .Values.fullnameOverride) -}}
 {{- fail (printf "fullnameOverride: the full name %q%s cannot name the Services S and S-headless: a Service name starts with a letter and holds only lowercase letters, digits and '-'. Set fullnameOverride (e.g. sentinel)%s" $S (ternary "" (printf " (the release name)") $set) (ternary "" ", or choose another release name" $set)) -}}
 {{- end -}}
-{{- if gt (len $S) 50 -}}
-{{- fail (printf "fullnameOverride: the full name %q is %d characters; at most 50 fit the StatefulSet and S-headless Service names. Set fullnameOverride to a shorter name" $S (len $S)) -}}
+{{- if gt (len $S) 42 -}}
+{{- fail (printf "fullnameOverride: the full name %q%s is %d characters; at most 42 fit every object name (the credentials Job S-credentials-<hash> adds 21 and Kubernetes takes 63). Set fullnameOverride to a shorter name%s" $S (ternary "" " (the release name)" (not (empty .Values.fullnameOverride))) (len $S) (ternary "" ", or choose a shorter release name" (not (empty .Values.fullnameOverride)))) -}}
 {{- end -}}
 {{- $n := int .Values.replicas -}}
 {{- $maxUnavailable := int .Values.pdb.maxUnavailable -}}

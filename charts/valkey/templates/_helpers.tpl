@@ -561,6 +561,8 @@ diagnosticMode.enabled diagnosticMode.command
 Every check, once per render and before any template reads a value: valkey.fullname, valkey.sizing and
 valkey.credentials start with it (each template calls one of them first), so a refusal is always the message
 written here rather than a failure further down. Each message names the field, the value and the fix.
+templates/validate/values.yaml includes it (and then valkey.validateInputs, _inputs.tpl) before any other
+template renders, so Helm reports every refusal there.
 */}}
 {{- define "valkey.validate" -}}
 {{- if not (hasKey . "_valkeyHAValidated") -}}
@@ -698,8 +700,8 @@ written here rather than a failure further down. Each message names the field, t
 {{- if eq . $F -}}
 {{- fail (printf "sentinel.release: %q is this instance's own full name, not a valkey-sentinel release: the quorum's controller ServiceAccount would be this instance's own controller (%s-controller), which must never read the _sentinel password, and no quorum could share this release's object names; set the full name of the valkey-sentinel release that monitors it (sentinel by default)" . $F) -}}
 {{- end -}}
-{{- if gt (len .) 50 -}}
-{{- fail (printf "sentinel.release: %q is %d characters, but a valkey-sentinel release's full name has at most 50 (its StatefulSet and S-headless Service), so no quorum can have it; set the full name of the valkey-sentinel release that monitors it" . (len .)) -}}
+{{- if gt (len .) 42 -}}
+{{- fail (printf "sentinel.release: %q is %d characters, but a valkey-sentinel release's full name has at most 42 (its credentials Job S-credentials-<hash> must fit 63), so no quorum can have it; set the full name of the valkey-sentinel release that monitors it" . (len .)) -}}
 {{- end -}}
 {{- $S := . -}}
 {{- $sa := include "valkey.sentinelControllerSA" $ -}}
