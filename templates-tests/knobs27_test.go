@@ -134,7 +134,7 @@ func TestDataRequestsBelowLimits(t *testing.T) {
 func TestServiceTrafficKnobs(t *testing.T) {
 	objs := decode(t, mustRender(t, "valkey", `
 service:
-  primary: {type: LoadBalancer, externalTrafficPolicy: Local, loadBalancerIP: 203.0.113.10, loadBalancerClass: service.k8s.aws/nlb, sessionAffinity: ClientIP, clusterIP: 10.96.0.50}
+  primary: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.0/8], externalTrafficPolicy: Local, loadBalancerIP: 203.0.113.10, loadBalancerClass: service.k8s.aws/nlb, sessionAffinity: ClientIP, clusterIP: 10.96.0.50}
   replicas: {type: NodePort, externalTrafficPolicy: Cluster, sessionAffinity: ClientIP}
 `))
 	p := objs.service(t, valkeyF+"-primary").Spec

@@ -1388,16 +1388,13 @@ out (labelkeep) a protected label.
 {{- end -}}
 
 {{/*
-Checks of networkPolicy.clientNamespaceSelector (a selector that names namespaces) and networkPolicy.extraIngress
+Checks of networkPolicy.clientNamespaceSelector (checkSelector also refuses an empty one) and networkPolicy.extraIngress
 (each rule names its sources and ports, none the exporter port).
 */}}
 {{- define "vs.validateNetworkPolicyKnobs" -}}
 {{- $np := .Values.networkPolicy -}}
 {{- with $np.clientNamespaceSelector -}}
 {{- include "vs.checkSelector" (dict "field" "networkPolicy.clientNamespaceSelector" "selector" .) -}}
-{{- if not (or .matchLabels .matchExpressions) -}}
-{{- fail "networkPolicy.clientNamespaceSelector: no matchLabels and no matchExpressions selects every namespace of the cluster; name the client namespaces, for example {matchLabels: {kubernetes.io/metadata.name: shop}}" -}}
-{{- end -}}
 {{- end -}}
 {{- range $i, $r := $np.extraIngress -}}
 {{- $at := printf "networkPolicy.extraIngress[%d]" $i -}}
