@@ -183,9 +183,8 @@ metrics: {enabled: true, podMonitor: {enabled: true}, serviceMonitor: {enabled: 
 tls: {enabled: true, existingSecret: tls}
 plan: casual
 networkPolicy: {enabled: true}
-dnsCache: {upstream: 10.96.0.10}
 `)),
-		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\ndnsCache: {upstream: 10.96.0.10}\n")),
+		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\n")),
 	}
 	for chartName, objs := range renders {
 		specs := objs.podSpecs()
@@ -910,7 +909,9 @@ func TestExporterAndMonitors(t *testing.T) {
 	assert.Equal(t, "true", objs.service(t, valkeyF).Labels["valkey.io/metrics"])
 	plain := decode(t, mustRender(t, "valkey", ""))
 	assert.Empty(t, plain.ofKind("PodMonitor"))
-	assert.Len(t, plain.statefulSets()[0].Spec.Template.Spec.Containers, 1)
+	for _, c := range plain.statefulSets()[0].Spec.Template.Spec.Containers {
+		assert.NotEqual(t, "metrics", c.Name, "no exporter by default")
+	}
 }
 
 // The rendered valkey.conf and users.acl load into a real server of every engine (valkey 9.1 and 8.0, redis 7.0,
