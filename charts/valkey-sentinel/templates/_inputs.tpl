@@ -10,9 +10,6 @@ message names the field, what goes wrong and the fix.
 {{- if and $v.tls.existingSecret (not $v.tls.enabled) -}}
 {{- fail (printf "tls.existingSecret: %q is set but tls.enabled is false, so the Secret is never mounted and clients and data nodes talk to the Sentinels in plaintext; set tls.enabled: true, or remove tls.existingSecret" $v.tls.existingSecret) -}}
 {{- end -}}
-{{- if and $v.dnsCache.upstream (not $v.dnsCache.enabled) -}}
-{{- fail (printf "dnsCache.upstream: %q is set but dnsCache.enabled is false, so no cache runs and the pods resolve through the cluster DNS directly; set dnsCache.enabled: true, or remove dnsCache.upstream" $v.dnsCache.upstream) -}}
-{{- end -}}
 {{- if and $v.persistence.storageClass (not $v.persistence.enabled) -}}
 {{- fail (printf "persistence.storageClass: %q is set but persistence.enabled is false, so no volume is created and it would be ignored; set persistence.enabled: true, or remove persistence.storageClass" $v.persistence.storageClass) -}}
 {{- end -}}

@@ -10,9 +10,6 @@ what goes wrong and the fix.
 {{- if and $v.tls.existingSecret (not $v.tls.enabled) -}}
 {{- fail (printf "tls.existingSecret: %q is set but tls.enabled is false, so the Secret is never mounted and clients, replicas and Sentinels speak plaintext; set tls.enabled: true, or remove tls.existingSecret" $v.tls.existingSecret) -}}
 {{- end -}}
-{{- if and $v.dnsCache.upstream (not $v.dnsCache.enabled) -}}
-{{- fail (printf "dnsCache.upstream: %q is set but dnsCache.enabled is false, so no cache runs and the pods resolve through the cluster DNS directly; set dnsCache.enabled: true, or remove dnsCache.upstream" $v.dnsCache.upstream) -}}
-{{- end -}}
 {{- /* a limit that undoes a protection */ -}}
 {{- if hasKey $v.config "maxmemory-clients" -}}
 {{- if regexMatch "^0+(\\.0*)?(b|k|kb|m|mb|g|gb|%)?$" (lower (toString (get $v.config "maxmemory-clients"))) -}}
