@@ -43,13 +43,13 @@ func everyPodSpec(objs objects) map[string]*corev1.PodSpec {
 	return r
 }
 
-// knobsPodsValkey renders every kind of pod charts/valkey has: data (with exporter and DNS cache), controller,
+// knobsPodsValkey renders every kind of pod charts/valkey has: data (with exporter and DNS cache, on by default), controller,
 // credentials Job, helm test.
-const knobsPodsValkey = "metrics: {enabled: true}\ndnsCache: {upstream: 10.96.0.10}\nplan: casual\n"
+const knobsPodsValkey = "metrics: {enabled: true}\nplan: casual\n"
 
 // knobsPodsSentinel: Sentinel pods, the Sentinel controller, the shared instance controller, credentials Job,
 // helm test.
-const knobsPodsSentinel = "persistence: {enabled: true}\ndnsCache: {upstream: 10.96.0.10}\ninstanceController: {enabled: true}\n"
+const knobsPodsSentinel = "persistence: {enabled: true}\ninstanceController: {enabled: true}\n"
 
 func TestPodSecurityContextKnob(t *testing.T) {
 	for _, tc := range []struct {
