@@ -510,5 +510,5 @@ func TestQuorumAboveSentinelCountIsNotReady(t *testing.T) {
 		return nil
 	})
 	assert.Equal(t, status.False, e.Condition(status.Ready), "%v", e.StatusDoc()["conditions"])
-	assert.Contains(t, fmt.Sprint(e.StatusDoc()["message"]), "quorum 4 exceeds the 3 Sentinels")
+	assert.Contains(t, fmt.Sprint(e.StatusDoc()["message"]), "sets sentinel.quorum 4 but Sentinel release "+testenv.SentinelRelease+" runs 3 Sentinels")
 }

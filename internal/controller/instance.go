@@ -430,6 +430,7 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	}
 	if in.Monitored() {
 		w.SentinelInfo, w.SentinelInfoErr = c.sentinelInfo(in)
+		w.NamedQuorum = c.namedQuorum(in)
 	}
 	if w.SentinelInfo != nil {
 		c.gatherSentinels(ctx, &w)
@@ -907,6 +908,7 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 			c.recorder.Event(desc, corev1.EventTypeWarning, "ClaimsDiffer", why)
 		}
 	}
+	c.reportMismatches(desc, w, name)
 	if len(w.Instance.Unknown) > 0 {
 		msg := "descriptor fields this controller does not know (ignored): " + strings.Join(w.Instance.Unknown, ", ")
 		if c.reported.changed(name+"/unknown", msg) {
