@@ -396,6 +396,8 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
   _probe        readiness probe (valkey-cli with REDISCLI_AUTH): PING and INFO only.
   _exporter     metrics: stats only, no key access (no ~pattern), no CONFIG at all (GET would read masterauth;
                 the exporter runs with --config-command=-).
+  _backup       backup CronJob: INFO to find a replica, then `valkey-cli --rdb` (REPLCONF, SYNC) against it;
+                its password lives in F-backup-auth, mounted only into the backup Job.
 */}}
 {{- define "valkey.systemUserRules" -}}
 {{- toJson (list
@@ -404,6 +406,7 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
   (list "_sentinel" "&__sentinel__:hello +multi +exec +ping +info +role +replicaof +slaveof +config|rewrite +client|setname +client|kill +script|kill +publish +subscribe +failover")
   (list "_probe" "+ping +info")
   (list "_exporter" "+hello +ping +info +client|list +slowlog|get +slowlog|len +latency|latest")
+  (list "_backup" "+hello +ping +info +replconf +sync")
 ) -}}
 {{- end -}}
 
@@ -483,7 +486,7 @@ are identical).
 {{- end -}}
 {{- $spec := dict "version" "1" "instance" $F "owner" (printf "%s-instance" $F)
   "systemSecret" (dict "name" (include "valkey.systemSecretName" .) "generate" (not .Values.auth.existingSecret))
-  "sentinelSecret" (printf "%s-sentinel-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users -}}
+  "sentinelSecret" (printf "%s-sentinel-auth" $F) "backupSecret" (printf "%s-backup-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users -}}
 {{- if and (eq .Values.failover.mode "Sentinel") (eq (include "valkey.crossNamespaceQuorum" .) "true") -}}
 {{- $_ := set $spec "quorumSecret" (include "valkey.quorumSecret" .) -}}
 {{- end -}}
@@ -493,7 +496,7 @@ are identical).
 {{/* Secrets the credentials Job reads: the system, Sentinel and ACL Secrets and every customer's (JSON list). */}}
 {{- define "valkey.credentialSecrets" -}}
 {{- $F := include "valkey.fullname" . -}}
-{{- $out := list (include "valkey.systemSecretName" .) (printf "%s-sentinel-auth" $F) (printf "%s-acl" $F) -}}
+{{- $out := list (include "valkey.systemSecretName" .) (printf "%s-sentinel-auth" $F) (printf "%s-backup-auth" $F) (printf "%s-acl" $F) -}}
 {{- if and (eq .Values.failover.mode "Sentinel") (eq (include "valkey.crossNamespaceQuorum" .) "true") -}}
 {{- $out = append $out (include "valkey.quorumSecret" .) -}}
 {{- end -}}
