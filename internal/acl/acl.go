@@ -21,8 +21,8 @@ const (
 	Probe       = "_probe"
 	Exporter    = "_exporter"
 	// Backup is the user of the backup CronJob (internal/backup); its password lives in Secret F-backup-auth.
-	Backup = "_backup"
-	Default     = "default"
+	Backup  = "_backup"
+	Default = "default"
 	// PreStop is the node-local user of a data pod's preStop hook (PreStopUser).
 	PreStop = "_prestop"
 )
