@@ -292,10 +292,10 @@ func TestRestoreRefusesNewerEngine(t *testing.T) {
 func TestMaxRDBVersion(t *testing.T) {
 	for in, want := range map[string]int{
 		"Valkey server v=9.1.2 sha=00000000:0 malloc=jemalloc-5.3.0": 80,
-		"Valkey server v=8.0.1 sha=00000000:0":                        11,
-		"Redis server v=7.0.15 sha=00000000:0":                        10,
-		"Redis server v=7.2.4 sha=00000000:0":                         11,
-		"Redis server v=7.4.1 sha=00000000:0":                         12,
+		"Valkey server v=8.0.1 sha=00000000:0":                       11,
+		"Redis server v=7.0.15 sha=00000000:0":                       10,
+		"Redis server v=7.2.4 sha=00000000:0":                        11,
+		"Redis server v=7.4.1 sha=00000000:0":                        12,
 	} {
 		got, ok := backup.MaxRDBVersion(in)
 		assert.True(t, ok, in)
