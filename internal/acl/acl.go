@@ -150,7 +150,6 @@ var SystemUsers = []SystemUser{
 		{"+latency|latest", "latency metrics"},
 	}},
 	{Name: Backup, Perms: []Permission{
-		{"+hello", "valkey-go opens connections with HELLO 3 AUTH"},
 		{"+ping", "liveness of its connections"},
 		{"+info", "INFO replication: finds a replica whose link to the primary is up (never the primary)"},
 		{"+replconf", "valkey-cli --rdb sends REPLCONF capa eof and REPLCONF rdb-only 1 (no replication stream follows)"},

@@ -66,7 +66,7 @@ type SnapshotOptions struct {
 	// Nodes are the instance's nodes ("host:port", index order); the snapshot is taken from the first replica
 	// among them whose link to the primary is up.
 	Nodes []string
-	// Client authenticates as the _backup user (INFO replication on each node).
+	// Client authenticates as the _backup user (INFO replication on each node); RESP2, as _backup has no +hello.
 	Client valkey.Options
 	// Dir is the target directory (the backup volume). Retention is how many backups of Instance to keep
 	// (>= 1).

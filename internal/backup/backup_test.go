@@ -61,7 +61,7 @@ func pair(t *testing.T, e valkeytest.Engine, keys int) (primary, replica *valkey
 
 func snapshotOptions(e valkeytest.Engine, dir string, nodes ...*valkeytest.Proc) backup.SnapshotOptions {
 	o := backup.SnapshotOptions{Instance: "cache", Dir: dir, Retention: 2,
-		Client: valkey.Options{Username: acl.Backup, Password: backupPassword},
+		Client: valkey.Options{Username: acl.Backup, Password: backupPassword, RESP2: true},
 		CLI:    func(args ...string) *exec.Cmd { return e.Command(e.CLI, args...) }}
 	for _, n := range nodes {
 		o.Nodes = append(o.Nodes, n.Addr())

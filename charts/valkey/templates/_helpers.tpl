@@ -406,7 +406,7 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
   (list "_sentinel" "&__sentinel__:hello +multi +exec +ping +info +role +replicaof +slaveof +config|rewrite +client|setname +client|kill +script|kill +publish +subscribe +failover")
   (list "_probe" "+ping +info")
   (list "_exporter" "+hello +ping +info +client|list +slowlog|get +slowlog|len +latency|latest")
-  (list "_backup" "+hello +ping +info +replconf +sync")
+  (list "_backup" "+ping +info +replconf +sync")
 ) -}}
 {{- end -}}
 
