@@ -575,6 +575,39 @@ written here rather than a failure further down. Each message names the field, t
 {{- include "valkey.validatePodExtras" . -}}
 {{- include "valkey.validateController" . -}}
 {{- include "valkey.validateImmutable" . -}}
+{{- include "valkey.validateBackup" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* backup and restoreFrom (README "Backups and restore"): what the CronJob and node 0's restore step need. */}}
+{{- define "valkey.validateBackup" -}}
+{{- $b := .Values.backup -}}
+{{- if $b.enabled -}}
+{{- if not $b.persistentVolumeClaim -}}
+{{- fail "backup.persistentVolumeClaim: required with backup.enabled; name an existing PVC of this namespace that the backups are written to" -}}
+{{- end -}}
+{{- if lt (int .Values.replicas) 1 -}}
+{{- fail "backup.enabled: needs replicas >= 1: a backup is taken from a replica, never from the primary" -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- fail "backup.enabled: not supported with tls.enabled yet (the snapshot client does not speak TLS); disable one of them" -}}
+{{- end -}}
+{{- if not (regexMatch "^\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\\S+(\\s+\\S+){4})\\s*$" $b.schedule) -}}
+{{- fail (printf "backup.schedule: %q is not a cron schedule (five fields, e.g. \"0 3 * * *\", or @daily)" $b.schedule) -}}
+{{- end -}}
+{{- end -}}
+{{- $r := .Values.restoreFrom -}}
+{{- if and $r.file (not $r.persistentVolumeClaim) -}}
+{{- fail "restoreFrom.persistentVolumeClaim: required with restoreFrom.file; name the PVC of this namespace that holds the backup" -}}
+{{- end -}}
+{{- if and $r.persistentVolumeClaim (not $r.file) -}}
+{{- fail "restoreFrom.file: required with restoreFrom.persistentVolumeClaim; name the backup file on it (<fullname>-<timestamp>.rdb)" -}}
+{{- end -}}
+{{- if $r.file -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- if not $s.persistence -}}
+{{- fail "restoreFrom: needs persistence.enabled: without a volume, node 0 would lose the restored data on its next restart and load the backup again" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -617,6 +650,10 @@ written here rather than a failure further down. Each message names the field, t
   (list "controller.image.digest" .Values.controller.image.digest "imageDigest" "sha256:<64 hex digits>")
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
+  (list "backup.persistentVolumeClaim" .Values.backup.persistentVolumeClaim "dnsName" "valkey-backups")
+  (list "backup.resources.limits.cpu" .Values.backup.resources.limits.cpu "cpu" "250m")
+  (list "backup.resources.limits.memory" .Values.backup.resources.limits.memory "quantity" "128Mi")
+  (list "restoreFrom.persistentVolumeClaim" .Values.restoreFrom.persistentVolumeClaim "dnsName" "valkey-backups")
 -}}
 {{- if not (kindIs "string" .Values.engineVersion) -}}
 {{- /* engineVersion: 8.0 unquoted is the number 8: checkFormat names that YAML trap */ -}}
