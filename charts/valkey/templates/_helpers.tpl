@@ -604,6 +604,9 @@ written here rather than a failure further down. Each message names the field, t
 {{- fail "restoreFrom.file: required with restoreFrom.persistentVolumeClaim; name the backup file on it (<fullname>-<timestamp>.rdb)" -}}
 {{- end -}}
 {{- if $r.file -}}
+{{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$" $r.file) -}}
+{{- fail (printf "restoreFrom.file: %q is not a file name on the volume (letters, digits, '.', '_' and '-', no directories); for example cache-valkey-20261203T030000Z.rdb" $r.file) -}}
+{{- end -}}
 {{- $s := include "valkey.sizing" . | fromJson -}}
 {{- if not $s.persistence -}}
 {{- fail "restoreFrom: needs persistence.enabled: without a volume, node 0 would lose the restored data on its next restart and load the backup again" -}}
