@@ -532,6 +532,9 @@ service.replicas.annotations service.replicas.loadBalancerSourceRanges service.r
 service.headless.annotations service.headless.extraPorts allowedSources networkPolicy.enabled
 networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
 networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
+backup.enabled backup.schedule backup.retention backup.persistentVolumeClaim backup.overdueSeconds
+backup.activeDeadlineSeconds backup.resources.limits.cpu backup.resources.limits.memory
+restoreFrom.persistentVolumeClaim restoreFrom.file
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
 probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
