@@ -115,7 +115,9 @@ func Snapshot(ctx context.Context, o SnapshotOptions) (Result, error) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
-		if isNoSpace(err) || strings.Contains(msg, "No space left") {
+		// valkey-cli reports ENOSPC as "Error writing data to file: short write"; the volume itself tells
+		// (the partial file is still there)
+		if isNoSpace(err) || strings.Contains(msg, "No space left") || volumeFull(o.Dir) {
 			return Result{}, fmt.Errorf("snapshot of %s into %s: the backup volume is full (%s): enlarge it or lower backup.retention", node, o.Dir, lastLine(msg))
 		}
 		return Result{}, fmt.Errorf("snapshot of %s (%s --rdb): %w: %s", node, cmd.Path, err, lastLine(msg))
@@ -269,6 +271,15 @@ func Prune(dir, instance string, keep int) ([]string, error) {
 }
 
 func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
+
+// volumeFull reports whether the file system of dir has less than 64 KiB left for unprivileged writers.
+func volumeFull(dir string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false
+	}
+	return st.Bavail*uint64(st.Bsize) < 64<<10
+}
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)

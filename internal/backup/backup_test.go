@@ -305,3 +305,49 @@ func TestMaxRDBVersion(t *testing.T) {
 	assert.False(t, ok)
 	assert.False(t, errors.Is(nil, backup.ErrRefused))
 }
+
+// A full target volume (a 256 KiB tmpfs, a 1.5 MB dataset): the snapshot fails with a message that says so,
+// leaves no partial file, and the older backup on the volume is kept (a failed snapshot prunes nothing).
+func TestSnapshotFullVolume(t *testing.T) {
+	e := valkeytest.Default
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
+		valkeytest.Unavailable(t, fmt.Sprintf("mount a small tmpfs (needs root): %v %s", err, out))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	primary, replica := pair(t, e, 15000)
+	old := "cache-20200101T000000Z.rdb"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, old), []byte("an older backup"), 0o644))
+	o := snapshotOptions(e, dir, primary, replica)
+	o.Retention = 1
+	_, err := backup.Snapshot(context.Background(), o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the backup volume is full")
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, en := range entries {
+		names = append(names, en.Name())
+	}
+	assert.Equal(t, []string{old}, names, "no partial file, the older backup kept")
+}
+
+// A full data volume during a restore: refused with a message that says so, and the directory is left empty
+// (the node then starts with nothing rather than with half a backup).
+func TestRestoreFullVolume(t *testing.T) {
+	e := valkeytest.Default
+	primary, replica := pair(t, e, 15000)
+	dir := t.TempDir()
+	res, err := backup.Snapshot(context.Background(), snapshotOptions(e, dir, primary, replica))
+	require.NoError(t, err)
+	data := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", data).CombinedOutput(); err != nil {
+		valkeytest.Unavailable(t, fmt.Sprintf("mount a small tmpfs (needs root): %v %s", err, out))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", data).Run() })
+	files := bootstrap.ServerFiles{AppendOnly: true, DBFilename: "dump.rdb", AppendDirname: "appendonlydir", AppendFilename: "appendonly.aof"}
+	_, err = backup.Restore(backup.RestoreOptions{From: filepath.Join(dir, res.Meta.File), DataDir: data, Files: files})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the data volume is full")
+	entries, _ := os.ReadDir(data)
+	assert.Empty(t, entries)
+}
