@@ -68,7 +68,10 @@ backup: {enabled: true, persistentVolumeClaim: backups, schedule: "0 0 1 1 *", r
 			DumpNamespace(t, d.NS)
 			t.Fatalf("backup Job failed: %+v", j.Status)
 		}
-		return j.Status.Succeeded > 0, fmt.Errorf("Job status %+v", j.Status)
+		if j.Status.Succeeded == 0 {
+			return false, fmt.Errorf("Job status %+v", j.Status)
+		}
+		return true, nil
 	})
 	t.Logf("backup Job done in %s", time.Since(t0).Round(time.Second))
 	pods, err := ListPods(ctx, d.NS, "job-name="+job.Name)
