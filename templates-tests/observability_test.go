@@ -23,6 +23,7 @@ import (
 // observabilityValues turns on every observability object of each chart.
 var observabilityValues = map[string]string{
 	"valkey": "metrics: {enabled: true, podMonitor: {enabled: true}, prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}\n" +
+		"backup: {enabled: true, persistentVolumeClaim: backups, overdueSeconds: 3600}\n" +
 		"controller: {serviceMonitor: {enabled: true}}\n",
 	"valkey-sentinel": "metrics: {enabled: true, podMonitor: {enabled: true}, prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}\n" +
 		"controller: {serviceMonitor: {enabled: true}}\n",

@@ -484,9 +484,10 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 }
 
 // startRefused returns the reason a container of pod last refused to start with the values (its termination
-// message after contract.StartRefusedPrefix, current or last state), "" when none did.
+// message after contract.StartRefusedPrefix, current or last state), "" when none did. Init containers count
+// too: the restore step (restoreFrom) refuses a corrupt or foreign backup that way.
 func startRefused(pod *corev1.Pod) string {
-	for _, s := range pod.Status.ContainerStatuses {
+	for _, s := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
 			if t != nil && strings.HasPrefix(t.Message, contract.StartRefusedPrefix) {
 				return strings.TrimSpace(strings.TrimPrefix(t.Message, contract.StartRefusedPrefix))
