@@ -4,7 +4,7 @@ GO    ?= go
 export GOTOOLCHAIN := local
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 
-.PHONY: deps build test unit engines e2e e2e-deletions chaos chaos-ci chaos-cluster demo images lint bench clean
+.PHONY: deps build quick test unit engines e2e e2e-deletions chaos chaos-ci chaos-cluster demo images lint bench clean
 
 # The engine matrix: everything runs against valkey 9.1 (the default); internal/valkey and the chart render
 # tests cover every engine themselves; these boot, roll, orphan-repair and failover-label tests run again
@@ -29,6 +29,12 @@ build:
 # empty replacements, a primary kill, a lost Lease; they passed here): `make chaos` draws new seeds, and two of
 # its findings are still open (RELIABILITY.md "Found" 4 and 5), so a random draw would fail CI by chance.
 CHAOS_CI_SEED ?= 7
+
+# -short skips every test that starts a process: valkeytest.Require and RequireFaults skip (Engine.Command panics
+# if a test starts an engine without them), templates-tests' skipProcesses skips the shell, promtool and release
+# workflow runs. What is left renders, parses, plans and uses fake clientsets and in-process sockets.
+quick: ## the pure tests (no processes, no cluster, no deps installed): go test -short, under a minute on 2 idle cores
+	$(GO) test -short -count=1 ./...
 
 unit: deps ## unit, real-process and chart render tests (valkey 9.1), then the engine matrix
 	$(GO) vet ./...
