@@ -71,7 +71,9 @@ import (
 // which asynchronous replication loses writes by design (the ones the primary acknowledged but had not
 // replicated when it stopped, and the ones it takes when it resumes, until it is demoted). What falls into
 // such a failover's span (unplannedSpans) is counted separately, never dropped. The test fails on a lost
-// write or a two-writable-primary window outside those spans, on any SENTINEL REMOVE, on a SENTINEL RESET
+// write or a two-writable-primary window outside those spans, on any SENTINEL REMOVE (except one the same
+// Sentinel follows at once with MONITOR: the sentinel controller's realignment of a Sentinel stuck on a stale
+// primary, counted as "realigned"), on a SENTINEL RESET
 // in steady state, and on a primary kill with no +switch-master within down-after + failover-timeout + 10 s.
 //
 // CHAOS_ROUNDS (default 3) rounds; CHAOS_SEED seeds the first round, each later round's seed is derived
@@ -334,8 +336,11 @@ type phaseResult struct {
 	lostKeys                  []string
 	windows, windowsUnplanned []testenv.Window
 	remove, reset             int
-	monitor, failoverCmd      int
-	switches, odown           int
+	// realign counts the SENTINEL REMOVE + MONITOR pairs of the sentinel controller's realignment of a
+	// Sentinel stuck on a stale primary (registration.Stuck; not counted in remove: the monitor is back at once).
+	realign              int
+	monitor, failoverCmd int
+	switches, odown      int
 	// ctl counts the controllers' Events by reason; deferred the RollDeferred reasons.
 	ctl      map[string]int
 	deferred []string
@@ -350,8 +355,12 @@ type phaseResult struct {
 	leaseLost, leaseLostInHandoff int
 }
 
-// span is a period of time.
-type span struct{ from, to time.Time }
+// span is a period of time; end and old, for an unplanned failover's span, when the failover ended and the
+// port of the primary it replaced.
+type span struct {
+	from, to, end time.Time
+	old           int
+}
 
 func (s span) has(t time.Time) bool { return !t.Before(s.from) && !t.After(s.to) }
 
@@ -367,11 +376,17 @@ func inAny(spans []span, t time.Time) bool {
 // unplannedSpans returns the spans of the unplanned failovers in the Sentinels' events: a Sentinel flagged
 // the primary +odown, i.e. Sentinel decided on its own that the primary is gone. A span runs from
 // down-after-milliseconds plus 2 s before the first +odown (the writes a paused primary acknowledged but
-// had not replicated when it stopped) to 2 s after the failover ended (+failover-end or -failover-abort-*
-// on any Sentinel; failover-timeout after the +odown when neither is logged): the old primary, resumed,
-// takes writes until Sentinel or the controller demotes it, and clients that still talk to it lose them.
-// Overlapping spans are merged.
-func unplannedSpans(evs []testenv.SentinelEvent, downAfter, failoverTimeout time.Duration) []span {
+// had not replicated when it stopped) to the demotion of the old primary after the failover ended
+// (+failover-end or -failover-abort-* on any Sentinel; failover-timeout after the +odown when neither is
+// logged), at least 2 s and at most demotionBound after that end: the old primary, resumed, takes writes
+// until it is demoted, and clients that still talk to it lose them. demoted(port, t) is when the probe
+// first saw the old primary (the node the +odown names) not report master from t on (zero: it never
+// reported master from t on). Who demotes it (RELIABILITY.md "Found" 5): the instance controller's repair
+// (REPLICAOF to the Sentinels' primary), which its policy refuses while a failover is in flight or the
+// Sentinels disagree, so on its first pass after the failover ended: on the leader's +switch-master or one
+// Resync (2 s) later, 1.87-2.0 s after the end measured; Sentinel's own +convert-to-slave comes only after
+// the old primary has answered as master for 8 s (4 hello periods). Overlapping spans are merged.
+func unplannedSpans(evs []testenv.SentinelEvent, downAfter, failoverTimeout time.Duration, demoted func(port int, t time.Time) time.Time) []span {
 	var out []span
 	for i, ev := range evs {
 		if ev.Kind != "+odown" {
@@ -387,7 +402,15 @@ func unplannedSpans(evs []testenv.SentinelEvent, downAfter, failoverTimeout time
 				break
 			}
 		}
-		s := span{from: ev.At.Add(-downAfter - 2*time.Second), to: end.Add(2 * time.Second)}
+		s := span{from: ev.At.Add(-downAfter - 2*time.Second), to: end.Add(2 * time.Second), end: end, old: odownPort(ev)}
+		if demoted != nil && s.old != 0 {
+			if d := demoted(s.old, end); d.After(s.to) {
+				s.to = d
+				if limit := end.Add(demotionBound); s.to.After(limit) {
+					s.to = limit
+				}
+			}
+		}
 		if n := len(out); n > 0 && !s.from.After(out[n-1].to) {
 			if s.to.After(out[n-1].to) {
 				out[n-1].to = s.to
@@ -397,6 +420,49 @@ func unplannedSpans(evs []testenv.SentinelEvent, downAfter, failoverTimeout time
 		out = append(out, s)
 	}
 	return out
+}
+
+// demotionBound is the latest the old primary of an unplanned failover may still take writes after the
+// failover ended and count as part of the failover: Sentinel's +convert-to-slave (8 s of the old primary
+// answering as master) plus one controller Resync (2 s).
+const demotionBound = 10 * time.Second
+
+// odownPort is the port of the primary a +odown event names ("master <name> <host> <port> #quorum ...").
+func odownPort(ev testenv.SentinelEvent) int {
+	f := strings.Fields(ev.Text)
+	if len(f) < 4 {
+		return 0
+	}
+	p, _ := strconv.Atoi(f[3])
+	return p
+}
+
+// demotedFrom returns demoted for unplannedSpans from the probe's rounds: the start of the first round at
+// or after t in which node port does not report master, zero when no round from t on saw it as master.
+func demotedFrom(rounds []testenv.ProbeRound, top *valkeytest.Topology) func(port int, t time.Time) time.Time {
+	return func(port int, t time.Time) time.Time {
+		sawMaster := false
+		for _, r := range rounds {
+			if r.At.Before(t) {
+				continue
+			}
+			master := false
+			for _, n := range r.Primaries {
+				if top.Nodes[n].Port == port {
+					master = true
+				}
+			}
+			if master {
+				sawMaster = true
+				continue
+			}
+			if sawMaster {
+				return r.At
+			}
+			return time.Time{}
+		}
+		return time.Time{}
+	}
 }
 
 // world is one round's running system.
@@ -570,7 +636,12 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 		return len(results) - 1
 	}
 	sevs := testenv.SentinelEvents(top, top.Cfg.MonitorName)
-	spans := unplannedSpans(sevs, time.Duration(plan.downAfterMs)*time.Millisecond, time.Duration(plan.failoverTimeoutMs)*time.Millisecond)
+	spans := unplannedSpans(sevs, time.Duration(plan.downAfterMs)*time.Millisecond, time.Duration(plan.failoverTimeoutMs)*time.Millisecond,
+		demotedFrom(probe.Rounds(), top))
+	for _, sp := range spans {
+		t.Logf("unplanned failover span %s..%s (failover ended %s, old primary %d)", sp.from.Format("15:04:05.000"), sp.to.Format("15:04:05.000"),
+			sp.end.Format("15:04:05.000"), sp.old)
+	}
 	for _, sp := range spans {
 		results[phaseOf(sp.from.Add(time.Duration(plan.downAfterMs)*time.Millisecond+2*time.Second))].unplanned++
 	}
@@ -596,11 +667,18 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 			r := &results[phaseOf(ackedAt[k])]
 			if inAny(spans, ackedAt[k]) {
 				r.lostUnplanned++
+				for _, sp := range spans {
+					if sp.has(ackedAt[k]) && ackedAt[k].After(sp.end.Add(2*time.Second)) {
+						t.Logf("lost in an unplanned failover's span, %s after the failover ended: %s acked %s (%s)",
+							ackedAt[k].Sub(sp.end).Round(time.Millisecond), k, ackedAt[k].Format("15:04:05.000"), writableAt(probe.Rounds(), top, ackedAt[k]))
+					}
+				}
 				continue
 			}
 			r.lost++
 			if len(r.lostKeys) < 5 {
-				r.lostKeys = append(r.lostKeys, fmt.Sprintf("%s (acked %s)", k, ackedAt[k].Format("15:04:05.000")))
+				r.lostKeys = append(r.lostKeys, fmt.Sprintf("%s (acked %s; %s)", k, ackedAt[k].Format("15:04:05.000"),
+					writableAt(probe.Rounds(), top, ackedAt[k])))
 			}
 		}
 	}
@@ -617,6 +695,8 @@ func runRound(t *testing.T, round int, plan roundPlan) ([]phaseResult, []int) {
 		in := testenv.EventsIn(sevs, r.from, r.to)
 		c := testenv.CountEvents(in)
 		r.remove, r.reset, r.monitor, r.failoverCmd, r.odown = c["-monitor"], c["+reset-master"], c["+monitor"], c[testenv.FailoverRequested], c["+odown"]
+		r.realign = realigns(in)
+		r.remove -= r.realign
 		perSentinel := map[int]int{}
 		for _, ev := range in {
 			if ev.Kind == "+switch-master" {
@@ -1071,6 +1151,51 @@ func (w *world) dump() {
 	t.Logf("logs kept in %s", dir)
 }
 
+// writableAt names the nodes (by port) that the probe rounds just before and after t found primary and
+// writable: which node a lost write can have been acknowledged by.
+func writableAt(rounds []testenv.ProbeRound, top *valkeytest.Topology, t time.Time) string {
+	var parts []string
+	for i, r := range rounds {
+		if r.At.After(t) || (i+1 < len(rounds) && !rounds[i+1].At.After(t)) {
+			continue
+		}
+		for _, rr := range rounds[i:min(i+2, len(rounds))] {
+			var w []string
+			for _, n := range rr.Writable {
+				w = append(w, strconv.Itoa(top.Nodes[n].Port))
+			}
+			var p []string
+			for _, n := range rr.Primaries {
+				p = append(p, strconv.Itoa(top.Nodes[n].Port))
+			}
+			parts = append(parts, fmt.Sprintf("probe %s: master %v writable %v", rr.At.Format("15:04:05.000"), p, w))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// realigns counts the SENTINEL REMOVE (-monitor) events that the same Sentinel's next event, within 1 s,
+// follows with SENTINEL MONITOR (+monitor) of the monitor again: the sentinel controller's realignment of a
+// Sentinel stuck on a stale primary (registration.Realign), not a monitor removed.
+func realigns(evs []testenv.SentinelEvent) int {
+	n := 0
+	for i, ev := range evs {
+		if ev.Kind != "-monitor" {
+			continue
+		}
+		for _, next := range evs[i+1:] {
+			if next.Sentinel != ev.Sentinel {
+				continue
+			}
+			if next.Kind == "+monitor" && next.At.Sub(ev.At) <= time.Second {
+				n++
+			}
+			break
+		}
+	}
+	return n
+}
+
 // countControllerEvents counts the controllers' Events by reason and lists the reasons of deferred handoffs.
 func countControllerEvents(evs []string) (map[string]int, []string) {
 	out := map[string]int{}
@@ -1117,11 +1242,11 @@ func rulesLeft(uids []int) string {
 func (r phaseResult) line() string {
 	s := fmt.Sprintf("%s..%s latency<=%dms faults=[%s] writes acked %d failed %d LOST %d; two-writable windows %d (%s); "+
 		"unplanned failovers %d (lost in them %d, two-writable windows in them %d (%s)); "+
-		"REMOVE %d RESET %d MONITOR %d FAILOVER-cmd %d +switch-master %d +odown %d; controller events %v",
+		"REMOVE %d (realigned %d) RESET %d MONITOR %d FAILOVER-cmd %d +switch-master %d +odown %d; controller events %v",
 		r.from.Format("15:04:05.000"), r.to.Format("15:04:05.000"), r.latency.Milliseconds(), strings.Join(r.faults, "; "),
 		r.acked, r.failed, r.lost, len(r.windows), testenv.Total(r.windows).Round(time.Millisecond),
 		r.unplanned, r.lostUnplanned, len(r.windowsUnplanned), testenv.Total(r.windowsUnplanned).Round(time.Millisecond),
-		r.remove, r.reset, r.monitor, r.failoverCmd, r.switches, r.odown, r.ctl)
+		r.remove, r.realign, r.reset, r.monitor, r.failoverCmd, r.switches, r.odown, r.ctl)
 	if r.name == "roll" {
 		s += fmt.Sprintf("; rolled %v", r.rolled)
 	}

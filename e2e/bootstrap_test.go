@@ -106,7 +106,30 @@ func TestBootstrapDefaults(t *testing.T) {
 		if lines[0] == "0" || !strings.Contains(out, "ROOTFS-READONLY") {
 			t.Errorf("%s/%s: uid %s, root filesystem probe: %q", target.pod, target.container, lines[0], out)
 		}
+		if !dnsCacheOff() {
+			checkDNSCache(t, d.NS, target.pod, target.container, in.FQDN(2))
+		}
 	}
+}
+
+// checkDNSCache (RELIABILITY.md, "Found" 3; the charts' default, no value given): the server's /etc/resolv.conf
+// names the pod's DNS cache first and the kubelet's nameserver (the cluster DNS) after it, the cache listens on
+// 127.0.0.1:53 (UDP, the pod's network namespace), and valkey-cli reaches a peer by its FQDN (any reply but
+// "Could not connect": the name resolved; the image has no getent).
+func checkDNSCache(t *testing.T, ns, pod, container, peer string) {
+	t.Helper()
+	out, _, err := Exec(t.Context(), ns, pod, container, nil, "sh", "-c",
+		"grep '^nameserver' /etc/resolv.conf; grep -ci ' 0100007F:0035 ' /proc/net/udp; valkey-cli -h "+peer+" -p 6379 ping 2>&1; true")
+	if err != nil {
+		t.Fatalf("exec in %s/%s: %v (%s)", pod, container, err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 4 || lines[0] != "nameserver 127.0.0.1" || !strings.HasPrefix(lines[1], "nameserver ") ||
+		strings.HasPrefix(lines[1], "nameserver 127.") || lines[2] == "0" || strings.Contains(out, "Could not connect") {
+		t.Errorf("%s/%s: want nameserver 127.0.0.1 first, then the cluster DNS, the cache listening on 127.0.0.1:53 and %s resolved; got:\n%s", pod, container, peer, out)
+		return
+	}
+	t.Logf("%s/%s: %s, %s; the cache listens; %s", pod, container, lines[0], lines[1], lines[len(lines)-1])
 }
 
 // restrictedProblems lists what keeps a pod from the restricted Pod Security Standard plus this project's

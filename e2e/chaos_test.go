@@ -200,6 +200,7 @@ func (c *chaos) majorityPrimary(ctx context.Context) (int, error) {
 func (c *chaos) waitNewPrimary(old int, timeout time.Duration) int {
 	c.t.Helper()
 	p := -1
+	var named time.Time
 	Eventually(c.t, timeout, 250*time.Millisecond, "a majority of the Sentinels names a new primary", func(ctx context.Context) (bool, error) {
 		i, err := c.majorityPrimary(ctx)
 		if err != nil {
@@ -208,6 +209,9 @@ func (c *chaos) waitNewPrimary(old int, timeout time.Duration) int {
 		if i == old {
 			return false, fmt.Errorf("the Sentinels still name %s", c.in.Pod(old))
 		}
+		if named.IsZero() {
+			named = time.Now()
+		}
 		rs := c.probe.Rounds()
 		if len(rs) == 0 || !rs[len(rs)-1].Writable[i] {
 			return false, fmt.Errorf("%s is named but did not take the last probe write", c.in.Pod(i))
@@ -215,7 +219,8 @@ func (c *chaos) waitNewPrimary(old int, timeout time.Duration) int {
 		p = i
 		return true, nil
 	})
-	c.note("new primary %s %s after the fault", c.in.Pod(p), time.Since(c.fault).Round(time.Millisecond))
+	c.note("new primary %s %s after the fault (a majority of the Sentinels named it after %s)", c.in.Pod(p),
+		time.Since(c.fault).Round(time.Millisecond), named.Sub(c.fault).Round(time.Millisecond))
 	return p
 }
 
@@ -401,11 +406,41 @@ func TestChaosKillPrimaryNode(t *testing.T) {
 		t.Errorf("the failover took %s after the node died, more than down-after + failover-timeout + 10 s = %s", took.Round(time.Second), bound)
 	}
 	time.Sleep(90 * time.Second) // the node stays dead: NotReady, its pods stuck
+	c.note("%s", c.resolverStalls(node, f.At))
 	if err := f.Heal(); err != nil {
 		t.Fatal(err)
 	}
 	c.note("node %s back %s after the crash", node, time.Since(f.At).Round(time.Second))
 	c.expect(c.finish(), 1, 50, 0)
+}
+
+// resolverStalls counts, in the logs since since of the Sentinels that do not run on node (the dead one's logs
+// cannot be read), what a stalled resolver leaves (RELIABILITY.md, "Found" 3): TILT mode entered, names that
+// failed to resolve, and the dns-cache container's minutes with stale or failed answers.
+func (c *chaos) resolverStalls(node string, since time.Time) string {
+	ctx := context.Background()
+	st := metav1.NewTime(since.Add(-time.Second))
+	var out []string
+	for j := 0; j < c.d.Sentinels; j++ {
+		pod := c.d.SentinelPod(j)
+		if n, err := NodeOf(ctx, c.d.NS, pod); err != nil || n == node {
+			continue
+		}
+		counts := map[string]int{}
+		for _, ct := range []struct{ container, what string }{
+			{"sentinel", "+tilt"}, {"sentinel", "Failed to resolve hostname"}, {"dns-cache", "did not answer in time"},
+		} {
+			raw, err := kube.CoreV1().Pods(c.d.NS).GetLogs(pod, &corev1.PodLogOptions{Container: ct.container, SinceTime: &st}).DoRaw(ctx)
+			if err != nil {
+				counts[ct.what] = -1
+				continue
+			}
+			counts[ct.what] = strings.Count(string(raw), ct.what)
+		}
+		out = append(out, fmt.Sprintf("%s: %d +tilt, %d 'Failed to resolve hostname', %d dns-cache warnings", pod,
+			counts["+tilt"], counts["Failed to resolve hostname"], counts["did not answer in time"]))
+	}
+	return "surviving Sentinels' logs since the kill: " + strings.Join(out, "; ")
 }
 
 // TestChaosKillNodeDuringRoll: a planned roll (server config change) runs, and a node holding a replica and a

@@ -21,8 +21,8 @@ import (
 // rolls (a server-config change): both converge, with role labels true, by the one shared controller.
 func TestFleet(t *testing.T) {
 	maybeParallel(t)
-	// 10 data pods (50m), 3 Sentinels (50m), 2 controllers (100m)
-	WaitForCPU(t, 10*50+3*50+2*100, 5*time.Minute)
+	// 10 data pods (50m), 3 Sentinels (50m), each with its DNS cache, 2 controllers (100m)
+	WaitForCPU(t, 10*(50+dnsCacheCPU())+3*(50+dnsCacheCPU())+2*100, 5*time.Minute)
 	platform := NewNamespace(t, "fleet-q")
 	tenants := []string{NewNamespace(t, "fleet-a"), NewNamespace(t, "fleet-b")}
 	quorum := &Deployment{t: t, NS: platform, Helm: NewHelm(t, platform), Label: "fleet", S: "fleet", Sentinels: 3,

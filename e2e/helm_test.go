@@ -72,6 +72,9 @@ func Values(t testing.TB, doc string) map[string]interface{} {
 type HelmOpts struct {
 	NoWait  bool
 	Timeout time.Duration
+	// ReuseValues and ResetThenReuseValues are helm upgrade's --reuse-values and --reset-then-reuse-values;
+	// DryRun renders the upgrade (against the cluster) without applying it or storing a revision.
+	ReuseValues, ResetThenReuseValues, DryRun bool
 }
 
 func (o HelmOpts) timeout() time.Duration {
@@ -134,9 +137,15 @@ func (h *Helm) TryUpgrade(name, chartPath string, values map[string]interface{},
 	up := action.NewUpgrade(h.cfg)
 	up.Namespace = h.Namespace
 	up.Wait, up.Timeout = !o.NoWait, o.timeout()
+	up.ReuseValues, up.ResetThenReuseValues, up.DryRun = o.ReuseValues, o.ResetThenReuseValues, o.DryRun
+	if o.DryRun {
+		up.DryRunOption = "server" // render with the cluster's lookups, as the real upgrade would
+	}
 	start := time.Now()
 	rel, err := up.Run(name, LoadChart(h.t, chartPath), values)
-	if err == nil {
+	if err == nil && o.DryRun {
+		h.t.Logf("helm upgrade %s --dry-run: rendered after %s (nothing applied)", name, time.Since(start).Round(time.Millisecond))
+	} else if err == nil {
 		h.t.Logf("helm upgrade %s: revision %d after %s", name, rel.Version, time.Since(start).Round(time.Millisecond))
 	}
 	return rel, err

@@ -16,6 +16,7 @@
 //	E2E_VALKEY_IMAGE, E2E_CTL_IMAGE   override the charts' default server and controller images (default: none,
 //	                    the charts' defaults, which hack/images.sh builds locally under those names)
 //	E2E_REDIS_IMAGE     the redis image of the engine tests (default redis:7.0, built by hack/images.sh)
+//	E2E_DNS_CACHE=off   install both charts with dnsCache.enabled false (default: the charts' default, the cache on)
 package e2e
 
 import (

@@ -111,6 +111,7 @@ func Deploy(t testing.TB, prefix string, o DeployOpts) *Deployment {
 	if o.ChartDefaults {
 		dataCPU, sentCPU = 100, 100
 	}
+	dataCPU, sentCPU = dataCPU+dnsCacheCPU(), sentCPU+dnsCacheCPU()
 	need := int64(len(o.Releases))*(int64(o.Replicas+1)*dataCPU+ctlCPU) + 100 /* helm test pod */
 	if !o.NoSentinel {
 		need += int64(o.Sentinels)*sentCPU + ctlCPU
@@ -202,38 +203,27 @@ valkeySelector:
 // leanDNSCache is the dns-cache container's share in the lean e2e resources.
 const leanDNSCache = "dnsCache: {resources: {cpu: 50m, memory: 32Mi}}\n" // a throttled cache answers late
 
-// dnsCacheValues gives both charts the cluster DNS Service's ClusterIP as dnsCache.upstream (the cache runs
-// only with it; the charts never look it up) on the multi-node cluster (E2E_REQUIRE_NODES=3, hack/chaos.sh),
-// where nodes die with a CoreDNS replica on them, or with E2E_DNS_CACHE=on; it turns the cache off when
-// E2E_DNS_CACHE=off (to measure what a dead CoreDNS replica does without it, RELIABILITY.md "Found" 3). The
-// one-node suite kills no node and runs without it: its pods share 2 cores with requests = limits, and the
-// cache's container would add 50m to each.
+// dnsCacheValues turns the DNS cache off in both charts when E2E_DNS_CACHE=off (to measure what a dead CoreDNS
+// replica does without it, RELIABILITY.md "Found" 3); otherwise the charts' default runs it, with no value: its
+// upstream is the nameserver of the pod's own resolv.conf.
 func dnsCacheValues() string {
-	switch os.Getenv("E2E_DNS_CACHE") {
-	case "off":
+	if dnsCacheOff() {
 		return "dnsCache: {enabled: false}\n"
-	case "on":
-	default:
-		if os.Getenv("E2E_REQUIRE_NODES") != "3" {
-			return ""
-		}
 	}
-	clusterDNSOnce.Do(func() {
-		svc, err := kube.CoreV1().Services("kube-system").Get(context.Background(), "kube-dns", metav1.GetOptions{})
-		if err == nil && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
-			clusterDNS = svc.Spec.ClusterIP
-		}
-	})
-	if clusterDNS == "" {
-		return ""
-	}
-	return fmt.Sprintf("dnsCache: {upstream: %q}\n", clusterDNS)
+	return ""
 }
 
-var (
-	clusterDNSOnce sync.Once
-	clusterDNS     string // ClusterIP of kube-system/kube-dns ("" when it cannot be read: no cache)
-)
+// dnsCacheOff reports E2E_DNS_CACHE=off.
+func dnsCacheOff() bool { return os.Getenv("E2E_DNS_CACHE") == "off" }
+
+// dnsCacheCPU is the CPU (millicores) the dns-cache container adds to every data and Sentinel pod: leanDNSCache,
+// or the charts' default (also 50m), none with E2E_DNS_CACHE=off.
+func dnsCacheCPU() int64 {
+	if dnsCacheOff() {
+		return 0
+	}
+	return 50
+}
 
 // mergeYAML deep-merges YAML documents (maps merge, everything else is replaced).
 func mergeYAML(t testing.TB, docs ...string) map[string]interface{} {

@@ -11,7 +11,7 @@
 # default e2e; make chaos-cluster uses "e2e chaos"),
 # E2E_TIMEOUT (go test -timeout, default 55m), E2E_PARALLEL=1 (run the deployment tests in parallel; the
 # default runs one deployment at a time: on 2 cores with requests = limits, more leave pods Pending).
-# The whole suite takes about 11 minutes on the local cluster (2 cores).
+# The whole suite takes about 11 minutes on the local cluster (2 cores), plus about 3 for TestUpgradeFromRecordedCommitUnderTraffic.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

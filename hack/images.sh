@@ -26,12 +26,14 @@
 #                                     CGO_ENABLED=0 go build -trimpath ./cmd/valkey-sentinel-ctl; only the
 #                                     binary at /valkey-sentinel-ctl, entrypoint it, user 65532
 # Knobs: CTL_IMAGE (ref), CTL_PKG (package, default ./cmd/valkey-sentinel-ctl), CTL_BUILD_DIR (module dir
-# to build in, default the repo root), CTL_EXTRA_TAGS (space-separated extra refs for the controller image).
+# to build in, default the repo root), CTL_EXTRA_TAGS (space-separated extra refs for the controller image),
+# CTL_STAMP (name of the load stamp, default controller; e2e/upgrade_test.go builds an earlier commit's controller
+# under its own tag and stamp, so the current one is not rebuilt by the next run).
 # Needs root (apt, containerd socket); re-runs itself with sudo otherwise.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 K8S=$ROOT/hack/k8s-local
-if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=VALKEY_HA_ENGINES,K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
+if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=VALKEY_HA_ENGINES,K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,CTL_STAMP,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
 # shellcheck source=k8s-local/env.sh
 . "$K8S/env.sh"
 # shellcheck source=k8s-local/nodes.sh
@@ -41,6 +43,8 @@ CTL_IMAGE=${CTL_IMAGE:-$("$ROOT/hack/ctl-image.sh")}
 CTL_PKG=${CTL_PKG:-./cmd/valkey-sentinel-ctl}
 CTL_BUILD_DIR=${CTL_BUILD_DIR:-$ROOT}
 CTL_EXTRA_TAGS=${CTL_EXTRA_TAGS:-}
+CTL_STAMP=${CTL_STAMP:-controller}
+[[ $CTL_STAMP =~ ^[A-Za-z0-9._-]+$ ]] || { echo "images.sh: CTL_STAMP=$CTL_STAMP: use letters, digits, . _ -" >&2; exit 1; }
 NO_LOAD=${NO_LOAD:-0}
 LOADED=$RUN/loaded # load stamps; $RUN is removed by down.sh, as is containerd's image store
 REDIS_PKGS=(redis-server redis-sentinel redis-tools)
@@ -127,12 +131,12 @@ build_controller() {
   for r in $CTL_EXTRA_TAGS; do args+=(-tag "$r"); done
   sum=$({ sha256sum <"$bin"; echo "$CTL_IMAGE ${args[*]}"; sha256sum <"$K8S/load-image.sh"; } | sha256sum | cut -c1-16)
   dig=$(ctr_digest "$CTL_IMAGE")
-  if [[ -n $dig && -f $LOADED/controller && $(<"$LOADED/controller") == "$sum $dig" ]]; then
+  if [[ -n $dig && -f $LOADED/$CTL_STAMP && $(<"$LOADED/$CTL_STAMP") == "$sum $dig" ]]; then
     log "image $CTL_IMAGE: loaded, unchanged ($dig)"; return 0
   fi
   "$K8S/load-image.sh" binary "$CTL_IMAGE" "$bin" "${args[@]}" >/dev/null
   dig=$(ctr_digest "$CTL_IMAGE"); [[ -n $dig ]] || die "$CTL_IMAGE not found in containerd after import"
-  mkdir -p "$LOADED"; echo "$sum $dig" >"$LOADED/controller"
+  mkdir -p "$LOADED"; echo "$sum $dig" >"$LOADED/$CTL_STAMP"
   log "image $CTL_IMAGE: loaded ($dig)"
 }
 

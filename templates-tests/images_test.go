@@ -52,10 +52,11 @@ func TestImageDefaults(t *testing.T) {
 		"valkey": {
 			"valkey": "valkey/valkey:9.1", "metrics": "oliver006/redis_exporter:v1.67.0", "install-ctl": defaultCtlImage,
 			"controller": defaultCtlImage, "credentials": defaultCtlImage, "test": defaultCtlImage,
+			"dns-resolv": defaultCtlImage, "dns-cache": defaultCtlImage,
 		},
 		"valkey-sentinel": {
 			"sentinel": "valkey/valkey:9.1", "metrics": "oliver006/redis_exporter:v1.67.0", "controller": defaultCtlImage,
-			"credentials": defaultCtlImage, "test": defaultCtlImage,
+			"credentials": defaultCtlImage, "test": defaultCtlImage, "dns-resolv": defaultCtlImage, "dns-cache": defaultCtlImage,
 		},
 	}
 	for chart, byContainer := range want {

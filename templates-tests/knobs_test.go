@@ -215,8 +215,8 @@ serviceAccount: {annotations: {iam.example.com/role: cache}}
 			assert.Equal(t, tc.fullname, spec.ServiceAccountName, s.Name)
 			require.NotNil(t, spec.AutomountServiceAccountToken, s.Name)
 			assert.False(t, *spec.AutomountServiceAccountToken, s.Name)
-			require.Len(t, spec.InitContainers, 2, s.Name)
-			assert.Equal(t, []string{tc.init, "warm"}, []string{spec.InitContainers[0].Name, spec.InitContainers[1].Name}, s.Name)
+			require.Len(t, spec.InitContainers, 3, s.Name)
+			assert.Equal(t, []string{tc.init, "dns-resolv", "warm"}, []string{spec.InitContainers[0].Name, spec.InitContainers[1].Name, spec.InitContainers[2].Name}, s.Name)
 			assert.Equal(t, tc.main, spec.Containers[0].Name, s.Name)
 			assert.Equal(t, "shipper", spec.Containers[len(spec.Containers)-1].Name, s.Name)
 			env := spec.Containers[0].Env

@@ -221,7 +221,8 @@ func TestCaseS13SentinelConfigIsWritable(t *testing.T) {
 	spec := &sentinelSTS(t, objs).Spec.Template.Spec
 	sc := container(t, spec, "sentinel")
 	assert.True(t, *sc.SecurityContext.ReadOnlyRootFilesystem)
-	assert.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}, sc.VolumeMounts, "Sentinel reads and rewrites /data/sentinel.conf on a writable volume")
+	assert.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "dns", MountPath: "/etc/resolv.conf", SubPath: "resolv.conf", ReadOnly: true}},
+		sc.VolumeMounts, "Sentinel reads and rewrites /data/sentinel.conf on a writable volume (and resolves through the DNS cache)")
 	assert.NotNil(t, volume(t, spec, "data").EmptyDir)
 	assert.Equal(t, sentinelRel+"-config", volume(t, spec, "config").ConfigMap.Name)
 	init := container(t, spec, "config")

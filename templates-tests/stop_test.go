@@ -213,54 +213,115 @@ func TestDNSConfigShortResolverTimeout(t *testing.T) {
 	assert.Equal(t, []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr("2")}}, custom.Spec.Template.Spec.DNSConfig.Options, "a list replaces the default")
 }
 
-// TestDNSCacheInEveryPod (RELIABILITY.md, Found 3): with the cluster DNS Service's IP given (dnsCache.upstream),
-// data and Sentinel pods get the
-// dns-cache container on 127.0.0.1:53 and resolve through it first, the upstream second (what an init container
-// uses before the cache runs), with ClusterFirst's search list and ndots, the dnsConfig options after them, and
-// the one sysctl that lets a non-root user bind port 53. dnsCache.enabled false, or no upstream (the default),
-// leave dnsConfig as given and no cache.
+// TestDNSCacheInEveryPod (RELIABILITY.md, Found 3): by default, with no value, data and Sentinel pods run the
+// dns-cache container on 127.0.0.1:53 (forwarding to the first nameserver of its own, the kubelet's, resolv.conf)
+// and init container dns-resolv, which writes the server's resolv.conf into volume dns; only the server (Sentinel)
+// container mounts it over /etc/resolv.conf, so the other init containers and the cache itself resolve through
+// the kubelet's file. The pod keeps dnsPolicy ClusterFirst and dnsConfig as given, and gets the one sysctl that
+// lets a non-root user bind port 53. The rendered init container, run with the real command tree on a kubelet's
+// resolv.conf, writes the file the server mounts, with the cache first. dnsCache.enabled false leaves all of it
+// out. The render never depends on the cluster.
 func TestDNSCacheInEveryPod(t *testing.T) {
-	const up = "dnsCache: {upstream: 10.96.0.10}\n"
-	wantDNS := &corev1.PodDNSConfig{
-		Nameservers: []string{"127.0.0.1", "10.96.0.10"},
-		Searches:    []string{"ns1.svc.cluster.local", "svc.cluster.local", "cluster.local"},
-		Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr("5")}, {Name: "timeout", Value: ptr("1")},
-			{Name: "attempts", Value: ptr("2")}},
+	wantDNS := &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "timeout", Value: ptr("1")}, {Name: "attempts", Value: ptr("2")}}}
+	type pod struct {
+		spec   *corev1.PodSpec
+		server string
 	}
-	specs := map[string]*corev1.PodSpec{"sentinel": &sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", up))).Spec.Template.Spec}
-	for _, s := range decode(t, mustRender(t, "valkey", up)).statefulSets() {
-		specs[s.Name] = &s.Spec.Template.Spec
+	pods := func(values string) map[string]pod {
+		out := map[string]pod{"sentinel": {&sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", values))).Spec.Template.Spec, "sentinel"}}
+		for _, s := range decode(t, mustRender(t, "valkey", values)).statefulSets() {
+			out[s.Name] = pod{&s.Spec.Template.Spec, "valkey"}
+		}
+		return out
 	}
-	for name, spec := range specs {
-		assert.Equal(t, corev1.DNSNone, spec.DNSPolicy, name)
+	mountOf := func(c *corev1.Container, volume string) *corev1.VolumeMount {
+		for i := range c.VolumeMounts {
+			if c.VolumeMounts[i].Name == volume {
+				return &c.VolumeMounts[i]
+			}
+		}
+		return nil
+	}
+	for name, p := range pods("") {
+		spec := p.spec
+		assert.Empty(t, spec.DNSPolicy, "%s: dnsPolicy stays ClusterFirst (the kubelet writes the resolv.conf the cache reads)", name)
 		assert.Equal(t, wantDNS, spec.DNSConfig, name)
 		assert.Equal(t, []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "53"}}, spec.SecurityContext.Sysctls, name)
-		c := container(t, spec, "dns-cache")
-		assert.Equal(t, []string{"/valkey-sentinel-ctl", "dns-cache", "--listen=127.0.0.1:53", "--upstream=10.96.0.10"}, c.Command, name)
-		assert.Empty(t, c.Ports, "%s: the cache listens on loopback only", name)
+		cache := container(t, spec, "dns-cache")
+		assert.Equal(t, []string{"/valkey-sentinel-ctl", "dns-cache", "--listen=127.0.0.1:53", "--resolv-conf=/etc/resolv.conf"}, cache.Command, name)
+		assert.Empty(t, cache.Ports, "%s: the cache listens on loopback only", name)
+		var vol *corev1.Volume
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == "dns" {
+				vol = &spec.Volumes[i]
+			}
+		}
+		require.NotNil(t, vol, "%s: volume dns", name)
+		require.NotNil(t, vol.EmptyDir, "%s: volume dns is an emptyDir", name)
+
+		// the init container, run with the real command tree: it reads a kubelet's resolv.conf and writes the
+		// file the server container mounts
+		var init *corev1.Container
+		for i, c := range spec.InitContainers {
+			if c.Name == "dns-resolv" {
+				init = &spec.InitContainers[i]
+			}
+			if c.Name != "dns-resolv" {
+				assert.Nil(t, mountOf(&spec.InitContainers[i], "dns"), "%s: init container %s resolves through the kubelet's file", name, c.Name)
+			}
+		}
+		require.NotNil(t, init, "%s: init container dns-resolv", name)
+		initMount := mountOf(init, "dns")
+		require.NotNil(t, initMount, "%s: dns-resolv mounts volume dns", name)
+		require.Equal(t, "/valkey-sentinel-ctl", init.Command[0])
+		cmd, rest, err := cli.NewRoot().Find(init.Command[1:])
+		require.NoError(t, err)
+		require.Equal(t, "resolv-conf", cmd.Name(), name)
+		require.NoError(t, cmd.ParseFlags(rest), "%s: the rendered flags are the command's own", name)
+		in, out := cmd.Flags().Lookup("in").Value.String(), cmd.Flags().Lookup("out").Value.String()
+		assert.Equal(t, "/etc/resolv.conf", in, "%s: the init container reads the kubelet's file", name)
+		require.True(t, strings.HasPrefix(out, initMount.MountPath+"/"), "%s: --out %s is on volume dns (%s)", name, out, initMount.MountPath)
+		serverMount := mountOf(container(t, spec, p.server), "dns")
+		require.NotNil(t, serverMount, "%s: the %s container mounts volume dns", name, p.server)
+		assert.Equal(t, corev1.VolumeMount{Name: "dns", MountPath: "/etc/resolv.conf", SubPath: strings.TrimPrefix(out, initMount.MountPath+"/"), ReadOnly: true}, *serverMount, name)
+		for _, c := range spec.Containers {
+			if c.Name != p.server {
+				assert.Nil(t, mountOf(&c, "dns"), "%s: container %s keeps the kubelet's resolv.conf", name, c.Name)
+			}
+		}
+		dir := t.TempDir()
+		kubelet := filepath.Join(dir, "kubelet-resolv.conf")
+		require.NoError(t, os.WriteFile(kubelet, []byte("search ns1.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5 timeout:1 attempts:2\n"), 0o644))
+		args := append([]string(nil), init.Command[1:]...)
+		for i, a := range args {
+			args[i] = strings.NewReplacer("--in=/etc/resolv.conf", "--in="+kubelet, "--out="+initMount.MountPath, "--out="+dir).Replace(a)
+		}
+		root := cli.NewRoot()
+		root.SetArgs(args)
+		require.NoError(t, root.Execute(), "%s: %v", name, args)
+		got, err := os.ReadFile(filepath.Join(dir, serverMount.SubPath))
+		require.NoError(t, err, "%s: the file the server mounts", name)
+		assert.Contains(t, string(got), "\nnameserver 127.0.0.1\nnameserver 10.96.0.10\nsearch ns1.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5 timeout:1 attempts:2\n", name)
 	}
-	// no dnsCache.upstream: no cache, also when the cluster holds Service kube-system/kube-dns (a render never
-	// depends on the cluster)
+	// a render never depends on the cluster (no lookup of kube-system/kube-dns)
 	dnsSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}, Spec: corev1.ServiceSpec{ClusterIP: "10.43.0.10"}}
 	for _, chart := range []string{"valkey", "valkey-sentinel"} {
 		assert.Equal(t, mustRender(t, chart, ""), mustRender(t, chart, "", renderOpts{existing: []runtime.Object{dnsSvc}}), chart)
 	}
-	// a user's own entries come after the cache's
-	custom := decode(t, mustRender(t, "valkey", up+"dnsConfig: {nameservers: [10.0.0.53], searches: [corp.example], options: [{name: timeout, value: \"1\"}]}\n")).statefulSets()[0]
-	assert.Equal(t, []string{"127.0.0.1", "10.96.0.10", "10.0.0.53"}, custom.Spec.Template.Spec.DNSConfig.Nameservers)
-	assert.Equal(t, "corp.example", custom.Spec.Template.Spec.DNSConfig.Searches[3])
-	// off, or no upstream: dnsConfig as given, no cache, no sysctl
-	for _, values := range []string{"", up + "dnsCache: {enabled: false}\n"} {
-		for _, s := range decode(t, mustRender(t, "valkey", values)).statefulSets() {
-			assert.Empty(t, s.Spec.Template.Spec.DNSPolicy, s.Name)
-			assert.Empty(t, s.Spec.Template.Spec.SecurityContext.Sysctls, s.Name)
-			for _, c := range s.Spec.Template.Spec.Containers {
-				assert.NotEqual(t, "dns-cache", c.Name, s.Name)
-			}
+	// one dnsConfig nameserver fits (127.0.0.1, the cluster DNS, it); the kubelet adds it after the cluster DNS
+	custom := decode(t, mustRender(t, "valkey", "dnsConfig: {nameservers: [10.0.0.53], searches: [corp.example]}\n")).statefulSets()[0]
+	assert.Equal(t, &corev1.PodDNSConfig{Nameservers: []string{"10.0.0.53"}, Searches: []string{"corp.example"}, Options: wantDNS.Options}, custom.Spec.Template.Spec.DNSConfig)
+	// off: dnsConfig as given, no cache, no init container, no mount, no sysctl
+	for name, p := range pods("dnsCache: {enabled: false}\n") {
+		assert.Equal(t, wantDNS, p.spec.DNSConfig, name)
+		assert.Empty(t, p.spec.SecurityContext.Sysctls, name)
+		for _, c := range append(append([]corev1.Container(nil), p.spec.InitContainers...), p.spec.Containers...) {
+			assert.NotContains(t, []string{"dns-cache", "dns-resolv"}, c.Name, name)
+			assert.Nil(t, mountOf(&c, "dns"), "%s %s", name, c.Name)
 		}
-		sp := sentinelSTS(t, decode(t, mustRender(t, "valkey-sentinel", values))).Spec.Template.Spec
-		assert.Empty(t, sp.DNSPolicy)
-		assert.Len(t, sp.Containers, 1, "sentinel containers")
+		for _, v := range p.spec.Volumes {
+			assert.NotEqual(t, "dns", v.Name, name)
+		}
 	}
 }
 

@@ -152,12 +152,27 @@ func TestCaseS22SentinelOnlyChangeLeavesDataTemplatesIdentical(t *testing.T) {
 	sbase := decode(t, mustRender(t, "valkey-sentinel", ""))
 	for _, v := range []string{
 		"valkeySelector: {matchLabels: {example.com/sentinel: main}}\n",
-		"controller: {image: {tag: \"0.2.0\"}}\n",
 		"controller: {resources: {cpu: 200m, memory: 256Mi}}\n",
 	} {
 		schanged := decode(t, mustRender(t, "valkey-sentinel", v))
 		assert.Equal(t, sbase.statefulSets()[0].Spec.Template, schanged.statefulSets()[0].Spec.Template, "%q must not touch Sentinel pods", v)
 	}
+	// a new controller image changes only the image of the DNS cache's two containers (dns-resolv, dns-cache:
+	// valkey-sentinel-ctl), so the sentinel controller rolls the Sentinel pods one at a time under CKQUORUM;
+	// with dnsCache.enabled false it does not touch them
+	newImage := "controller: {image: {tag: \"0.2.0\"}}\n"
+	want := sbase.statefulSets()[0].Spec.Template.DeepCopy()
+	for _, cs := range [][]corev1.Container{want.Spec.InitContainers, want.Spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == "dns-resolv" || cs[i].Name == "dns-cache" {
+				cs[i].Image = strings.Replace(cs[i].Image, ":0.1.0", ":0.2.0", 1)
+			}
+		}
+	}
+	assert.Equal(t, *want, decode(t, mustRender(t, "valkey-sentinel", newImage)).statefulSets()[0].Spec.Template, "%q changes only the DNS cache's image", newImage)
+	const off = "dnsCache: {enabled: false}\n"
+	assert.Equal(t, decode(t, mustRender(t, "valkey-sentinel", off)).statefulSets()[0].Spec.Template,
+		decode(t, mustRender(t, "valkey-sentinel", off+newImage)).statefulSets()[0].Spec.Template, "%q without the DNS cache must not touch Sentinel pods", newImage)
 	// the Sentinel hash covers sentinel.conf only
 	s := sbase.statefulSets()[0]
 	assert.Equal(t, sha256hex(sbase.configMap(t, sentinelRel+"-config").Data["sentinel.conf"]), s.Spec.Template.Annotations["valkey.io/config-hash"])
@@ -183,9 +198,8 @@ metrics: {enabled: true, podMonitor: {enabled: true}, serviceMonitor: {enabled: 
 tls: {enabled: true, existingSecret: tls}
 plan: casual
 networkPolicy: {enabled: true}
-dnsCache: {upstream: 10.96.0.10}
 `)),
-		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\ndnsCache: {upstream: 10.96.0.10}\n")),
+		"valkey-sentinel": decode(t, mustRender(t, "valkey-sentinel", "tls: {enabled: true, existingSecret: tls}\npersistence: {enabled: true}\n")),
 	}
 	for chartName, objs := range renders {
 		specs := objs.podSpecs()
@@ -486,6 +500,7 @@ func TestDataPodContract(t *testing.T) {
 		"config": "/etc/valkey-ha/config", "instance": "/etc/valkey-ha/instance", "sentinels": "/etc/valkey-ha/sentinels",
 		"system": "/etc/valkey-ha/system", "acl": "/etc/valkey-ha/acl", "runtime": "/etc/valkey-ha/runtime",
 		"bin": "/opt/valkey-ha/bin", "data": "/data", "sentinel-auth": "/etc/valkey-ha/sentinel-auth",
+		"dns": "/etc/resolv.conf", // the DNS cache first (dnsCache, TestDNSCacheInEveryPod)
 	}, mounts)
 	// the quorum's _instance password: the one key, optional (the quorum generates it at run time)
 	qa := volume(t, spec, "sentinel-auth").Secret
@@ -910,7 +925,9 @@ func TestExporterAndMonitors(t *testing.T) {
 	assert.Equal(t, "true", objs.service(t, valkeyF).Labels["valkey.io/metrics"])
 	plain := decode(t, mustRender(t, "valkey", ""))
 	assert.Empty(t, plain.ofKind("PodMonitor"))
-	assert.Len(t, plain.statefulSets()[0].Spec.Template.Spec.Containers, 1)
+	for _, c := range plain.statefulSets()[0].Spec.Template.Spec.Containers {
+		assert.NotEqual(t, "metrics", c.Name, "no exporter by default")
+	}
 }
 
 // The rendered valkey.conf and users.acl load into a real server of every engine (valkey 9.1 and 8.0, redis 7.0,
@@ -1047,9 +1064,9 @@ func TestCustomerPresetsMatchController(t *testing.T) {
 		keys, channels []string
 		functions      bool
 	}{
-		{"full", []string{"app:*"}, []string{"app.*"}, false}, {"full", []string{"*"}, nil, false}, {"full", nil, nil, false},
+		{"full", []string{"app:*"}, []string{"app.*"}, false}, {"full", []string{"*"}, nil, false}, {"full", nil, []string{"feed.*"}, false},
 		{"full", []string{"lib:*"}, nil, true}, {"full", []string{"*"}, nil, true},
-		{"readonly", []string{"events:*"}, nil, false}, {"readonly", []string{"*"}, []string{"news"}, false},
+		{"readonly", []string{"events:*"}, nil, false}, {"readonly", nil, nil, false},
 		{"readwrite", []string{"w:*", "shared:*"}, []string{"w.*", "x"}, false}, {"readwrite", []string{"*"}, nil, false},
 	}
 	var values strings.Builder

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -94,6 +96,9 @@ type SentinelController struct {
 	copies credentialCopies
 	// rollHeldSince is when a planned Sentinel roll started waiting (zero: none waits)
 	rollHeldSince time.Time
+	// stuckSince is when each Sentinel monitor was first seen stuck on a stale primary
+	// (registration.StuckKey -> time; registration.Stuck), kept from pass to pass
+	stuckSince map[string]time.Time
 	// fleet is this pass's cross-namespace bookkeeping (sentinel_fleet.go)
 	fleet fleetPass
 }
@@ -203,7 +208,17 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 		return err
 	}
 	defer c.reported.sweep("")
+	w.StuckSince = c.stuckSince
 	d := plan.Quorum(w, c.rollHeldSince)
+	next := map[string]time.Time{}
+	for _, k := range d.Registration.Stuck {
+		if since, ok := c.stuckSince[k]; ok {
+			next[k] = since
+		} else {
+			next[k] = w.Now
+		}
+	}
+	c.stuckSince = next
 	last, errs := c.applyQuorum(ctx, w, d, descs)
 	c.reportQuorum(ctx, w, d, descs)
 	if d.RollPlanned && len(errs) == 0 {
@@ -425,9 +440,14 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 	w.AuthPass = pw
 	sum := sha256.Sum256([]byte(w.AuthUser + "\x00" + pw))
 	w.AuthHash = hex.EncodeToString(sum[:8])
+	agreed := false
 	if h, p, ok := registration.AgreedPrimary(sentinels, in.MonitorName, in.NodeAddrs()); ok && spec.OwnNode(in.NodeAddrs(), h, p) {
-		w.PrimaryHost, w.PrimaryPort = h, p
-		return w, nil
+		w.PrimaryHost, w.PrimaryPort, agreed = h, p, true
+		if !someNamesOther(sentinels, in.MonitorName, h, p) {
+			return w, nil
+		}
+		// a Sentinel names another node: observe the nodes, so that a Sentinel stuck on a stale primary
+		// (registration.Stuck) is realigned only to a primary seen as such
 	}
 	opts := valkey.Options{Username: in.SentinelAuth.User, Password: pw, RESP2: true, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
 		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
@@ -448,12 +468,30 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 			continue
 		}
 		if r.Role == valkey.RolePrimary && len(r.Replicas) > bestReplicas {
+			if agreed {
+				// the Sentinels' primary stays the registration target; observed only if it is this node
+				if spec.OwnNode([]string{net.JoinHostPort(w.PrimaryHost, strconv.Itoa(w.PrimaryPort))}, n.Host, in.PortOf(n)) {
+					bestReplicas = len(r.Replicas)
+				}
+				continue
+			}
 			w.PrimaryHost, w.PrimaryPort, bestReplicas = n.Host, in.PortOf(n), len(r.Replicas)
 		}
 	}
 	// observed, not guessed: a primary with connected replicas, or the only node of a one-node instance
 	w.PrimaryObserved = w.PrimaryHost != "" && (bestReplicas > 0 || len(in.Nodes) == 1)
 	return w, nil
+}
+
+// someNamesOther reports whether a reachable Sentinel names another address than host:port for monitor.
+func someNamesOther(sentinels []registration.SentinelState, monitor, host string, port int) bool {
+	agreed := []string{net.JoinHostPort(host, strconv.Itoa(port))}
+	for _, s := range sentinels {
+		if m, ok := s.Monitors[monitor]; s.Reachable && ok && !spec.OwnNode(agreed, m.Host, m.Port) {
+			return true
+		}
+	}
+	return false
 }
 
 // reportQuorum sends the Events of conditions that last many passes once per change of reason: unknown
@@ -588,6 +626,24 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "ForeignPrimaryRestored",
 			fmt.Sprintf("Sentinel %s named %s as the primary of %s, which is not a node of the instance (a forged hello on a shared quorum?); "+
 				"re-registered at the observed primary %s:%d (SENTINEL REMOVE + MONITOR)", a.Sentinel, a.From, a.Name, a.Host, a.Port))
+	case registration.Realign:
+		// issue 24: the Sentinel is stuck on a stale primary (registration.Stuck); forget it and register the
+		// primary its peers name again (its next hello from them gives it their config epoch)
+		if err := cl.SentinelRemove(ctx, a.Name); err != nil {
+			c.pool.drop(a.Addr)
+			return err
+		}
+		if err := cl.SentinelMonitor(ctx, a.Name, a.Host, a.Port, a.Quorum); err != nil {
+			c.pool.drop(a.Addr)
+			return err
+		}
+		if err := cl.SentinelSet(ctx, a.Name, kv...); err != nil {
+			return err
+		}
+		c.metrics.Registrations.WithLabelValues(a.Name).Inc()
+		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "MonitorRealigned",
+			fmt.Sprintf("Sentinel %s was stuck naming %s as the primary of %s: re-registered at %s:%d (SENTINEL REMOVE + MONITOR): %s",
+				a.Sentinel, a.From, a.Name, a.Host, a.Port, a.Reason))
 	case registration.Remove:
 		if err := cl.SentinelRemove(ctx, a.Name); err != nil {
 			c.pool.drop(a.Addr)

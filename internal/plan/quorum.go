@@ -48,6 +48,9 @@ type QuorumWorld struct {
 	Unowned string
 	// QuorumOK is SENTINEL CKQUORUM OK on every Sentinel, by wanted monitor (derived from CKQuorum).
 	QuorumOK map[string]bool
+	// StuckSince is the controller's memory of when each Sentinel monitor was first seen stuck on a stale
+	// primary (registration.StuckKey; registration.Stuck).
+	StuckSince map[string]time.Time
 }
 
 // PodRef identifies a pod object observed (UID and resourceVersion: a delete carries them as preconditions).
@@ -65,6 +68,8 @@ func CheckQuorum(w QuorumWorld, s Step) string {
 		return checkDeleteSentinelPod(w, s)
 	case RestoreMonitor:
 		return checkRestore(w, s)
+	case RealignMonitor:
+		return checkRealign(w, s)
 	}
 	return fmt.Sprintf("%s is not a step of the sentinel controller", s.Kind)
 }
@@ -154,6 +159,40 @@ func checkRestore(w QuorumWorld, s Step) string {
 		}
 	}
 	return ""
+}
+
+// checkRealign vets a SENTINEL REMOVE + MONITOR on a Sentinel stuck on a stale primary (issue 24, "Found" 4):
+// the monitor is a selected, resolved instance's; its target was observed this pass as primary with connected
+// replicas and is what a strict majority of the Sentinels name; and the Sentinel is still stuck
+// (registration.Stuck: no Sentinel fails the monitor over, the majority healthy at one config epoch, the
+// Sentinel's own epoch no newer).
+func checkRealign(w QuorumWorld, s Step) string {
+	if w.DescriptorsErr != "" {
+		return refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
+	}
+	var qi *QuorumInstance
+	for i := range w.Instances {
+		if w.Instances[i].Resolved() && w.Instances[i].Instance.MonitorName == s.Monitor {
+			qi = &w.Instances[i]
+		}
+	}
+	if qi == nil {
+		return refuse(s, "monitor %s belongs to no selected instance that resolved", s.Monitor)
+	}
+	if !qi.Want.PrimaryObserved || !spec.OwnNode([]string{s.Sentinel}, qi.Want.PrimaryHost, qi.Want.PrimaryPort) {
+		return refuse(s, "%s was not observed as the primary (role master with connected replicas) this pass", s.Sentinel)
+	}
+	for _, st := range w.Sentinels {
+		if st.Pod != s.Pod {
+			continue
+		}
+		if _, stuck := registration.Stuck(qi.Want, st, w.Sentinels); !stuck {
+			return refuse(s, "Sentinel %s is not stuck on a stale primary of %s (it agrees, runs a failover, has a newer config epoch, "+
+				"or no healthy majority names %s)", s.Pod, s.Monitor, s.Sentinel)
+		}
+		return ""
+	}
+	return refuse(s, "Sentinel %s was not observed", s.Pod)
 }
 
 // MonitorGates builds the Sentinel roll's gate of every wanted monitor from every reachable Sentinel's

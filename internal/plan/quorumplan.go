@@ -130,7 +130,8 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 		}
 		d.Publish = append(d.Publish, Publish{Descriptor: qi.Key(), Instance: qi.Instance.Name, Info: info})
 	}
-	reg := registration.Build(registration.Observation{Wanted: wanted, Keep: w.Keep, HoldRemovals: w.Unowned, Sentinels: w.Sentinels})
+	reg := registration.Build(registration.Observation{Wanted: wanted, Keep: w.Keep, HoldRemovals: w.Unowned, Sentinels: w.Sentinels,
+		Now: w.Now, StuckSince: w.StuckSince})
 	d.Warnings = append(d.Warnings, reg.Warnings...)
 	d.Registration = reg
 	d.Registration.Actions = nil
@@ -143,6 +144,13 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 		}
 		if a.Kind == registration.Restore {
 			s := Step{Kind: RestoreMonitor, Pod: a.Sentinel, Monitor: a.Name, Sentinel: net.JoinHostPort(a.Host, strconv.Itoa(a.Port)), Reason: a.Reason}
+			if why := CheckQuorum(w, s); why != "" {
+				d.Refused = append(d.Refused, Refusal{Step: s, Why: why})
+				continue
+			}
+		}
+		if a.Kind == registration.Realign {
+			s := Step{Kind: RealignMonitor, Pod: a.Sentinel, Monitor: a.Name, Sentinel: net.JoinHostPort(a.Host, strconv.Itoa(a.Port)), Reason: a.Reason}
 			if why := CheckQuorum(w, s); why != "" {
 				d.Refused = append(d.Refused, Refusal{Step: s, Why: why})
 				continue

@@ -241,3 +241,65 @@ func TestSecurityQuorumRestoresForeignPrimary(t *testing.T) {
 		})
 	}
 }
+
+// TestQuorumRealignsAStuckSentinel (issue 24, RELIABILITY.md "Found" 4): a Sentinel that names another node
+// than the healthy majority at their config epoch is re-registered (REMOVE + MONITOR) at the observed primary
+// once that lasted failover-timeout, vetted by CheckQuorum (RealignMonitor): never while a failover runs, never
+// at a primary not observed this pass.
+func TestQuorumRealignsAStuckSentinel(t *testing.T) {
+	stick := func(w *QuorumWorld) {
+		m := w.Sentinels[2].Monitors["vk"]
+		m.Host = "vk-1-0.vk-1.ns.svc.cluster.local"
+		w.Sentinels[2].Monitors["vk"] = m
+		w.Instances[0].Want.PrimaryObserved = true
+		w.Derive()
+	}
+	w := steadyQuorum()
+	stick(&w)
+	d := Quorum(w, time.Time{})
+	assert.Empty(t, kinds(d), "first seen: held")
+	assert.Equal(t, []string{"q-2/vk"}, d.Registration.Stuck)
+	w.StuckSince = map[string]time.Time{"q-2/vk": w.Now.Add(-time.Hour)}
+	d = Quorum(w, time.Time{})
+	assert.Equal(t, []string{"realign:vk@q-2"}, kinds(d))
+	assert.Empty(t, d.Refused)
+
+	realign := Step{Kind: RealignMonitor, Pod: "q-2", Monitor: "vk", Sentinel: "vk-0-0.vk-0.ns.svc.cluster.local:6379"}
+	tests := []struct {
+		name   string
+		step   Step
+		mutate func(w *QuorumWorld)
+		want   string
+	}{
+		{"allowed", realign, nil, ""},
+		{"the target was not observed as primary", realign, func(w *QuorumWorld) { w.Instances[0].Want.PrimaryObserved = false },
+			"was not observed as the primary"},
+		{"the target is not the observed primary", Step{Kind: RealignMonitor, Pod: "q-2", Monitor: "vk", Sentinel: "vk-1-0.vk-1.ns.svc.cluster.local:6379"}, nil,
+			"was not observed as the primary"},
+		{"a failover runs", realign, func(w *QuorumWorld) {
+			m := w.Sentinels[0].Monitors["vk"]
+			m.Flags = []string{"master", "failover_in_progress"}
+			w.Sentinels[0].Monitors["vk"] = m
+		}, "is not stuck"},
+		{"the Sentinel agrees", Step{Kind: RealignMonitor, Pod: "q-0", Monitor: "vk", Sentinel: realign.Sentinel}, nil, "is not stuck"},
+		{"the Sentinel was not observed", realign, func(w *QuorumWorld) { w.Sentinels[2].Reachable = false }, "is not stuck"},
+		{"the descriptors could not be listed", realign, func(w *QuorumWorld) { w.DescriptorsErr = "timeout" }, "could not be listed"},
+		{"not a selected instance's monitor", Step{Kind: RealignMonitor, Pod: "q-2", Monitor: "other", Sentinel: realign.Sentinel}, nil,
+			"belongs to no selected instance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := steadyQuorum()
+			stick(&w)
+			if tt.mutate != nil {
+				tt.mutate(&w)
+			}
+			got := CheckQuorum(w, tt.step)
+			if tt.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, tt.want)
+		})
+	}
+}

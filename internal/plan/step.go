@@ -32,6 +32,10 @@ const (
 	// RestoreMonitor runs SENTINEL REMOVE + MONITOR (+ SET) of Monitor on Sentinel pod Pod, at Target, because
 	// that Sentinel names a primary that is not a node of the instance (sentinel controller; issue 25).
 	RestoreMonitor StepKind = "sentinel-restore-monitor"
+	// RealignMonitor runs SENTINEL REMOVE + MONITOR (+ SET) of Monitor on Sentinel pod Pod, at Target, because
+	// that Sentinel is stuck on a stale primary that its peers' hellos will never move it from (sentinel
+	// controller; issue 24, registration.Stuck).
+	RealignMonitor StepKind = "sentinel-realign-monitor"
 )
 
 // Step is one disruptive step and what it acts on.
@@ -45,8 +49,8 @@ type Step struct {
 	// normalised) it lists that make the reset necessary.
 	Sentinel string
 	For      []string
-	// Pod is the Sentinel pod (Remove, DeleteSentinelPod, RestoreMonitor); Monitor the monitor (Remove,
-	// RestoreMonitor). RestoreMonitor's target primary is "host:port" in Sentinel.
+	// Pod is the Sentinel pod (Remove, DeleteSentinelPod, RestoreMonitor, RealignMonitor); Monitor the monitor
+	// (Remove, RestoreMonitor, RealignMonitor). Their target primary is "host:port" in Sentinel.
 	Pod     string
 	Monitor string
 	Reason  string
@@ -71,6 +75,8 @@ func (s Step) String() string {
 		return fmt.Sprintf("replace Sentinel %s (%s)", s.Pod, s.Reason)
 	case RestoreMonitor:
 		return fmt.Sprintf("restore monitor %s on %s at %s (%s)", s.Monitor, s.Pod, s.Sentinel, s.Reason)
+	case RealignMonitor:
+		return fmt.Sprintf("realign monitor %s on %s at %s (%s)", s.Monitor, s.Pod, s.Sentinel, s.Reason)
 	}
 	return string(s.Kind)
 }

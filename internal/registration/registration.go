@@ -11,6 +11,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -58,6 +59,10 @@ type Observation struct {
 	// could not be read far enough to know which monitor it owns.
 	HoldRemovals string
 	Sentinels    []SentinelState
+	// Now is the time of the pass; StuckSince maps StuckKey(pod, monitor) to when that Sentinel was first
+	// seen stuck on a stale primary (controller memory, from Plan.Stuck of earlier passes).
+	Now        time.Time
+	StuckSince map[string]time.Time
 }
 
 // ActionKind names a registration change.
@@ -71,6 +76,11 @@ const (
 	// Restore is SENTINEL REMOVE name, MONITOR name host port quorum and SET of Pairs on a Sentinel that names,
 	// in From, a primary that is not a node of the instance (issue 25: a forged hello on a shared quorum).
 	Restore ActionKind = "restore"
+	// Realign is SENTINEL REMOVE name, MONITOR name host port quorum and SET of Pairs on a Sentinel stuck on
+	// a stale primary (Stuck): it names, in From, another node of the instance than the strict majority of
+	// the Sentinels, with a config epoch no newer than theirs, and Sentinel's own hellos will never move it
+	// (issue 24, RELIABILITY.md "Found" 4).
+	Realign ActionKind = "realign"
 )
 
 // Action is one command (or MONITOR+SET) on one Sentinel.
@@ -96,6 +106,56 @@ type Plan struct {
 	Held map[string]string
 	// Warnings are configuration warnings to report (reserved keys, quorum pins out of range).
 	Warnings []string
+	// Stuck lists the StuckKey of every Sentinel monitor seen stuck on a stale primary this pass (the
+	// controller remembers when each was first seen, Observation.StuckSince).
+	Stuck []string
+}
+
+// StuckKey names one Sentinel's monitor in Observation.StuckSince and Plan.Stuck.
+func StuckKey(pod, monitor string) string { return pod + "/" + monitor }
+
+// Stuck reports whether Sentinel s is stuck on a stale primary for w's monitor, and the address it names
+// ("host:port"). Sentinel moves a monitor to the address of a peer's hello only when the hello carries a
+// higher config epoch; a Sentinel that led a failover switches to its own promoted replica only when that
+// failover ends, so when the other Sentinels fail over again meanwhile (the promoted replica died) it adopts
+// their epoch while it still names the old address, then switches to its own promoted node at that same
+// epoch, and no hello ever moves it back (reproduced in the loopback chaos test, RELIABILITY.md "Found" 4).
+// Stuck means: the primary w names was observed this pass (role master with connected replicas); a strict
+// majority of all Sentinels name it, every one of them healthy (not down, not failing over) at one config
+// epoch E; s names another node of the instance with a config epoch of at most E and runs no failover; and
+// no Sentinel runs a failover of the monitor.
+func Stuck(w Wanted, s SentinelState, all []SentinelState) (string, bool) {
+	name := w.Instance.MonitorName
+	m, has := s.Monitors[name]
+	if !s.Reachable || !has || !w.PrimaryObserved || w.PrimaryHost == "" {
+		return "", false
+	}
+	primary := net.JoinHostPort(w.PrimaryHost, strconv.Itoa(w.PrimaryPort))
+	if !spec.OwnNode(w.Instance.NodeAddrs(), m.Host, m.Port) || spec.OwnNode([]string{primary}, m.Host, m.Port) || m.FailoverInProgress() {
+		return "", false
+	}
+	agree, epoch := 0, int64(-1)
+	for _, o := range all {
+		om, ok := o.Monitors[name]
+		if !o.Reachable || !ok {
+			continue
+		}
+		if om.FailoverInProgress() {
+			return "", false
+		}
+		if !spec.OwnNode([]string{primary}, om.Host, om.Port) {
+			continue
+		}
+		if !om.Healthy() || (epoch >= 0 && om.ConfigEpoch != epoch) {
+			return "", false
+		}
+		epoch = om.ConfigEpoch
+		agree++
+	}
+	if agree < DefaultQuorum(len(all)) || m.ConfigEpoch > epoch {
+		return "", false
+	}
+	return net.JoinHostPort(m.Host, strconv.Itoa(m.Port)), true
 }
 
 // DefaultQuorum is the quorum for n Sentinels when the instance pins none: a strict majority.
@@ -153,6 +213,25 @@ func Build(o Observation) Plan {
 				p.Actions = append(p.Actions, Action{Kind: Monitor, Sentinel: s.Pod, Addr: s.Addr, Name: name,
 					Host: w.PrimaryHost, Port: w.PrimaryPort, Quorum: w.Quorum, Pairs: all, AuthHash: w.AuthHash,
 					Reason: "monitor missing on this Sentinel"})
+				continue
+			}
+			if from, stuck := Stuck(w, s, o.Sentinels); stuck {
+				key := StuckKey(s.Pod, name)
+				p.Stuck = append(p.Stuck, key)
+				wait := time.Duration(m.FailoverTimeoutMs) * time.Millisecond
+				since, seen := o.StuckSince[key]
+				if !seen || o.Now.Sub(since) < wait {
+					p.Held[name] = fmt.Sprintf("%s names %s, another node than the %s most Sentinels name, at a config epoch no newer than "+
+						"theirs (their hellos will not move it): re-registered if it lasts failover-timeout (%s)", s.Pod, from,
+						net.JoinHostPort(w.PrimaryHost, strconv.Itoa(w.PrimaryPort)), wait)
+					continue
+				}
+				all := append([][2]string{{"auth-user", w.AuthUser}, {"auth-pass", w.AuthPass}}, pairs...)
+				p.Actions = append(p.Actions, Action{Kind: Realign, Sentinel: s.Pod, Addr: s.Addr, Name: name,
+					Host: w.PrimaryHost, Port: w.PrimaryPort, Quorum: w.Quorum, Pairs: all, AuthHash: w.AuthHash, From: from,
+					Reason: fmt.Sprintf("names %s for %s while most Sentinels name the observed primary %s at config epoch %d (its %d): "+
+						"Sentinel's hellos never move it", from, o.Now.Sub(since).Round(time.Second),
+						net.JoinHostPort(w.PrimaryHost, strconv.Itoa(w.PrimaryPort)), agreedEpoch(w, o.Sentinels), m.ConfigEpoch)})
 				continue
 			}
 			if !spec.OwnNode(w.Instance.NodeAddrs(), m.Host, m.Port) {
@@ -222,6 +301,17 @@ func Build(o Observation) Plan {
 		}
 	}
 	return p
+}
+
+// agreedEpoch is the config epoch of the Sentinels that name w's primary (for messages).
+func agreedEpoch(w Wanted, all []SentinelState) int64 {
+	primary := net.JoinHostPort(w.PrimaryHost, strconv.Itoa(w.PrimaryPort))
+	for _, o := range all {
+		if m, ok := o.Monitors[w.Instance.MonitorName]; o.Reachable && ok && spec.OwnNode([]string{primary}, m.Host, m.Port) {
+			return m.ConfigEpoch
+		}
+	}
+	return -1
 }
 
 // AgreedPrimary returns the address most of the reachable Sentinels name for a monitor (internal/vote: hosts

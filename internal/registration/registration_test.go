@@ -2,6 +2,7 @@ package registration
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -160,4 +161,77 @@ func TestSecurityForeignPrimaryRestored(t *testing.T) {
 	p = Build(Observation{Wanted: []Wanted{w}, Sentinels: []SentinelState{sentinel("s-0", applied, evil)}})
 	assert.Empty(t, p.Actions)
 	assert.Contains(t, p.Held["a"], "never guessed")
+}
+
+// TestStuckSentinelRealigned: a Sentinel that names another node of the instance than a healthy strict
+// majority, at a config epoch no newer than theirs, with no failover running anywhere, is stuck (Sentinel's
+// hellos never move it: RELIABILITY.md "Found" 4); it is re-registered (Realign) only once that lasted
+// failover-timeout, and never while anything could still move it on its own.
+func TestStuckSentinelRealigned(t *testing.T) {
+	applied := map[string]string{"a": "h1"}
+	at := func(epoch int64, flags ...string) valkey.Monitor {
+		m := mon("a", 2, "5000", flags...)
+		m.ConfigEpoch, m.FailoverTimeoutMs = epoch, 15000
+		return m
+	}
+	stale := func(epoch int64, flags ...string) valkey.Monitor {
+		m := at(epoch, flags...)
+		m.Host = "a-1-0.x"
+		return m
+	}
+	w := wanted("a")
+	w.PrimaryObserved = true
+	now := time.Unix(1000, 0)
+	long := map[string]time.Time{"s-2/a": now.Add(-16 * time.Second)}
+	short := map[string]time.Time{"s-2/a": now.Add(-14 * time.Second)}
+	tests := []struct {
+		name      string
+		w         Wanted
+		sentinels []SentinelState
+		since     map[string]time.Time
+		want      []string
+		stuck     bool
+	}{
+		{"stuck for failover-timeout: realigned", w, []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(2))}, long, []string{"realign a@s-2"}, true},
+		{"an older epoch that hellos did not fix either: realigned", w, []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(1))}, long, []string{"realign a@s-2"}, true},
+		{"first seen: held", w, []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(2))}, nil, nil, true},
+		{"not yet failover-timeout: held", w, []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(2))}, short, nil, true},
+		{"a newer epoch: its hellos move the others", w, []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(3))}, long, nil, false},
+		{"it runs a failover", w, []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(2, "master", "failover_in_progress"))}, long, nil, false},
+		{"a peer runs a failover", w, []SentinelState{sentinel("s-0", applied, at(2, "master", "failover_in_progress")), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(2))}, long, nil, false},
+		{"the majority's primary is down on one of them", w, []SentinelState{sentinel("s-0", applied, at(2, "s_down", "master")), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(2))}, long, nil, false},
+		{"the majority disagrees on the epoch", w, []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(1)),
+			sentinel("s-2", applied, stale(1))}, long, nil, false},
+		{"no strict majority (one names it, one unreachable)", w, []SentinelState{sentinel("s-0", applied, at(2)), {Pod: "s-1"},
+			sentinel("s-2", applied, stale(2))}, long, nil, false},
+		{"the primary was not observed", wanted("a"), []SentinelState{sentinel("s-0", applied, at(2)), sentinel("s-1", applied, at(2)),
+			sentinel("s-2", applied, stale(2))}, long, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Build(Observation{Wanted: []Wanted{tt.w}, Sentinels: tt.sentinels, Now: now, StuckSince: tt.since})
+			assert.Equal(t, tt.want, summary(p))
+			if tt.stuck {
+				assert.Equal(t, []string{"s-2/a"}, p.Stuck)
+			} else {
+				assert.Empty(t, p.Stuck)
+			}
+			if len(tt.want) > 0 {
+				a := p.Actions[0]
+				assert.Equal(t, "a-0-0.x", a.Host)
+				assert.Equal(t, "a-1-0.x:6379", a.From)
+				assert.Equal(t, [2]string{"auth-user", "_sentinel"}, a.Pairs[0], "the realignment sets the credentials again")
+			} else if tt.stuck {
+				assert.Contains(t, p.Held["a"], "re-registered if it lasts failover-timeout")
+			}
+		})
+	}
 }

@@ -461,7 +461,7 @@ pass-through maps sentinel.config and metrics.grafanaDashboard.labels (null drop
 null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equal to values.yaml.
 */}}
 {{- define "vs.defaultedValues" -}}
-dnsCache.enabled dnsCache.upstream dnsCache.resources.cpu dnsCache.resources.memory nameOverride fullnameOverride engineVersion global.imageRegistry image.registry image.repository image.tag
+dnsCache.enabled dnsCache.resources.cpu dnsCache.resources.memory nameOverride fullnameOverride engineVersion global.imageRegistry image.registry image.repository image.tag
 image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas clusterDomain
 valkeySelector.matchLabels valkeySelector.matchExpressions config auth.enabled tls.enabled tls.existingSecret
 tls.authClients tls.certManager.enabled tls.certManager.issuerRef.name tls.certManager.issuerRef.kind
@@ -496,6 +496,8 @@ instanceController.serviceMonitor.interval instanceController.serviceMonitor.lab
 {{/*
 Every check, once per render and before any template reads a value (vs.fullname starts with it, and every
 template calls vs.fullname first). Each message names the field, the value and the fix.
+templates/validate/values.yaml includes it (and then vs.validateInputs, _inputs.tpl) before any other
+template renders, so Helm reports every refusal there.
 */}}
 {{- define "vs.validate" -}}
 {{- if not (hasKey . "_vsValidated") -}}
@@ -607,8 +609,8 @@ template calls vs.fullname first). Each message names the field, the value and t
 {{- $set := not (empty .Values.fullnameOverride) -}}
 {{- fail (printf "fullnameOverride: the full name %q%s cannot name the Services S and S-headless: a Service name starts with a letter and holds only lowercase letters, digits and '-'. Set fullnameOverride (e.g. sentinel)%s" $S (ternary "" (printf " (the release name)") $set) (ternary "" ", or choose another release name" $set)) -}}
 {{- end -}}
-{{- if gt (len $S) 50 -}}
-{{- fail (printf "fullnameOverride: the full name %q is %d characters; at most 50 fit the StatefulSet and S-headless Service names. Set fullnameOverride to a shorter name" $S (len $S)) -}}
+{{- if gt (len $S) 42 -}}
+{{- fail (printf "fullnameOverride: the full name %q%s is %d characters; at most 42 fit every object name (the credentials Job S-credentials-<hash> adds 21 and Kubernetes takes 63). Set fullnameOverride to a shorter name%s" $S (ternary "" " (the release name)" (not (empty .Values.fullnameOverride))) (len $S) (ternary "" ", or choose a shorter release name" (not (empty .Values.fullnameOverride)))) -}}
 {{- end -}}
 {{- $n := int .Values.replicas -}}
 {{- $maxUnavailable := int .Values.pdb.maxUnavailable -}}
@@ -837,8 +839,8 @@ variables, silently overrides the chart's).
 {{- range $i, $c := get $.Values $field -}}
 {{- $f := printf "%s[%d].name" $field $i -}}
 {{- include "vs.checkFormat" (dict "field" $f "value" ($c.name | default "") "format" "dnsLabel" "example" "log-shipper") -}}
-{{- if has $c.name (list "config" "sentinel" "metrics") -}}
-{{- fail (printf "%s: %q is a container of the chart (config, sentinel, metrics); choose another name" $f $c.name) -}}
+{{- if has $c.name (list "config" "dns-resolv" "sentinel" "dns-cache" "metrics") -}}
+{{- fail (printf "%s: %q is a container of the chart (config, dns-resolv, sentinel, dns-cache, metrics); choose another name" $f $c.name) -}}
 {{- end -}}
 {{- if hasKey $names $c.name -}}
 {{- fail (printf "%s: %q is already the name of %s; container names must be unique in a pod (init containers included)" $f $c.name (get $names $c.name)) -}}
@@ -853,8 +855,8 @@ variables, silently overrides the chart's).
 {{- range $i, $v := .Values.extraVolumes -}}
 {{- $f := printf "extraVolumes[%d].name" $i -}}
 {{- include "vs.checkFormat" (dict "field" $f "value" ($v.name | default "") "format" "dnsLabel" "example" "scratch") -}}
-{{- if has $v.name (list "config" "auth" "tls" "data") -}}
-{{- fail (printf "%s: %q is a volume of the chart (config, auth, tls, data); choose another name" $f $v.name) -}}
+{{- if has $v.name (list "config" "auth" "tls" "data" "dns") -}}
+{{- fail (printf "%s: %q is a volume of the chart (config, auth, tls, data, dns); choose another name" $f $v.name) -}}
 {{- end -}}
 {{- if hasKey $volNames $v.name -}}
 {{- fail (printf "%s: %q is already the name of %s; volume names must be unique in a pod (the API server refuses the StatefulSet)" $f $v.name (get $volNames $v.name)) -}}
@@ -1189,50 +1191,81 @@ spec:
 {{- end -}}
 
 {{/*
-The cluster DNS Service's IP the dns-cache container forwards to: dnsCache.upstream when dnsCache.enabled.
-Empty: no cache. Never looked up: a render must not depend on what the cluster holds (TestLookupOnlyValidates).
+podDNS: the pod's dnsConfig as given (dnsPolicy stays ClusterFirst, the kubelet writes the pod's resolv.conf).
+With dnsCache the server's resolv.conf is the kubelet's with 127.0.0.1 (the cache) put first (vs.dnsResolvInit),
+so the kubelet's file may name at most 2 nameservers (the cluster DNS and one of dnsConfig's): a resolver reads 3.
 */}}
-{{- define "vs.dnsUpstream" -}}
-{{- if and .Values.dnsCache.enabled .Values.dnsCache.upstream -}}
-{{- if not (regexMatch "^([0-9]{1,3}[.]){3}[0-9]{1,3}$|^[0-9a-fA-F]*:[0-9a-fA-F:.]*$" .Values.dnsCache.upstream) -}}
-{{- fail (printf "dnsCache.upstream: %q is not an IP address; give the ClusterIP of the cluster DNS Service (kubectl -n kube-system get service kube-dns)" .Values.dnsCache.upstream) -}}
-{{- end -}}
-{{- .Values.dnsCache.upstream -}}
-{{- end -}}
-{{- end -}}
-
 {{- define "vs.podDNS" -}}
-{{- $up := include "vs.dnsUpstream" . -}}
 {{- $dc := .Values.dnsConfig | default dict -}}
-{{- if $up -}}
-{{- $ns := list "127.0.0.1" $up -}}
-{{- if gt (len (concat $ns ($dc.nameservers | default list))) 3 -}}
-{{- fail (printf "dnsConfig.nameservers: %d given, but with dnsCache the pod already has 2 (127.0.0.1, the cache, and %s, the cluster DNS) and Kubernetes allows 3 in all: give at most 1, or set dnsCache.enabled: false" (len $dc.nameservers) $up) -}}
+{{- if and .Values.dnsCache.enabled (gt (len ($dc.nameservers | default list)) 1) -}}
+{{- fail (printf "dnsConfig.nameservers: %d given, but with dnsCache the server's resolv.conf already names 2 (127.0.0.1, the cache, and the cluster DNS) and a resolver reads 3: give at most 1, or set dnsCache.enabled: false" (len $dc.nameservers)) -}}
 {{- end -}}
-{{- $search := list (printf "%s.svc.%s" .Release.Namespace .Values.clusterDomain) (printf "svc.%s" .Values.clusterDomain) .Values.clusterDomain -}}
-dnsPolicy: None
-dnsConfig:
-  nameservers:
-    {{- toYaml (concat $ns ($dc.nameservers | default list)) | nindent 4 }}
-  searches:
-    {{- toYaml (concat $search ($dc.searches | default list)) | nindent 4 }}
-  options:
-    - name: ndots
-      value: "5"
-    {{- with $dc.options }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
-{{- else if $dc -}}
+{{- if $dc -}}
 dnsConfig:
   {{- toYaml $dc | nindent 2 }}
 {{- end -}}
 {{- end -}}
 
-{{/* The dns-cache container (valkey-sentinel-ctl dns-cache on 127.0.0.1:53), when there is an upstream. */}}
+{{/*
+The init container that writes the server's resolv.conf into volume dns: the kubelet's /etc/resolv.conf (its own,
+unchanged: init containers resolve through the cluster DNS, before the cache runs) with 127.0.0.1 first and
+the kubelet's nameservers after it (a lookup the cache cannot answer goes on to the cluster DNS), the search list
+and options unchanged. The chart never needs the cluster DNS Service's address: the kubelet knows it.
+*/}}
+{{- define "vs.dnsResolvInit" -}}
+{{- if .Values.dnsCache.enabled }}
+- name: dns-resolv
+  image: {{ include "vs.ctlImage" . }}
+  imagePullPolicy: {{ .Values.controller.image.pullPolicy }}
+  command:
+    - /valkey-sentinel-ctl
+    - dns-cache
+    - resolv-conf
+    - --in=/etc/resolv.conf
+    - --out=/etc/valkey-ha/dns/resolv.conf
+    - --cache=127.0.0.1
+  securityContext:
+    {{- include "vs.containerSecurityContext" . | nindent 4 }}
+  resources:
+    limits:
+      cpu: 50m
+      memory: 32Mi
+    requests:
+      cpu: 50m
+      memory: 32Mi
+  volumeMounts:
+    - name: dns
+      mountPath: /etc/valkey-ha/dns
+{{- end }}
+{{- end -}}
+
+{{/* The server's (Sentinel's) /etc/resolv.conf: the file vs.dnsResolvInit wrote. */}}
+{{- define "vs.dnsResolvMount" -}}
+{{- if .Values.dnsCache.enabled }}
+# the DNS cache first (RELIABILITY.md, "Found" 3); written by init container dns-resolv
+- name: dns
+  mountPath: /etc/resolv.conf
+  subPath: resolv.conf
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "vs.dnsVolume" -}}
+{{- if .Values.dnsCache.enabled }}
+# the server's resolv.conf (init container dns-resolv)
+- name: dns
+  emptyDir:
+    sizeLimit: 1Mi
+{{- end }}
+{{- end -}}
+
+{{/*
+The dns-cache container (valkey-sentinel-ctl dns-cache on 127.0.0.1:53). It forwards to the first nameserver of
+its own /etc/resolv.conf, the kubelet's (the cluster DNS Service with dnsPolicy ClusterFirst).
+*/}}
 {{- define "vs.dnsCacheContainer" -}}
-{{- $up := include "vs.dnsUpstream" . -}}
-{{- if $up }}
-# answers the pod's lookups within a bound while a cluster DNS replica is dead (RELIABILITY.md, "Found" 3)
+{{- if .Values.dnsCache.enabled }}
+# answers the server's lookups within a bound while a cluster DNS replica is dead (RELIABILITY.md, "Found" 3)
 - name: dns-cache
   image: {{ include "vs.ctlImage" . }}
   imagePullPolicy: {{ .Values.controller.image.pullPolicy }}
@@ -1240,7 +1273,7 @@ dnsConfig:
     - /valkey-sentinel-ctl
     - dns-cache
     - --listen=127.0.0.1:53
-    - --upstream={{ $up }}
+    - --resolv-conf=/etc/resolv.conf
   securityContext:
     {{- include "vs.containerSecurityContext" . | nindent 4 }}
   resources:

@@ -514,7 +514,7 @@ pass-through maps sentinel.config and metrics.grafanaDashboard.labels (null drop
 null on any of them; TestNullRefusedWhereTheChartHasADefault keeps this list equal to values.yaml.
 */}}
 {{- define "valkey.defaultedValues" -}}
-dnsCache.enabled dnsCache.upstream dnsCache.resources.cpu dnsCache.resources.memory nameOverride fullnameOverride engine engineVersion global.imageRegistry image.registry image.repository
+dnsCache.enabled dnsCache.resources.cpu dnsCache.resources.memory nameOverride fullnameOverride engine engineVersion global.imageRegistry image.registry image.repository
 image.tag image.digest image.pullPolicy commonLabels commonAnnotations imagePullSecrets replicas port
 clusterDomain updateStrategy plan resources.limits.cpu resources.limits.memory maxmemory maxmemoryPolicy
 maxclients minReplicasMaxLag config persistence.size persistence.storageClass
@@ -554,6 +554,8 @@ controller.mode controller.shared.namespace controller.shared.serviceAccount sen
 Every check, once per render and before any template reads a value: valkey.fullname, valkey.sizing and
 valkey.credentials start with it (each template calls one of them first), so a refusal is always the message
 written here rather than a failure further down. Each message names the field, the value and the fix.
+templates/validate/values.yaml includes it (and then valkey.validateInputs, _inputs.tpl) before any other
+template renders, so Helm reports every refusal there.
 */}}
 {{- define "valkey.validate" -}}
 {{- if not (hasKey . "_valkeyHAValidated") -}}
@@ -686,8 +688,8 @@ written here rather than a failure further down. Each message names the field, t
 {{- if eq . $F -}}
 {{- fail (printf "sentinel.release: %q is this instance's own full name, not a valkey-sentinel release: the quorum's controller ServiceAccount would be this instance's own controller (%s-controller), which must never read the _sentinel password, and no quorum could share this release's object names; set the full name of the valkey-sentinel release that monitors it (sentinel by default)" . $F) -}}
 {{- end -}}
-{{- if gt (len .) 50 -}}
-{{- fail (printf "sentinel.release: %q is %d characters, but a valkey-sentinel release's full name has at most 50 (its StatefulSet and S-headless Service), so no quorum can have it; set the full name of the valkey-sentinel release that monitors it" . (len .)) -}}
+{{- if gt (len .) 42 -}}
+{{- fail (printf "sentinel.release: %q is %d characters, but a valkey-sentinel release's full name has at most 42 (its credentials Job S-credentials-<hash> must fit 63), so no quorum can have it; set the full name of the valkey-sentinel release that monitors it" . (len .)) -}}
 {{- end -}}
 {{- $S := . -}}
 {{- $sa := include "valkey.sentinelControllerSA" $ -}}
@@ -1267,8 +1269,8 @@ variables, silently overrides the chart's).
 {{- range $i, $c := get $.Values $field -}}
 {{- $f := printf "%s[%d].name" $field $i -}}
 {{- include "valkey.checkFormat" (dict "field" $f "value" ($c.name | default "") "format" "dnsLabel" "example" "log-shipper") -}}
-{{- if has $c.name (list "install-ctl" "valkey" "metrics") -}}
-{{- fail (printf "%s: %q is a container of the chart (install-ctl, valkey, metrics); choose another name" $f $c.name) -}}
+{{- if has $c.name (list "install-ctl" "dns-resolv" "valkey" "dns-cache" "metrics") -}}
+{{- fail (printf "%s: %q is a container of the chart (install-ctl, dns-resolv, valkey, dns-cache, metrics); choose another name" $f $c.name) -}}
 {{- end -}}
 {{- if hasKey $names $c.name -}}
 {{- fail (printf "%s: %q is already the name of %s; container names must be unique in a pod (init containers included)" $f $c.name (get $names $c.name)) -}}
@@ -1283,8 +1285,8 @@ variables, silently overrides the chart's).
 {{- range $i, $v := .Values.extraVolumes -}}
 {{- $f := printf "extraVolumes[%d].name" $i -}}
 {{- include "valkey.checkFormat" (dict "field" $f "value" ($v.name | default "") "format" "dnsLabel" "example" "scratch") -}}
-{{- if has $v.name (list "config" "instance" "sentinels" "sentinel-auth" "system" "acl" "runtime" "bin" "data" "tls") -}}
-{{- fail (printf "%s: %q is a volume of the chart (config, instance, sentinels, sentinel-auth, system, acl, runtime, bin, data, tls); choose another name" $f $v.name) -}}
+{{- if has $v.name (list "config" "instance" "sentinels" "sentinel-auth" "system" "acl" "runtime" "bin" "data" "tls" "dns") -}}
+{{- fail (printf "%s: %q is a volume of the chart (config, instance, sentinels, sentinel-auth, system, acl, runtime, bin, data, tls, dns); choose another name" $f $v.name) -}}
 {{- end -}}
 {{- if hasKey $volNames $v.name -}}
 {{- fail (printf "%s: %q is already the name of %s; volume names must be unique in a pod (the API server refuses the StatefulSet)" $f $v.name (get $volNames $v.name)) -}}
@@ -1429,50 +1431,81 @@ mounted into a pod and never granted to the helm test (its user may SENTINEL RES
 {{- end -}}
 
 {{/*
-The cluster DNS Service's IP the dns-cache container forwards to: dnsCache.upstream when dnsCache.enabled.
-Empty: no cache. Never looked up: a render must not depend on what the cluster holds (TestLookupOnlyValidates).
+podDNS: the pod's dnsConfig as given (dnsPolicy stays ClusterFirst, the kubelet writes the pod's resolv.conf).
+With dnsCache the server's resolv.conf is the kubelet's with 127.0.0.1 (the cache) put first (valkey.dnsResolvInit),
+so the kubelet's file may name at most 2 nameservers (the cluster DNS and one of dnsConfig's): a resolver reads 3.
 */}}
-{{- define "valkey.dnsUpstream" -}}
-{{- if and .Values.dnsCache.enabled .Values.dnsCache.upstream -}}
-{{- if not (regexMatch "^([0-9]{1,3}[.]){3}[0-9]{1,3}$|^[0-9a-fA-F]*:[0-9a-fA-F:.]*$" .Values.dnsCache.upstream) -}}
-{{- fail (printf "dnsCache.upstream: %q is not an IP address; give the ClusterIP of the cluster DNS Service (kubectl -n kube-system get service kube-dns)" .Values.dnsCache.upstream) -}}
-{{- end -}}
-{{- .Values.dnsCache.upstream -}}
-{{- end -}}
-{{- end -}}
-
 {{- define "valkey.podDNS" -}}
-{{- $up := include "valkey.dnsUpstream" . -}}
 {{- $dc := .Values.dnsConfig | default dict -}}
-{{- if $up -}}
-{{- $ns := list "127.0.0.1" $up -}}
-{{- if gt (len (concat $ns ($dc.nameservers | default list))) 3 -}}
-{{- fail (printf "dnsConfig.nameservers: %d given, but with dnsCache the pod already has 2 (127.0.0.1, the cache, and %s, the cluster DNS) and Kubernetes allows 3 in all: give at most 1, or set dnsCache.enabled: false" (len $dc.nameservers) $up) -}}
+{{- if and .Values.dnsCache.enabled (gt (len ($dc.nameservers | default list)) 1) -}}
+{{- fail (printf "dnsConfig.nameservers: %d given, but with dnsCache the server's resolv.conf already names 2 (127.0.0.1, the cache, and the cluster DNS) and a resolver reads 3: give at most 1, or set dnsCache.enabled: false" (len $dc.nameservers)) -}}
 {{- end -}}
-{{- $search := list (printf "%s.svc.%s" .Release.Namespace .Values.clusterDomain) (printf "svc.%s" .Values.clusterDomain) .Values.clusterDomain -}}
-dnsPolicy: None
-dnsConfig:
-  nameservers:
-    {{- toYaml (concat $ns ($dc.nameservers | default list)) | nindent 4 }}
-  searches:
-    {{- toYaml (concat $search ($dc.searches | default list)) | nindent 4 }}
-  options:
-    - name: ndots
-      value: "5"
-    {{- with $dc.options }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
-{{- else if $dc -}}
+{{- if $dc -}}
 dnsConfig:
   {{- toYaml $dc | nindent 2 }}
 {{- end -}}
 {{- end -}}
 
-{{/* The dns-cache container (valkey-sentinel-ctl dns-cache on 127.0.0.1:53), when there is an upstream. */}}
+{{/*
+The init container that writes the server's resolv.conf into volume dns: the kubelet's /etc/resolv.conf (its own,
+unchanged: init containers resolve through the cluster DNS, before the cache runs) with 127.0.0.1 first and
+the kubelet's nameservers after it (a lookup the cache cannot answer goes on to the cluster DNS), the search list
+and options unchanged. The chart never needs the cluster DNS Service's address: the kubelet knows it.
+*/}}
+{{- define "valkey.dnsResolvInit" -}}
+{{- if .Values.dnsCache.enabled }}
+- name: dns-resolv
+  image: {{ include "valkey.ctlImage" . }}
+  imagePullPolicy: {{ .Values.controller.image.pullPolicy }}
+  command:
+    - /valkey-sentinel-ctl
+    - dns-cache
+    - resolv-conf
+    - --in=/etc/resolv.conf
+    - --out=/etc/valkey-ha/dns/resolv.conf
+    - --cache=127.0.0.1
+  securityContext:
+    {{- include "valkey.containerSecurityContext" . | nindent 4 }}
+  resources:
+    limits:
+      cpu: 50m
+      memory: 32Mi
+    requests:
+      cpu: 50m
+      memory: 32Mi
+  volumeMounts:
+    - name: dns
+      mountPath: /etc/valkey-ha/dns
+{{- end }}
+{{- end -}}
+
+{{/* The server's (Sentinel's) /etc/resolv.conf: the file valkey.dnsResolvInit wrote. */}}
+{{- define "valkey.dnsResolvMount" -}}
+{{- if .Values.dnsCache.enabled }}
+# the DNS cache first (RELIABILITY.md, "Found" 3); written by init container dns-resolv
+- name: dns
+  mountPath: /etc/resolv.conf
+  subPath: resolv.conf
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "valkey.dnsVolume" -}}
+{{- if .Values.dnsCache.enabled }}
+# the server's resolv.conf (init container dns-resolv)
+- name: dns
+  emptyDir:
+    sizeLimit: 1Mi
+{{- end }}
+{{- end -}}
+
+{{/*
+The dns-cache container (valkey-sentinel-ctl dns-cache on 127.0.0.1:53). It forwards to the first nameserver of
+its own /etc/resolv.conf, the kubelet's (the cluster DNS Service with dnsPolicy ClusterFirst).
+*/}}
 {{- define "valkey.dnsCacheContainer" -}}
-{{- $up := include "valkey.dnsUpstream" . -}}
-{{- if $up }}
-# answers the pod's lookups within a bound while a cluster DNS replica is dead (RELIABILITY.md, "Found" 3)
+{{- if .Values.dnsCache.enabled }}
+# answers the server's lookups within a bound while a cluster DNS replica is dead (RELIABILITY.md, "Found" 3)
 - name: dns-cache
   image: {{ include "valkey.ctlImage" . }}
   imagePullPolicy: {{ .Values.controller.image.pullPolicy }}
@@ -1480,7 +1513,7 @@ dnsConfig:
     - /valkey-sentinel-ctl
     - dns-cache
     - --listen=127.0.0.1:53
-    - --upstream={{ $up }}
+    - --resolv-conf=/etc/resolv.conf
   securityContext:
     {{- include "valkey.containerSecurityContext" . | nindent 4 }}
   resources:
