@@ -130,7 +130,7 @@ func TestCaseS21LabelFollowsFailoverWithinOneSecond(t *testing.T) {
 			}
 		})
 	}()
-	time.Sleep(300 * time.Millisecond) // the controller's and this test's SUBSCRIBE reach the Sentinel first
+	e.Top.Sentinels[0].WaitSubscribers(2, 5*time.Second) // the controller's and this test's SUBSCRIBE reached the Sentinel first
 	stopSampling := sampleLabels(t, e)
 	require.NoError(t, e.Top.Sentinels[0].Client(valkey.Options{}).SentinelFailover(ctx, e.In.MonitorName))
 	var sp valkey.SwitchPrimary
