@@ -45,6 +45,15 @@ var (
 	chartCacheMu sync.Mutex
 )
 
+// skipProcesses skips the test under -short (make quick runs pure tests only): it starts what it names. Tests
+// that start engines skip through valkeytest.Require instead.
+func skipProcesses(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs " + what + ": skipped under -short (make quick runs pure tests only)")
+	}
+}
+
 func chartPath(name string) string { return filepath.Join("..", "charts", name) }
 
 func loadChart(t testing.TB, name string) *chart.Chart {

@@ -23,6 +23,7 @@ import (
 // observabilityValues turns on every observability object of each chart.
 var observabilityValues = map[string]string{
 	"valkey": "metrics: {enabled: true, podMonitor: {enabled: true}, prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}\n" +
+		"backup: {enabled: true, persistentVolumeClaim: backups, overdueSeconds: 3600}\n" +
 		"controller: {serviceMonitor: {enabled: true}}\n",
 	"valkey-sentinel": "metrics: {enabled: true, podMonitor: {enabled: true}, prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}\n" +
 		"controller: {serviceMonitor: {enabled: true}}\n",
@@ -57,6 +58,7 @@ func needPromtool(t *testing.T) string {
 // templates) and the rule unit tests in testdata/promtool: each alert fires on its own release only, after its
 // `for`, and each has a case that keeps it quiet. Skips when promtool is not installed, fails then under CI.
 func TestPrometheusRulesPromtool(t *testing.T) {
+	skipProcesses(t, "promtool")
 	promtool := needPromtool(t)
 	for chart, tests := range map[string]string{"valkey": "valkey.yaml", "valkey-sentinel": "sentinel.yaml"} {
 		t.Run(chart, func(t *testing.T) {

@@ -59,10 +59,11 @@ func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
 					case words[i] == "--set" && i+1 < len(words):
 						i++
 						require.NoError(t, strvals.ParseInto(words[i], vals), "%s: %s", file, line)
+					case words[i] == "--wait": // changes how long helm waits, not what it renders
 					case strings.HasPrefix(words[i], "--set="):
 						require.NoError(t, strvals.ParseInto(strings.TrimPrefix(words[i], "--set="), vals), "%s: %s", file, line)
 					default:
-						t.Fatalf("%s: %s: the test understands only --set and -n/--namespace, not %q", file, line, words[i])
+						t.Fatalf("%s: %s: the test understands only --set, -n/--namespace and --wait, not %q", file, line, words[i])
 					}
 				}
 				valuesYAML, err := yaml.Marshal(vals)

@@ -281,6 +281,15 @@ func TestNotesTellClientsTheSentinelUser(t *testing.T) {
 	assert.Contains(t, v, "main.ns1.svc.cluster.local:26379")
 	assert.Contains(t, v, "log in to them as _client, password in Secret\n   main-auth-client")
 	assert.Contains(t, v, `Sentinel: valkey.SentinelOption{MasterSet: "cache-valkey", Username: "_client"`)
+	assert.Contains(t, v, "kubectl -n ns1 get secret main-auth-client -o jsonpath='{.data.password}' | base64 -d")
+	assert.NotContains(t, v, "TLSConfig", "plaintext: no TLS settings")
+	// with TLS: the CA Secret and the TLS settings on both the data-node and the Sentinel connection
+	tv := mustRender(t, "valkey", "sentinel: {release: main}\ntls: {enabled: true, existingSecret: cache-tls}\n", renderOpts{withNotes: true})["valkey/templates/NOTES.txt"]
+	assert.Contains(t, tv, "kubectl -n ns1 get secret cache-tls -o jsonpath='{.data.ca\\.crt}' | base64 -d > ca.crt")
+	assert.Contains(t, tv, `Password: <password>, TLSConfig: tlsCfg,`)
+	assert.Contains(t, tv, `Username: "_client", Password: <main-auth-client>, TLSConfig: tlsCfg}}`)
+	assert.Contains(t, tv, "valkey-cli: --tls --cacert ca.crt")
+	assert.Contains(t, tv, "the valkey-sentinel release needs\n   tls.enabled too")
 	s := mustRender(t, "valkey-sentinel", "", renderOpts{withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
 	assert.Contains(t, s, "--user _client sentinel get-master-addr-by-name")
 	assert.Contains(t, s, `sentinel_kwargs={"username": "_client"`)

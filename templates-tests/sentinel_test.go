@@ -86,6 +86,12 @@ func TestQuorumDocumentThroughTheParsers(t *testing.T) {
 		assert.Equal(t, strings.Contains(vals, "tls"), q.TLS)
 		assert.Equal(t, sentinelSTS(t, objs).Name, q.StatefulSet)
 		assert.Equal(t, sentinelSTS(t, objs).Spec.ServiceName, q.Service)
+		// what instance controllers compare an instance against (plan.QuorumMismatches): the selector and the
+		// ServiceAccount the controller really runs with
+		args := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args
+		require.NotNil(t, q.Selector, "valkeySelector rendered")
+		assert.Equal(t, args[indexOf(args, "--selector")+1], *q.Selector)
+		assert.Equal(t, args[indexOf(args, "--service-account")+1], q.ControllerServiceAccount)
 
 		in := spec.Instance{Name: valkeyF, Namespace: testNamespace, SentinelRelease: sentinelRel}
 		si := spec.SentinelInfo{MonitorName: valkeyF, SentinelRelease: sentinelRel, Port: q.Port, TLS: q.TLS, Hosts: q.Hosts}
@@ -106,6 +112,10 @@ func TestSentinelSelectorFlag(t *testing.T) {
 		objs := decode(t, mustRender(t, "valkey-sentinel", vals))
 		args := objs.get(t, "Deployment", sentinelRel+"-controller").(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args
 		assert.Equal(t, want, args[indexOf(args, "--selector")+1], vals)
+		q, err := spec.ParseQuorum([]byte(objs.configMap(t, contract.Quorum(sentinelRel)).Data[contract.KeyQuorum]))
+		require.NoError(t, err)
+		require.NotNil(t, q.Selector, vals)
+		assert.Equal(t, want, *q.Selector, "the quorum document carries the same selector: %s", vals)
 	}
 	notes := mustRender(t, "valkey-sentinel", "", renderOpts{withNotes: true})["valkey-sentinel/templates/NOTES.txt"]
 	assert.Contains(t, notes, "monitors NOTHING")
@@ -199,6 +209,7 @@ var sentinelPasswords = map[string]string{acl.SentinelAdmin: `admin-pw-"quoted"\
 // runInit runs the start step as the pod would, with the rendered ConfigMap as the template.
 func runInit(t testing.TB, objs objects, dir, podName string) (string, error) {
 	t.Helper()
+	skipProcesses(t, "the rendered Sentinel init script (sh)")
 	require.NoError(t, os.MkdirAll(dir+"/data", 0o755))
 	require.NoError(t, os.MkdirAll(dir+"/etc/config", 0o755))
 	require.NoError(t, os.MkdirAll(dir+"/etc/auth", 0o755))

@@ -314,12 +314,16 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 	lines := aclLines(t, objs)
 	sys := objs.secret(t, valkeyF+"-system")
 	sentinel := objs.secret(t, valkeyF+"-sentinel-auth")
+	backupAuth := objs.secret(t, valkeyF+"-backup-auth")
 	assert.Equal(t, "user default off resetpass resetkeys resetchannels nocommands", lines["default"])
 	assert.Equal(t, []string{"_exporter", "_operator", "_probe", "_replication"}, keys(sys.Data), "F-system holds exactly the contract keys")
 	for name, rules := range contractSystemUsers {
 		pw := string(sys.Data[name])
-		if name == "_sentinel" {
+		switch name {
+		case "_sentinel":
 			pw = string(sentinel.Data["password"])
+		case "_backup":
+			pw = string(backupAuth.Data["password"])
 		}
 		require.NotEmpty(t, pw, name)
 		want := fmt.Sprintf("user %s on resetpass #%s resetkeys resetchannels nocommands %s", name, sha256hex(pw), rules)
@@ -337,6 +341,8 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 	assert.Equal(t, []string{"+ping", "+info"}, strings.Fields(contractSystemUsers["_probe"]), "_probe may only PING and INFO")
 	assert.Regexp(t, `resetchannels nocommands \+ping \+info$`, lines["_probe"])
 	assert.NotContains(t, lines["_replication"], "~")
+	assert.Equal(t, []string{"+ping", "+info", "+replconf", "+sync"}, strings.Fields(contractSystemUsers["_backup"]), "_backup: find a replica (INFO), then REPLCONF rdb-only + SYNC; no key commands, no PSYNC")
+	assert.NotContains(t, lines["_backup"], "~")
 	for name, l := range lines {
 		if strings.HasPrefix(name, "_") {
 			assert.NotContains(t, l, "+@", "system user %s gets single commands, never categories", name)
@@ -353,7 +359,7 @@ func TestSystemUsersLeastPrivilege(t *testing.T) {
 
 	// users.json re-renders users.acl exactly
 	users := aclJSON(t, objs)
-	require.Len(t, users, 8)
+	require.Len(t, users, 9)
 	for _, u := range users {
 		var hashes []string
 		for _, p := range u.Passwords {
@@ -770,7 +776,7 @@ func TestPasswordsSurviveUpgrades(t *testing.T) {
 	for _, s := range stored {
 		names = append(names, s.Name)
 	}
-	assert.ElementsMatch(t, []string{valkeyF + "-system", valkeyF + "-sentinel-auth", valkeyF + "-acl", valkeyF + "-user-app",
+	assert.ElementsMatch(t, []string{valkeyF + "-system", valkeyF + "-sentinel-auth", valkeyF + "-backup-auth", valkeyF + "-acl", valkeyF + "-user-app",
 		valkeyF + "-user-analytics", valkeyF + "-user-writer"}, names)
 	second := withCredentials(t, decode(t, mustRender(t, "valkey", usersValues, renderOpts{upgrade: true})), stored...)
 	for _, s := range stored {

@@ -20,7 +20,9 @@ const (
 	Sentinel    = "_sentinel"
 	Probe       = "_probe"
 	Exporter    = "_exporter"
-	Default     = "default"
+	// Backup is the user of the backup CronJob (internal/backup); its password lives in Secret F-backup-auth.
+	Backup  = "_backup"
+	Default = "default"
 	// PreStop is the node-local user of a data pod's preStop hook (PreStopUser).
 	PreStop = "_prestop"
 )
@@ -147,6 +149,12 @@ var SystemUsers = []SystemUser{
 		{"+slowlog|len", "slow log metrics"},
 		{"+latency|latest", "latency metrics"},
 	}},
+	{Name: Backup, Perms: []Permission{
+		{"+ping", "liveness of its connections"},
+		{"+info", "INFO replication: finds a replica whose link to the primary is up (never the primary)"},
+		{"+replconf", "valkey-cli --rdb sends REPLCONF capa eof and REPLCONF rdb-only 1 (no replication stream follows)"},
+		{"+sync", "valkey-cli --rdb: SYNC makes the replica stream its dataset; the whole dataset, like _replication's PSYNC"},
+	}},
 }
 
 // SystemUserByName returns the system user with that name.
@@ -170,7 +178,7 @@ func IsReserved(name string) bool {
 
 // IsSystemConnection reports whether a connection authenticated as user belongs to the project's own
 // components: every system user's name starts with '_' (_operator, _replication, _sentinel, _probe,
-// _exporter, _prestop, _firstsync), a prefix the chart's user-name pattern refuses to customers. "default"
+// _exporter, _backup, _prestop, _firstsync), a prefix the chart's user-name pattern refuses to customers. "default"
 // is not one: it is the customer's (or an unauthenticated connection's) user.
 func IsSystemConnection(user string) bool { return strings.HasPrefix(user, "_") }
 

@@ -178,6 +178,8 @@ func TestSentinelAuthQuorumFailsOver(t *testing.T) {
 	valkeytest.ForEachEngine(t, func(t *testing.T, e valkeytest.Engine) {
 		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Engine: e, Replicas: 2, Sentinels: 3, SentinelAuth: true})
 		ctx := context.Background()
+		// an observation window, not a wait: a peer whose hello or auth fails is flagged down only after
+		// down-after, so every peer must still read plain "sentinel" after twice that
 		time.Sleep(2 * time.Duration(top.Cfg.DownAfterMs) * time.Millisecond)
 		for _, s := range top.Sentinels {
 			peers, err := s.Client(top.SentinelOptions()).SentinelSentinels(ctx, top.Cfg.MonitorName)

@@ -144,7 +144,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.DurationVar(&o.WaitLimit, "wait-limit", 10*time.Minute, "give up (exit 1, the container restarts) after waiting this long for a primary")
 	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
-	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods (empty: no check)")
+	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods")
 	return cmd
 }
 

@@ -31,10 +31,10 @@ func TestF1HandoffWaitsForALaggingReplica(t *testing.T) {
 	e.Top.DelayReplication(800 * time.Millisecond)
 	e.MarkStale([]string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
 	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
-	time.Sleep(time.Second) // the writer has found the primary and the replica trails it
+	w.WaitAckedSince(t, time.Time{}, 10*time.Second) // the writer has found the primary; the replica trails it by the 800 ms link
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
 	newPrimary := e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 30*time.Second)
-	time.Sleep(time.Second) // the writer writes to the new primary too
+	w.WaitAckedSince(t, time.Now(), 10*time.Second) // the writer writes to the new primary too
 	w.Finish()
 	r := w.Result()
 	acked, failures, longest := r.Acked, r.Failed, r.Longest
@@ -89,7 +89,7 @@ func TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns(t *testing.T) {
 		replica.PauseFor(11 * time.Second)
 	})
 	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
-	time.Sleep(500 * time.Millisecond)
+	w.WaitAckedSince(t, time.Time{}, 10*time.Second) // the writer has found the primary
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
 	var at time.Time
 	select {
@@ -99,7 +99,7 @@ func TestF2HandoffKeepsWritesPausedWhileTheFailoverRuns(t *testing.T) {
 	}
 	newPrimary := e.Top.WaitPrimaryMoved(e.Top.Nodes[0].Port, 40*time.Second)
 	t.Logf("primary moved %s after the replica was stopped", time.Since(at).Round(time.Millisecond))
-	time.Sleep(2 * time.Second) // the writer writes to the new primary too
+	w.WaitAckedSince(t, time.Now(), 10*time.Second) // the writer writes to the new primary too
 	w.Finish()
 	r := w.Result()
 	acked, failures, longest := r.Acked, r.Failed, r.Longest
@@ -176,7 +176,7 @@ func TestPlannedRollAskedSentinelKilledHandsOffThroughTheOthers(t *testing.T) {
 		killed <- time.Now()
 	})
 	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
-	time.Sleep(500 * time.Millisecond)
+	w.WaitAckedSince(t, time.Time{}, 10*time.Second) // the writer has found the primary
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
 	var at time.Time
 	select {

@@ -121,7 +121,7 @@ func TestNoResetWhenAPartitionHeals(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the fault: the other links heal 2 s after the controller's link to C
 	for _, l := range cut {
 		l.Heal()
 	}

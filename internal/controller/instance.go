@@ -430,6 +430,7 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	}
 	if in.Monitored() {
 		w.SentinelInfo, w.SentinelInfoErr = c.sentinelInfo(in)
+		w.NamedQuorum = c.namedQuorum(in)
 	}
 	if w.SentinelInfo != nil {
 		c.gatherSentinels(ctx, &w)
@@ -483,9 +484,10 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 }
 
 // startRefused returns the reason a container of pod last refused to start with the values (its termination
-// message after contract.StartRefusedPrefix, current or last state), "" when none did.
+// message after contract.StartRefusedPrefix, current or last state), "" when none did. Init containers count
+// too: the restore step (restoreFrom) refuses a corrupt or foreign backup that way.
 func startRefused(pod *corev1.Pod) string {
-	for _, s := range pod.Status.ContainerStatuses {
+	for _, s := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
 			if t != nil && strings.HasPrefix(t.Message, contract.StartRefusedPrefix) {
 				return strings.TrimSpace(strings.TrimPrefix(t.Message, contract.StartRefusedPrefix))
@@ -907,6 +909,7 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 			c.recorder.Event(desc, corev1.EventTypeWarning, "ClaimsDiffer", why)
 		}
 	}
+	c.reportMismatches(desc, w, name)
 	if len(w.Instance.Unknown) > 0 {
 		msg := "descriptor fields this controller does not know (ignored): " + strings.Join(w.Instance.Unknown, ", ")
 		if c.reported.changed(name+"/unknown", msg) {

@@ -121,7 +121,7 @@ func TestPassesPerFailover(t *testing.T) {
 		return last
 	}
 	quiet(3 * time.Second)
-	time.Sleep(300 * time.Millisecond) // the controller's SUBSCRIBE reached every Sentinel long ago; settle anyway
+	e.Top.Sentinels[0].WaitSubscribers(1, 5*time.Second) // the controller's SUBSCRIBE reached the Sentinel asked to fail over
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

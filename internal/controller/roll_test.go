@@ -48,7 +48,7 @@ func TestPlannedDataRollLosesNoAckedWrite(t *testing.T) {
 	}
 	k := e.RunKubelet(procs, "r2", nil)
 	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
-	time.Sleep(300 * time.Millisecond) // the writer has found the primary
+	w.WaitAckedSince(t, time.Time{}, 10*time.Second) // the writer has found the primary
 	start := time.Now()
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
 	valkeytest.Eventually(t, 90*time.Second, 200*time.Millisecond, "every pod rolled", func() error { return e.AllAtRevision(pods, "r2") })

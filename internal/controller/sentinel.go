@@ -398,7 +398,7 @@ func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*c
 		}
 		qi := plan.QuorumInstance{Descriptor: cm.Name, Namespace: ns, Instance: in}
 		if in.TLS.Enabled != w.TLS {
-			qi.Refused = fmt.Sprintf("TLS is %v on the instance but %v on this quorum: one Sentinel process cannot speak both", in.TLS.Enabled, w.TLS)
+			qi.Refused = plan.TLSMismatchMessage(in, c.opts.Release, c.opts.Namespace, w.TLS)
 		}
 		if info, err := c.cms.ConfigMaps(cm.Namespace).Get(qi.SentinelInfoName()); err == nil {
 			si, err := spec.ParseSentinelInfo([]byte(info.Data[contract.KeySentinels]))
@@ -533,6 +533,7 @@ func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorl
 			c.recorder.Event(descs[qi.Key()], corev1.EventTypeWarning, "ForeignPrimary", msg)
 		}
 	}
+	c.reportQuorumMismatches(w, descs)
 	for _, r := range d.Refused {
 		if c.reported.changed("refused/"+r.Step.Monitor+"/"+r.Why, r.Why) {
 			c.log.Info("policy refused a step", "step", r.Step.String(), "reason", r.Why)

@@ -29,7 +29,7 @@ const ns = "ns1"
 // that the chart renders a spec ParseSpec accepts).
 func testSpec(customers ...User) Spec {
 	s := Spec{Version: SpecVersion, Instance: "c", Owner: "c-instance", SystemSecret: SecretRef{Name: "c-system", Generate: true},
-		SentinelSecret: "c-sentinel-auth", ACLSecret: "c-acl"}
+		SentinelSecret: "c-sentinel-auth", BackupSecret: "c-backup-auth", ACLSecret: "c-acl"}
 	for _, u := range acl.SystemUsers {
 		s.Users = append(s.Users, User{Name: u.Name, System: true, Rules: "resetkeys resetchannels nocommands " + strings.Join(u.Rules(), " ")})
 	}
@@ -92,7 +92,7 @@ func TestParseSpec(t *testing.T) {
 	got, err := ParseSpec(b)
 	require.NoError(t, err)
 	assert.Equal(t, s, got)
-	assert.Equal(t, []string{"c-system", "c-sentinel-auth", "c-acl", "c-user-app", "mine"}, got.SecretNames())
+	assert.Equal(t, []string{"c-system", "c-sentinel-auth", "c-backup-auth", "c-acl", "c-user-app", "mine"}, got.SecretNames())
 
 	for name, mutate := range map[string]func(*Spec){
 		"version":           func(s *Spec) { s.Version = "2" },
@@ -136,18 +136,20 @@ func TestFirstPassCreatesEverySecretOnce(t *testing.T) {
 		assert.NotContains(t, c.Labels, "app.kubernetes.io/instance", "%s: Argo CD's tracking label would prune it", c.Name)
 		assert.Empty(t, c.ResourceVersion)
 	}
-	assert.Equal(t, []string{"c-system", "c-sentinel-auth", "c-user-app"}, names)
+	assert.Equal(t, []string{"c-system", "c-sentinel-auth", "c-backup-auth", "c-user-app"}, names)
 	assert.Equal(t, "pw-1", string(p.Create[0].Data[acl.Operator]))
 	assert.Equal(t, "pw-5", string(p.Create[1].Data[SentinelKey]))
-	user := p.Create[2]
-	assert.Equal(t, map[string][]byte{"username": []byte("app"), "password": []byte("pw-6"), "generation": []byte("3")}, user.Data)
+	assert.Equal(t, "pw-6", string(p.Create[2].Data[BackupKey]))
+	user := p.Create[3]
+	assert.Equal(t, map[string][]byte{"username": []byte("app"), "password": []byte("pw-7"), "generation": []byte("3")}, user.Data)
 	assert.Equal(t, "app", user.Labels["valkey.io/user"])
 	us := usersOf(t, p.ACL)
-	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-6")}}, passwordsOf(us, "app"))
+	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-7")}}, passwordsOf(us, "app"))
 	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-5")}}, passwordsOf(us, acl.Sentinel))
+	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-6")}}, passwordsOf(us, acl.Backup))
 	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-3")}}, passwordsOf(us, acl.Probe))
 	assert.True(t, strings.HasPrefix(string(p.ACL.Data[ACLKeyFile]), "user default off resetpass resetkeys resetchannels nocommands\n"))
-	assert.Contains(t, string(p.ACL.Data[ACLKeyFile]), "user app on resetpass #"+acl.HashPassword("pw-6")+" resetkeys ~* ")
+	assert.Contains(t, string(p.ACL.Data[ACLKeyFile]), "user app on resetpass #"+acl.HashPassword("pw-7")+" resetkeys ~* ")
 
 	obs := Observation{Secrets: map[string]*corev1.Secret{}}
 	for _, c := range append(p.Create, p.ACL) {
@@ -165,13 +167,14 @@ func TestExistingPasswordsAreNeverReplaced(t *testing.T) {
 	obs := Observation{Secrets: map[string]*corev1.Secret{
 		"c-system":        secret("c-system", map[string]string{"_operator": "op", "_replication": "re", "_probe": "pr", "_exporter": "ex"}),
 		"c-sentinel-auth": secret("c-sentinel-auth", map[string]string{"password": "se"}),
+		"c-backup-auth":   secret("c-backup-auth", map[string]string{"password": "ba"}),
 		"c-user-app":      secret("c-user-app", map[string]string{"username": "app", "password": "ap", "generation": "0"}),
 	}}
 	p := BuildPlan(testSpec(User{Name: "app"}), ns, metav1.OwnerReference{}, obs, time.Now(), counter())
 	assert.Empty(t, p.Create)
 	assert.Empty(t, p.Update)
 	us := usersOf(t, p.ACL)
-	for user, pw := range map[string]string{acl.Operator: "op", acl.Replication: "re", acl.Probe: "pr", acl.Exporter: "ex", acl.Sentinel: "se", "app": "ap"} {
+	for user, pw := range map[string]string{acl.Operator: "op", acl.Replication: "re", acl.Probe: "pr", acl.Exporter: "ex", acl.Sentinel: "se", acl.Backup: "ba", "app": "ap"} {
 		assert.Equal(t, []acl.Password{{Hash: acl.HashPassword(pw)}}, passwordsOf(us, user), user)
 	}
 }
@@ -184,6 +187,7 @@ func TestRotation(t *testing.T) {
 		"c-system":        secret("c-system", map[string]string{"_operator": "op", "_replication": "re", "_probe": "pr", "_exporter": "ex"}),
 		"c-sentinel-auth": secret("c-sentinel-auth", map[string]string{"password": "se"}),
 	}
+	base["c-backup-auth"] = secret("c-backup-auth", map[string]string{"password": "ba"})
 	obs := func(user *corev1.Secret) Observation {
 		m := map[string]*corev1.Secret{"c-user-app": user}
 		for k, v := range base {
@@ -274,7 +278,7 @@ func TestRefusals(t *testing.T) {
 	// controller need them, and the next pass only has to add F-acl
 	s := testSpec(User{Name: "ext", Secret: "mine", Key: "pw"})
 	p := BuildPlan(s, ns, metav1.OwnerReference{}, Observation{Secrets: map[string]*corev1.Secret{}}, time.Now(), counter())
-	assert.Len(t, p.Create, 2)
+	assert.Len(t, p.Create, 3)
 	assert.Nil(t, p.ACL)
 	// a generated Secret someone emptied is refused, never refilled with a new password
 	edited := secret("c-sentinel-auth", map[string]string{})
@@ -284,6 +288,23 @@ func TestRefusals(t *testing.T) {
 	for _, u := range p.Update {
 		assert.NotEqual(t, "c-sentinel-auth", u.Name)
 	}
+}
+
+// An upgrade from a release before _backup: F-system and F-sentinel-auth exist without it; the step creates
+// only F-backup-auth (F-system is never written again) and F-acl gains the _backup user.
+func TestUpgradeAddsTheBackupSecretOnly(t *testing.T) {
+	obs := Observation{Secrets: map[string]*corev1.Secret{
+		"c-system":        secret("c-system", map[string]string{"_operator": "op", "_replication": "re", "_probe": "pr", "_exporter": "ex"}),
+		"c-sentinel-auth": secret("c-sentinel-auth", map[string]string{"password": "se"}),
+	}}
+	p := BuildPlan(testSpec(), ns, metav1.OwnerReference{}, obs, time.Now(), counter())
+	require.Empty(t, p.Refused)
+	require.Len(t, p.Create, 1)
+	assert.Equal(t, "c-backup-auth", p.Create[0].Name)
+	assert.Empty(t, p.Update)
+	pw := string(p.Create[0].Data[BackupKey])
+	require.NotEmpty(t, pw)
+	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword(pw)}}, passwordsOf(usersOf(t, p.ACL), acl.Backup))
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -305,7 +326,7 @@ func TestRunCreatesThenConverges(t *testing.T) {
 	for i := range list.Items {
 		got[list.Items[i].Name] = &list.Items[i]
 	}
-	for _, n := range []string{"c-system", "c-sentinel-auth", "c-user-app", "c-acl"} {
+	for _, n := range []string{"c-system", "c-sentinel-auth", "c-backup-auth", "c-user-app", "c-acl"} {
 		require.Contains(t, got, n)
 		require.Len(t, got[n].OwnerReferences, 1, n)
 		assert.Equal(t, types.UID("uid-1"), got[n].OwnerReferences[0].UID, "%s is collected with the descriptor", n)

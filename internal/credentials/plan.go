@@ -23,7 +23,7 @@ type Observation struct {
 
 // Plan is what Apply writes, in this order: Create, Update, then ACL.
 type Plan struct {
-	// Create are generated Secrets that do not exist yet (F-system, F-sentinel-auth, F-user-<name>, the empty
+	// Create are generated Secrets that do not exist yet (F-system, F-sentinel-auth, F-backup-auth, F-user-<name>, the empty
 	// F-quorum-auth).
 	Create []*corev1.Secret
 	// Update are rotations and clean-ups of F-user-<name>, carrying the observed resourceVersion (a
@@ -51,6 +51,7 @@ func BuildPlan(s Spec, namespace string, owner metav1.OwnerReference, obs Observ
 		pw: map[string]string{}, prev: map[string]acl.Password{}}
 	b.system()
 	b.sentinel()
+	b.backup()
 	b.quorum()
 	for _, u := range s.Users {
 		if !u.System {
@@ -128,6 +129,21 @@ func (b *planner) sentinel() {
 		b.pw[acl.Sentinel] = v
 	} else {
 		b.edited(name, SentinelKey)
+	}
+}
+
+// backup creates F-backup-auth once (the _backup password) and never writes it again.
+func (b *planner) backup() {
+	name := b.spec.BackupSecret
+	s := b.obs.Secrets[name]
+	if s == nil {
+		s = b.newSecret(name, "", map[string][]byte{BackupKey: []byte(b.gen())})
+		b.plan.Create = append(b.plan.Create, s)
+	}
+	if v := string(s.Data[BackupKey]); v != "" {
+		b.pw[acl.Backup] = v
+	} else {
+		b.edited(name, BackupKey)
 	}
 }
 

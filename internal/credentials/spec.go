@@ -35,6 +35,8 @@ const SpecKey = "spec.json"
 const (
 	// SentinelKey holds the _sentinel password in F-sentinel-auth.
 	SentinelKey = "password"
+	// BackupKey holds the _backup password in F-backup-auth.
+	BackupKey = "password"
 	// UserKeyUsername, UserKeyPassword and UserKeyGeneration are always in F-user-<name>.
 	UserKeyUsername   = "username"
 	UserKeyPassword   = "password"
@@ -68,6 +70,10 @@ type Spec struct {
 	SystemSecret SecretRef `json:"systemSecret"`
 	// SentinelSecret is F-sentinel-auth (key SentinelKey), always generated.
 	SentinelSecret string `json:"sentinelSecret"`
+	// BackupSecret is F-backup-auth (key BackupKey): the _backup user's password, always generated, read only
+	// by the backup CronJob (charts/valkey backup.enabled). A Secret of its own, created when absent, so an
+	// upgrade from a release without _backup needs no new key in F-system (which is never written again).
+	BackupSecret string `json:"backupSecret"`
 	// ACLSecret is F-acl, written by this step.
 	ACLSecret string `json:"aclSecret"`
 	// QuorumSecret is F-quorum-auth when the quorum lives in another namespace (charts/valkey
@@ -118,7 +124,7 @@ func ParseSpec(b []byte) (Spec, error) {
 		return Spec{}, fmt.Errorf("%s: version %q, this valkey-sentinel-ctl reads %q (chart and controller image from different releases?)", SpecKey, s.Version, SpecVersion)
 	}
 	for what, n := range map[string]string{"instance": s.Instance, "owner": s.Owner, "systemSecret.name": s.SystemSecret.Name,
-		"sentinelSecret": s.SentinelSecret, "aclSecret": s.ACLSecret} {
+		"sentinelSecret": s.SentinelSecret, "backupSecret": s.BackupSecret, "aclSecret": s.ACLSecret} {
 		if !nameRE.MatchString(n) {
 			return Spec{}, fmt.Errorf("%s: %s %q is not a Kubernetes object name", SpecKey, what, n)
 		}
@@ -134,7 +140,7 @@ func ParseSpec(b []byte) (Spec, error) {
 		if u.System {
 			system[u.Name] = true
 			if u.Secret != "" || u.Generate || u.Generation != 0 {
-				return Spec{}, fmt.Errorf("%s: a system user's password lives in the system or Sentinel Secret, not in its own", where)
+				return Spec{}, fmt.Errorf("%s: a system user's password lives in the system, Sentinel or backup Secret, not in its own", where)
 			}
 		} else {
 			if !nameRE.MatchString(u.Secret) || u.Key == "" {
@@ -170,7 +176,7 @@ func ParseSpec(b []byte) (Spec, error) {
 	return s, nil
 }
 
-// SecretNames returns every Secret the spec names, sorted by first mention: the system, Sentinel and ACL
+// SecretNames returns every Secret the spec names, sorted by first mention: the system, Sentinel, backup and ACL
 // Secrets, then each customer's.
 func (s Spec) SecretNames() []string {
 	seen := map[string]bool{}
@@ -183,6 +189,7 @@ func (s Spec) SecretNames() []string {
 	}
 	add(s.SystemSecret.Name)
 	add(s.SentinelSecret)
+	add(s.BackupSecret)
 	add(s.ACLSecret)
 	add(s.QuorumSecret)
 	for _, u := range s.Users {

@@ -213,6 +213,7 @@ fit the controller's --selector flag (no empty In/NotIn values). Call with (dict
 */}}
 {{- define "PREFIX.checkSelector" -}}
 {{- $sel := .selector | default dict -}}
+{{- include "PREFIX.checkSelectorSelectsSome" . -}}
 {{- range $k, $_ := omit $sel "matchLabels" "matchExpressions" -}}
 {{- fail (printf "%s: %q is not a field of a label selector (matchLabels, matchExpressions); remove it" $.field $k) -}}
 {{- end -}}
@@ -622,7 +623,8 @@ PREFIX.checkNulls: fails on the first of paths (dotted keys whose default in val
 values no longer hold. Helm deletes a key given as null (`key: null`, `key: ~`, nothing after the colon, or
 --set key=null) together with the chart's default instead of keeping the default, so `enabled: null` would
 silently turn a feature off (Sentinel auth, the NetworkPolicy, the PDB, the controller, the preStop hook) and
-other keys would crash a template. Call with (dict "values" .Values "paths" (list ...)).
+other keys would crash a template. A key the chart added since is missing the same way after
+`helm upgrade --reuse-values`, which renders with the previous chart's defaults (e2e/upgrade_test.go). Call with (dict "values" .Values "paths" (list ...)).
 */}}
 {{- define "PREFIX.checkNulls" -}}
 {{- range $path := .paths -}}
@@ -632,7 +634,7 @@ other keys would crash a template. Call with (dict "values" .Values "paths" (lis
 {{- if kindIs "map" $v -}}
 {{- $seen = append $seen $k -}}
 {{- if or (not (hasKey $v $k)) (kindIs "invalid" (get $v $k)) -}}
-{{- fail (printf "%s: null (or nothing after the colon) deletes the chart's default instead of keeping it (Helm drops null values); give it a value, or delete the line to keep the default" (join "." $seen)) -}}
+{{- fail (printf "%s: null (or nothing after the colon) deletes the chart's default instead of keeping it (Helm drops null values); give it a value, or delete the line to keep the default; after helm upgrade --reuse-values (the previous chart's defaults, without this key) upgrade with -f VALUES or --reset-then-reuse-values" (join "." $seen)) -}}
 {{- end -}}
 {{- $v = get $v $k -}}
 {{- end -}}

@@ -118,7 +118,9 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 		if !qi.Resolved() {
 			continue
 		}
-		if qi.Instance.Quorum > 0 {
+		if qi.Instance.Quorum > len(w.Sentinels) {
+			d.Warnings = append(d.Warnings, qi.Instance.MonitorName+": "+QuorumAboveMessage(qi.Instance, w.Release, len(w.Sentinels)))
+		} else if qi.Instance.Quorum > 0 {
 			if msg := registration.QuorumWarning(qi.Instance.MonitorName, qi.Instance.Quorum, len(w.Sentinels)); msg != "" {
 				d.Warnings = append(d.Warnings, msg)
 			}

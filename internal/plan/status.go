@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
-	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -98,7 +97,12 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 		set(status.SentinelQuorumHealthy, status.Unknown, "NotMonitored", "")
 	case si == nil:
 		monitoredOK = false
-		set(status.Monitored, status.False, "NoSentinelSelects", "no Sentinel quorum has registered this instance (check instanceLabels and the quorum's valkeySelector)")
+		if ms := QuorumMismatches(in, w.NamedQuorum); len(ms) > 0 {
+			// the quorum it names is missing or cannot monitor it: say which and why, naming both releases
+			set(status.Monitored, status.False, ms[0].Reason, MismatchMessages(ms))
+		} else {
+			set(status.Monitored, status.False, "NoSentinelSelects", "no Sentinel quorum has registered this instance (check instanceLabels and the quorum's valkeySelector)")
+		}
 		set(status.SentinelQuorumHealthy, status.Unknown, "NotMonitored", "")
 	default:
 		st.Monitoring.MonitoredBy = si.SentinelRelease
@@ -114,8 +118,7 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 		case in.Quorum > len(si.Hosts):
 			// a configuration error, not a passing outage: failover can never be agreed, so not Ready
 			monitoredOK = false
-			set(status.SentinelQuorumHealthy, status.False, "QuorumAboveSentinels",
-				registration.QuorumWarning(in.MonitorName, in.Quorum, len(si.Hosts))+"; lower sentinel.quorum")
+			set(status.SentinelQuorumHealthy, status.False, ReasonQuorumAboveSentinels, QuorumAboveMessage(in, si.SentinelRelease, len(si.Hosts)))
 		case w.Quorum.OK:
 			set(status.SentinelQuorumHealthy, status.True, "QuorumOK", w.Quorum.Message)
 		default:

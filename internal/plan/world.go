@@ -40,6 +40,9 @@ type World struct {
 	// did (then Quorum.Message says why).
 	Quorum      valkey.Quorum
 	QuorumAsked bool
+	// NamedQuorum is the quorum document of the Sentinel release the descriptor names (sentinelRelease), for
+	// the cross-release checks (QuorumMismatches); zero when the instance is not monitored.
+	NamedQuorum QuorumSide
 }
 
 // Node is one data node: its pod (from the informer cache), its StatefulSet and INFO replication.

@@ -13,7 +13,7 @@ import (
 
 // QuorumVersion is the "<major>.<minor>" of the quorum document this build reads and charts/valkey-sentinel
 // writes; a document of a newer major version is refused.
-const QuorumVersion = "1.0"
+const QuorumVersion = "1.1"
 
 // Quorum is the document charts/valkey-sentinel publishes in ConfigMap S-quorum, key quorum.json, the way
 // charts/valkey publishes its nodes in the descriptor: the quorum's Sentinels, by stable FQDN, for every
@@ -31,6 +31,15 @@ type Quorum struct {
 	// Hosts are the Sentinels' FQDNs S-i.S-headless.NS.svc.D, index = pod ordinal. A host that carries its
 	// own port ("localhost:26380") keeps it (tests on loopback).
 	Hosts []string `json:"hosts"`
+	// Selector is the quorum's valkeySelector as a label selector string (the controller's --selector; an
+	// empty string selects nothing); nil in a document before 1.1. Informational: instance controllers read
+	// it to say why the quorum their instance names does not select it (plan.QuorumMismatches); the sentinel
+	// controller selects with its flag.
+	Selector *string `json:"valkeySelector,omitempty"`
+	// ControllerServiceAccount is the ServiceAccount the quorum's controller runs as (the chart's
+	// controller.serviceAccountName; "" in a document before 1.1): an instance grants monitoring to exactly
+	// one (its sentinelGrant), and instance controllers read it to say when the two differ.
+	ControllerServiceAccount string `json:"controllerServiceAccount,omitempty"`
 	// Unknown lists fields of the parsed document this build does not know (reported, not refused).
 	Unknown []string `json:"-"`
 }

@@ -165,6 +165,22 @@ func (w *Writer) Finish() {
 	<-w.done
 }
 
+// WaitAckedSince polls until a write that started at since or later was acknowledged: with since the writer's
+// start, it has found the primary; with since the moment the primary moved, it writes to the new one. The test
+// fails after timeout.
+func (w *Writer) WaitAckedSince(t testing.TB, since time.Time, timeout time.Duration) {
+	t.Helper()
+	valkeytest.Eventually(t, timeout, 10*time.Millisecond, "a write acknowledged since "+since.Format(time.StampMilli), func() error {
+		evs := w.Events()
+		for i := len(evs) - 1; i >= 0 && !evs[i].Start.Before(since); i-- {
+			if evs[i].OK {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d attempts, none acknowledged since", len(evs))
+	})
+}
+
 // Events returns the attempts so far.
 func (w *Writer) Events() []WriteEvent {
 	w.mu.Lock()

@@ -258,7 +258,7 @@ func TestSwitchPrimarySubscription(t *testing.T) {
 			}
 		})
 	}()
-	time.Sleep(200 * time.Millisecond) // let SUBSCRIBE reach the server before the event
+	top.Sentinels[0].WaitSubscribers(1, 5*time.Second) // SUBSCRIBE reached the server before the event
 	require.NoError(t, top.Sentinels[0].Client(valkey.Options{}).SentinelFailover(ctx, "vk"))
 	select {
 	case sp := <-got:

@@ -94,7 +94,13 @@ func (e Engine) loader() string { return filepath.Join(e.Root, "lib64", "ld-linu
 // Command returns a command that runs the engine's program prog (Server, Sentinel or CLI) with args. Under a
 // root filesystem it is that root's dynamic loader with --library-path set to the root's libraries; the
 // program still sees its own path as argv[0], so valkey's sentinel mode (chosen by the program name) works.
+//
+// Under -short (make quick: pure tests only) it panics: a test that starts an engine must call Require first,
+// which skips it there.
 func (e Engine) Command(prog string, args ...string) *exec.Cmd {
+	if testing.Short() {
+		panic("valkeytest: " + e.String() + " " + prog + " started under -short; the test must call Require (which skips it) first")
+	}
 	p, err := e.path(prog)
 	if err != nil {
 		p = prog // let exec report the missing program
@@ -128,9 +134,13 @@ func Unavailable(t testing.TB, msg string) {
 }
 
 // Require fails the test under CI=true, and skips it elsewhere or under VALKEYTEST_NO_ENGINES=1, when the
-// engine's binaries are missing (or VALKEYTEST_ENGINE names no engine).
+// engine's binaries are missing (or VALKEYTEST_ENGINE names no engine). Under -short (make quick: pure tests
+// only) it always skips: the test starts engine processes.
 func Require(t testing.TB, e Engine) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts " + e.String() + " processes: skipped under -short (make quick runs pure tests only)")
+	}
 	fail := func(msg string) {
 		t.Helper()
 		Unavailable(t, msg)

@@ -131,7 +131,7 @@ func TestFaultLinksKeepSentinelsView(t *testing.T) {
 	t.Logf("replication lag through a 400 ms link: %s", lag.Round(time.Millisecond))
 
 	// Sentinel reconfigures a replica with a foreign primary address after failover-timeout (3 s here)
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // an observation window (no +fix-slave-config within it), not a wait
 	assert.NotContains(t, top.Sentinels[0].Logs(), "+fix-slave-config", "Sentinel sees a consistent replica")
 	reps, err := top.Sentinels[0].Client(valkey.Options{}).SentinelReplicas(ctx, top.Cfg.MonitorName)
 	require.NoError(t, err)

@@ -39,6 +39,9 @@ var (
 // table and the owner match, and "localhost" resolving to 127.0.0.1 only (the rules match 127.0.0.1).
 func RequireFaults(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("injects faults with iptables: skipped under -short (make quick runs pure tests only)")
+	}
 	faultsOnce.Do(func() { faultsErr = checkFaults() })
 	if faultsErr != nil {
 		Unavailable(t, "fault injection unavailable: "+faultsErr.Error())

@@ -14,6 +14,7 @@ package valkeytest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -353,6 +354,37 @@ func (p *Proc) CLI(user, password string, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return strings.TrimSpace(out.String()), err
+}
+
+// WaitSubscribers polls CLIENT LIST until at least n clients of the process are subscribed to a channel or a
+// pattern (fields sub, psub: Sentinel has no PUBSUB command), so a SUBSCRIBE sent from another goroutine has
+// reached it before the test makes the event; the test fails after timeout.
+func (p *Proc) WaitSubscribers(n int, timeout time.Duration) {
+	p.t.Helper()
+	c := p.Client(valkey.Options{})
+	Eventually(p.t, timeout, 10*time.Millisecond, fmt.Sprintf("%d subscribed clients on %s", n, p.Addr()), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		reply, err := c.Command(ctx, "CLIENT", "LIST")
+		if err != nil {
+			return fmt.Errorf("CLIENT LIST: %w", err)
+		}
+		list, _ := reply.(string)
+		got := 0
+		for _, line := range strings.Split(list, "\n") {
+			for _, f := range strings.Fields(line) {
+				k, v, _ := strings.Cut(f, "=")
+				if (k == "sub" || k == "psub") && v != "0" {
+					got++
+					break
+				}
+			}
+		}
+		if got < n {
+			return fmt.Errorf("%d subscribed", got)
+		}
+		return nil
+	})
 }
 
 // Eventually polls fn every interval until it returns nil or timeout passes, then fails the test with the

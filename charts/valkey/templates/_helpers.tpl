@@ -393,6 +393,8 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
   _probe        readiness probe (valkey-cli with REDISCLI_AUTH): PING and INFO only.
   _exporter     metrics: stats only, no key access (no ~pattern), no CONFIG at all (GET would read masterauth;
                 the exporter runs with --config-command=-).
+  _backup       backup CronJob: INFO to find a replica, then `valkey-cli --rdb` (REPLCONF, SYNC) against it;
+                its password lives in F-backup-auth, mounted only into the backup Job.
 */}}
 {{- define "valkey.systemUserRules" -}}
 {{- toJson (list
@@ -401,6 +403,7 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
   (list "_sentinel" "&__sentinel__:hello +multi +exec +ping +info +role +replicaof +slaveof +config|rewrite +client|setname +client|kill +script|kill +publish +subscribe +failover")
   (list "_probe" "+ping +info")
   (list "_exporter" "+hello +ping +info +client|list +slowlog|get +slowlog|len +latency|latest")
+  (list "_backup" "+ping +info +replconf +sync")
 ) -}}
 {{- end -}}
 
@@ -480,7 +483,7 @@ are identical).
 {{- end -}}
 {{- $spec := dict "version" "1" "instance" $F "owner" (printf "%s-instance" $F)
   "systemSecret" (dict "name" (include "valkey.systemSecretName" .) "generate" (not .Values.auth.existingSecret))
-  "sentinelSecret" (printf "%s-sentinel-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users -}}
+  "sentinelSecret" (printf "%s-sentinel-auth" $F) "backupSecret" (printf "%s-backup-auth" $F) "aclSecret" (printf "%s-acl" $F) "users" $users -}}
 {{- if and (eq .Values.failover.mode "Sentinel") (eq (include "valkey.crossNamespaceQuorum" .) "true") -}}
 {{- $_ := set $spec "quorumSecret" (include "valkey.quorumSecret" .) -}}
 {{- end -}}
@@ -490,7 +493,7 @@ are identical).
 {{/* Secrets the credentials Job reads: the system, Sentinel and ACL Secrets and every customer's (JSON list). */}}
 {{- define "valkey.credentialSecrets" -}}
 {{- $F := include "valkey.fullname" . -}}
-{{- $out := list (include "valkey.systemSecretName" .) (printf "%s-sentinel-auth" $F) (printf "%s-acl" $F) -}}
+{{- $out := list (include "valkey.systemSecretName" .) (printf "%s-sentinel-auth" $F) (printf "%s-backup-auth" $F) (printf "%s-acl" $F) -}}
 {{- if and (eq .Values.failover.mode "Sentinel") (eq (include "valkey.crossNamespaceQuorum" .) "true") -}}
 {{- $out = append $out (include "valkey.quorumSecret" .) -}}
 {{- end -}}
@@ -526,6 +529,9 @@ service.replicas.annotations service.replicas.loadBalancerSourceRanges service.r
 service.headless.annotations service.headless.extraPorts allowedSources networkPolicy.enabled
 networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
 networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
+backup.enabled backup.schedule backup.retention backup.persistentVolumeClaim backup.overdueSeconds
+backup.activeDeadlineSeconds backup.resources.limits.cpu backup.resources.limits.memory
+restoreFrom.persistentVolumeClaim restoreFrom.file
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
 probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
@@ -586,6 +592,42 @@ template renders, so Helm reports every refusal there.
 {{- include "valkey.validatePodKnobs" . -}}
 {{- include "valkey.validateDiagnosticMode" . -}}
 {{- include "valkey.validateImmutable" . -}}
+{{- include "valkey.validateBackup" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* backup and restoreFrom (README "Backups and restore"): what the CronJob and node 0's restore step need. */}}
+{{- define "valkey.validateBackup" -}}
+{{- $b := .Values.backup -}}
+{{- if $b.enabled -}}
+{{- if not $b.persistentVolumeClaim -}}
+{{- fail "backup.persistentVolumeClaim: required with backup.enabled; name an existing PVC of this namespace that the backups are written to" -}}
+{{- end -}}
+{{- if lt (int .Values.replicas) 1 -}}
+{{- fail "backup.enabled: needs replicas >= 1: a backup is taken from a replica, never from the primary" -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- fail "backup.enabled: not supported with tls.enabled yet (the snapshot client does not speak TLS); disable one of them" -}}
+{{- end -}}
+{{- if not (regexMatch "^\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\\S+(\\s+\\S+){4})\\s*$" $b.schedule) -}}
+{{- fail (printf "backup.schedule: %q is not a cron schedule (five fields, e.g. \"0 3 * * *\", or @daily)" $b.schedule) -}}
+{{- end -}}
+{{- end -}}
+{{- $r := .Values.restoreFrom -}}
+{{- if and $r.file (not $r.persistentVolumeClaim) -}}
+{{- fail "restoreFrom.persistentVolumeClaim: required with restoreFrom.file; name the PVC of this namespace that holds the backup" -}}
+{{- end -}}
+{{- if and $r.persistentVolumeClaim (not $r.file) -}}
+{{- fail "restoreFrom.file: required with restoreFrom.persistentVolumeClaim; name the backup file on it (<fullname>-<timestamp>.rdb)" -}}
+{{- end -}}
+{{- if $r.file -}}
+{{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$" $r.file) -}}
+{{- fail (printf "restoreFrom.file: %q is not a file name on the volume (letters, digits, '.', '_' and '-', no directories); for example cache-valkey-20261203T030000Z.rdb" $r.file) -}}
+{{- end -}}
+{{- $s := include "valkey.sizing" . | fromJson -}}
+{{- if not $s.persistence -}}
+{{- fail "restoreFrom: needs persistence.enabled: without a volume, node 0 would lose the restored data on its next restart and load the backup again" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -628,6 +670,10 @@ template renders, so Helm reports every refusal there.
   (list "controller.image.digest" .Values.controller.image.digest "imageDigest" "sha256:<64 hex digits>")
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
+  (list "backup.persistentVolumeClaim" .Values.backup.persistentVolumeClaim "dnsName" "valkey-backups")
+  (list "backup.resources.limits.cpu" .Values.backup.resources.limits.cpu "cpu" "250m")
+  (list "backup.resources.limits.memory" .Values.backup.resources.limits.memory "quantity" "128Mi")
+  (list "restoreFrom.persistentVolumeClaim" .Values.restoreFrom.persistentVolumeClaim "dnsName" "valkey-backups")
 -}}
 {{- if not (kindIs "string" .Values.engineVersion) -}}
 {{- /* engineVersion: 8.0 unquoted is the number 8: checkFormat names that YAML trap */ -}}

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/backup"
+	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// BackupOptions are the flags of `backup`.
+type BackupOptions struct {
+	InstanceFile string
+	PasswordFile string
+	Dir          string
+	Retention    int
+	CLI          string
+	Timeout      time.Duration
+	// TerminationLog receives the one-line reason of a failure (the Job pod's terminationMessagePath).
+	TerminationLog string
+}
+
+// Validate checks the options.
+func (o *BackupOptions) Validate() error {
+	if o.InstanceFile == "" || o.PasswordFile == "" || o.Dir == "" || o.CLI == "" {
+		return errors.New("--instance-file, --password-file, --dir and --cli are required")
+	}
+	if o.Retention < 1 {
+		return fmt.Errorf("--retention %d: keep at least 1", o.Retention)
+	}
+	if o.Timeout <= 0 {
+		return errors.New("--timeout must be > 0")
+	}
+	return nil
+}
+
+func newBackupCmd() *cobra.Command {
+	o := &BackupOptions{}
+	cmd := &cobra.Command{
+		Use:   "backup",
+		Short: "take an RDB snapshot of the instance from a replica into a directory (the backup CronJob)",
+		Long: `backup runs in the backup CronJob's pod (charts/valkey backup.enabled). It finds a replica of the instance
+whose link to the primary is up (never the primary), runs --cli --rdb against it as the _backup user, checks the
+snapshot's RDB header, writes <instance>-<UTC timestamp>.rdb and <same>.rdb.json (engine and version, RDB version,
+size, sha256, replication id and offset, start, end, duration) into --dir, and removes the oldest backups of this
+instance beyond --retention. A failure logs why, writes the reason to --termination-log and exits 1; the target
+is left as it was (no partial file). See internal/backup.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			err := o.run(cmd)
+			if err != nil {
+				writeTermination(o.TerminationLog, "backup failed: "+err.Error())
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.InstanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor (the nodes)")
+	f.StringVar(&o.PasswordFile, "password-file", "/etc/valkey-ha/backup-auth/password", "the _backup user's password")
+	f.StringVar(&o.Dir, "dir", "/backup", "target directory (the backup volume)")
+	f.IntVar(&o.Retention, "retention", 7, "backups of this instance to keep")
+	f.StringVar(&o.CLI, "cli", "valkey-cli", "the engine's command-line client (valkey-cli or redis-cli)")
+	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on finding a replica (the snapshot itself is bounded by the Job's activeDeadlineSeconds)")
+	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a failure's reason is written")
+	return cmd
+}
+
+func (o *BackupOptions) run(cmd *cobra.Command) error {
+	log := slog.Default()
+	b, err := os.ReadFile(o.InstanceFile)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", o.InstanceFile, err)
+	}
+	in, err := spec.ParseInstance(b)
+	if err != nil {
+		return err
+	}
+	pw, err := os.ReadFile(o.PasswordFile)
+	if err != nil {
+		return fmt.Errorf("read the _backup password: %w", err)
+	}
+	opts := valkey.Options{Username: acl.Backup, Password: strings.TrimSpace(string(pw)), RESP2: true}
+	if in.TLS.Enabled {
+		return errors.New("backup of a TLS instance is not supported yet (the chart refuses backup.enabled with tls.enabled)")
+	}
+	ctx := cmd.Context()
+	res, err := backup.Snapshot(ctx, backup.SnapshotOptions{Instance: in.Name, Nodes: in.NodeAddrs(), Client: opts, Dir: o.Dir,
+		Retention: o.Retention, CLI: func(args ...string) *exec.Cmd { return exec.CommandContext(ctx, o.CLI, args...) }})
+	if err != nil {
+		log.Error("backup failed", "instance", in.Name, "dir", o.Dir, "err", err)
+		return err
+	}
+	m := res.Meta
+	log.Info("backup taken", "instance", in.Name, "file", filepath.Join(o.Dir, m.File), "node", m.Node, "engine", m.Engine,
+		"engineVersion", m.EngineVersion, "rdbVersion", m.RDBVersion, "bytes", m.Size, "sha256", m.SHA256, "replOffset", m.ReplOffset,
+		"durationSeconds", m.DurationSeconds, "pruned", res.Pruned)
+	return nil
+}
+
+// RestoreOptions are the flags of `restore`.
+type RestoreOptions struct {
+	From           string
+	DataDir        string
+	ConfigTemplate string
+	Server         string
+	TerminationLog string
+}
+
+func newRestoreCmd() *cobra.Command {
+	o := &RestoreOptions{}
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "fill an empty data directory with a backup before the server starts (restoreFrom, node 0 only)",
+		Long: `restore runs as an init container of node 0 of an instance installed with restoreFrom. When the data
+directory is empty and was never restored, it checks the backup (sha256 and size against its metadata file,
+the RDB header, the RDB version against what --server reads) and writes it as the RDB file and, with
+appendonly on (persistence), as the base of a new AOF, so the server starts with that data and the boot step
+sees this node as the one with the newest data (the other nodes start empty and replicate from it). A
+directory that holds data is never touched. A refusal writes "start refused: <reason>" to --termination-log
+(the instance controller's StartRefused Event) and exits 1.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.From == "" || o.DataDir == "" || o.ConfigTemplate == "" {
+				return errors.New("--from, --data-dir and --config-template are required")
+			}
+			err := o.run()
+			if err != nil {
+				slog.Error("restore refused", "from", o.From, "err", err)
+				writeTermination(o.TerminationLog, contract.StartRefusedPrefix+err.Error())
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.From, "from", "", "the backup file (on the mounted restore volume)")
+	f.StringVar(&o.DataDir, "data-dir", "/data", "the node's data directory")
+	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "the server config (appendonly, dbfilename, appenddirname)")
+	f.StringVar(&o.Server, "server", "valkey-server", "the server program (its --version decides which RDB versions it reads)")
+	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a refusal's reason is written")
+	return cmd
+}
+
+func (o *RestoreOptions) run() error {
+	conf, err := os.ReadFile(o.ConfigTemplate)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", o.ConfigTemplate, err)
+	}
+	version, err := exec.Command(o.Server, "--version").Output()
+	if err != nil {
+		slog.Warn("restore: server version unknown; the RDB version is left to the server", "server", o.Server, "err", err)
+	}
+	res, err := backup.Restore(backup.RestoreOptions{From: o.From, DataDir: o.DataDir, Files: bootstrap.ParseServerFiles(string(conf)),
+		ServerVersion: string(version)})
+	if err != nil {
+		return fmt.Errorf("restoreFrom: %w", err)
+	}
+	if res.Skipped != "" {
+		slog.Info("restore skipped", "from", o.From, "reason", res.Skipped)
+		return nil
+	}
+	slog.Info("restored", "from", o.From, "dataDir", o.DataDir, "engine", res.Meta.Engine, "engineVersion", res.Meta.EngineVersion,
+		"bytes", res.Meta.Size, "sha256", res.Meta.SHA256, "replOffset", res.Meta.ReplOffset)
+	return nil
+}
+
+// writeTermination writes msg (at most 4 KiB, the kubelet's limit) to path; errors are ignored (a missing
+// termination log must not hide the failure itself).
+func writeTermination(path, msg string) {
+	if path == "" {
+		return
+	}
+	if len(msg) > 4000 {
+		msg = msg[:4000]
+	}
+	_ = os.WriteFile(path, []byte(msg), 0o644)
+}
