@@ -349,10 +349,11 @@ metrics:
       - record: valkey:commands:rate5m
         expr: sum by (namespace, pod) (rate(redis_commands_processed_total[5m]))
 `
-	for chart, base := range observabilityValues {
+	for chart := range observabilityValues {
 		t.Run(chart, func(t *testing.T) {
-			groups := ruleGroups(t, decode(t, mustRender(t, chart, base, renderOpts{}))) // the chart's own
-			withExtra := ruleGroups(t, decode(t, mustRender(t, chart, "controller: {serviceMonitor: {enabled: true}}\n"+extra)))
+			own := "controller: {serviceMonitor: {enabled: true}}\n" + extra
+			groups := ruleGroups(t, decode(t, mustRender(t, chart, own[:strings.Index(own, "    additionalRules:")]))) // the chart's own
+			withExtra := ruleGroups(t, decode(t, mustRender(t, chart, own)))
 			require.Len(t, withExtra, len(groups)+1)
 			assert.Equal(t, groups, withExtra[:len(groups)], "the chart's groups are unchanged")
 			g := withExtra[len(groups)].(map[string]any)
