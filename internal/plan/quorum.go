@@ -110,23 +110,29 @@ func checkRemove(w QuorumWorld, s Step) string {
 	return ""
 }
 
+// monitoredInstance returns the selected, resolved instance whose monitor step s acts on, or nil and the
+// refusal: the descriptors could not be listed, or no such instance.
+func monitoredInstance(w QuorumWorld, s Step) (*QuorumInstance, string) {
+	if w.DescriptorsErr != "" {
+		return nil, refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
+	}
+	for i := range w.Instances {
+		if w.Instances[i].Resolved() && w.Instances[i].Instance.MonitorName == s.Monitor {
+			return &w.Instances[i], ""
+		}
+	}
+	return nil, refuse(s, "monitor %s belongs to no selected instance that resolved", s.Monitor)
+}
+
 // checkRestore vets a SENTINEL REMOVE + MONITOR that replaces a foreign primary (issue 25): the monitor is a
 // selected, resolved instance's; its target is one of the instance's nodes and was observed this pass as
 // primary with connected replicas (never guessed from the Sentinels); the Sentinel was observed naming an
 // address that is not a node; and no Sentinel runs a failover of the monitor (Sentinel may be moving the
 // primary back to a node itself: its failover goes first).
 func checkRestore(w QuorumWorld, s Step) string {
-	if w.DescriptorsErr != "" {
-		return refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
-	}
-	var qi *QuorumInstance
-	for i := range w.Instances {
-		if w.Instances[i].Resolved() && w.Instances[i].Instance.MonitorName == s.Monitor {
-			qi = &w.Instances[i]
-		}
-	}
+	qi, why := monitoredInstance(w, s)
 	if qi == nil {
-		return refuse(s, "monitor %s belongs to no selected instance that resolved", s.Monitor)
+		return why
 	}
 	own := qi.Instance.NodeAddrs()
 	host, portStr, err := net.SplitHostPort(s.Sentinel)
@@ -167,17 +173,9 @@ func checkRestore(w QuorumWorld, s Step) string {
 // (registration.Stuck: no Sentinel fails the monitor over, the majority healthy at one config epoch, the
 // Sentinel's own epoch no newer).
 func checkRealign(w QuorumWorld, s Step) string {
-	if w.DescriptorsErr != "" {
-		return refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
-	}
-	var qi *QuorumInstance
-	for i := range w.Instances {
-		if w.Instances[i].Resolved() && w.Instances[i].Instance.MonitorName == s.Monitor {
-			qi = &w.Instances[i]
-		}
-	}
+	qi, why := monitoredInstance(w, s)
 	if qi == nil {
-		return refuse(s, "monitor %s belongs to no selected instance that resolved", s.Monitor)
+		return why
 	}
 	if !qi.Want.PrimaryObserved || !spec.OwnNode([]string{s.Sentinel}, qi.Want.PrimaryHost, qi.Want.PrimaryPort) {
 		return refuse(s, "%s was not observed as the primary (role master with connected replicas) this pass", s.Sentinel)
