@@ -1144,7 +1144,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- end -}}
 {{- range $i, $u := .Values.users -}}
 {{- if or (eq $u.name "default") (hasPrefix "_" $u.name) -}}
-{{- fail (printf "users[%d].name: %q is reserved: `default` is always off and names starting with _ belong to the system users (_operator, _replication, _sentinel, _probe, _exporter); choose another name" $i $u.name) -}}
+{{- fail (printf "users[%d].name: %q is reserved: `default` is always off and names starting with _ belong to the system users (_operator, _replication, _sentinel, _probe, _exporter, _backup); choose another name" $i $u.name) -}}
 {{- end -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9.]{0,30}[a-z0-9])?$" $u.name) -}}
 {{- fail (printf "users[%d].name: %q is not a user name: at most 32 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; for example app" $i $u.name) -}}
