@@ -583,6 +583,21 @@ func (c *SentinelController) applyQuorum(ctx context.Context, w plan.QuorumWorld
 }
 
 // applyAction runs one MONITOR (+SET), SET or REMOVE on one Sentinel and records the credentials applied.
+// reregister replaces a Sentinel's monitor a.Name with one at a.Host:a.Port (SENTINEL REMOVE, MONITOR, then SET
+// of kv, the instance's credentials and settings): the restore of a foreign primary and the realignment of a
+// stuck Sentinel. A failed REMOVE or MONITOR drops the pooled connection; errors name the command.
+func (c *SentinelController) reregister(ctx context.Context, cl *valkey.Client, a registration.Action, kv []string) error {
+	if err := cl.SentinelRemove(ctx, a.Name); err != nil {
+		c.pool.drop(a.Addr)
+		return err
+	}
+	if err := cl.SentinelMonitor(ctx, a.Name, a.Host, a.Port, a.Quorum); err != nil {
+		c.pool.drop(a.Addr)
+		return err
+	}
+	return cl.SentinelSet(ctx, a.Name, kv...)
+}
+
 func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld, a registration.Action, descs map[string]*corev1.ConfigMap) error {
 	cl, err := c.pool.get(ctx, a.Addr, c.sentinelOpts(w.TLS))
 	if err != nil {
@@ -612,15 +627,7 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 	case registration.Restore:
 		// issue 25: the Sentinel names a primary that is not a node of the instance; forget it and register
 		// the observed primary again, with the instance's credentials and settings
-		if err := cl.SentinelRemove(ctx, a.Name); err != nil {
-			c.pool.drop(a.Addr)
-			return err
-		}
-		if err := cl.SentinelMonitor(ctx, a.Name, a.Host, a.Port, a.Quorum); err != nil {
-			c.pool.drop(a.Addr)
-			return err
-		}
-		if err := cl.SentinelSet(ctx, a.Name, kv...); err != nil {
+		if err := c.reregister(ctx, cl, a, kv); err != nil {
 			return err
 		}
 		c.metrics.ForeignRestores.WithLabelValues(c.opts.Namespace+"/"+c.opts.Release, a.Name).Inc()
@@ -630,15 +637,7 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 	case registration.Realign:
 		// issue 24: the Sentinel is stuck on a stale primary (registration.Stuck); forget it and register the
 		// primary its peers name again (its next hello from them gives it their config epoch)
-		if err := cl.SentinelRemove(ctx, a.Name); err != nil {
-			c.pool.drop(a.Addr)
-			return err
-		}
-		if err := cl.SentinelMonitor(ctx, a.Name, a.Host, a.Port, a.Quorum); err != nil {
-			c.pool.drop(a.Addr)
-			return err
-		}
-		if err := cl.SentinelSet(ctx, a.Name, kv...); err != nil {
+		if err := c.reregister(ctx, cl, a, kv); err != nil {
 			return err
 		}
 		c.metrics.Registrations.WithLabelValues(a.Name).Inc()
