@@ -624,6 +624,12 @@ template renders, so Helm reports every refusal there.
 {{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$" $r.file) -}}
 {{- fail (printf "restoreFrom.file: %q is not a file name on the volume (letters, digits, '.', '_' and '-', no directories); for example cache-valkey-20261203T030000Z.rdb" $r.file) -}}
 {{- end -}}
+{{- if hasSuffix ".rdb.json" $r.file -}}
+{{- fail (printf "restoreFrom.file: %q is the backup's metadata file; name the snapshot beside it, %s" $r.file (trimSuffix ".json" $r.file)) -}}
+{{- end -}}
+{{- if not (hasSuffix ".rdb" $r.file) -}}
+{{- fail (printf "restoreFrom.file: %q names no RDB snapshot (a directory or another file cannot be restored); name the .rdb file itself, for example cache-valkey-20261203T030000Z.rdb" $r.file) -}}
+{{- end -}}
 {{- $s := include "valkey.sizing" . | fromJson -}}
 {{- if not $s.persistence -}}
 {{- fail "restoreFrom: needs persistence.enabled: without a volume, node 0 would lose the restored data on its next restart and load the backup again" -}}
