@@ -573,6 +573,7 @@ template renders, so Helm reports every refusal there.
 {{- define "valkey.validate" -}}
 {{- if not (hasKey . "_valkeyHAValidated") -}}
 {{- $_ := set . "_valkeyHAValidated" true -}}
+{{- include "valkey.checkKeys" (dict "v" .Values "n" (include "valkey.knownKeys" . | fromJson) "p" "") -}}
 {{- include "valkey.checkNulls" (dict "values" .Values "paths" (regexSplit "\\s+" (trim (include "valkey.defaultedValues" .)) -1)) -}}
 {{- include "valkey.validateFormats" . -}}
 {{- include "valkey.validateNames" . -}}

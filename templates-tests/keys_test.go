@@ -1,0 +1,149 @@
+package templatestests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Unknown keys (issue 27): Helm checks values.schema.json before any template and prints only "at '/sentinel':
+// additional properties 'quorm' not allowed", with no way to add the fix. So the schemas check types and leave
+// objects open, and each chart refuses an unknown key itself (X.checkKeys in _directives.tpl) from the keys the
+// schema lists, generated into templates/_keys.tpl, naming the path and the nearest known key.
+
+// keyNode is a node of the generated tree: K for an object with exactly these keys, I for a list of such
+// objects, neither for anything else (a value, or a free-form map or list).
+type keyNode struct {
+	K map[string]*keyNode `json:"k,omitempty"`
+	I *keyNode            `json:"i,omitempty"`
+}
+
+// knownKeys builds the tree from a schema node: an object with properties is closed unless its
+// additionalProperties says otherwise (true, or a schema for the values of a free-form map).
+func knownKeys(s map[string]any) *keyNode {
+	if props, ok := s["properties"].(map[string]any); ok {
+		if _, open := s["additionalProperties"]; !open {
+			n := &keyNode{K: map[string]*keyNode{}}
+			for k, v := range props {
+				n.K[k] = knownKeys(v.(map[string]any))
+			}
+			return n
+		}
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		if c := knownKeys(items); c.K != nil || c.I != nil {
+			return &keyNode{I: c}
+		}
+	}
+	return &keyNode{}
+}
+
+const keysHeader = `{{/* GENERATED from values.schema.json by ` + "`go test ./templates-tests -run TestKnownKeysGenerated -update`" + `; do not edit.
+The keys the chart knows, for %s.checkKeys (_directives.tpl). */}}
+{{- define "%s.knownKeys" -}}
+`
+
+func keysTemplate(t *testing.T, chart string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartPath(chart), "values.schema.json"))
+	require.NoError(t, err)
+	var s map[string]any
+	require.NoError(t, json.Unmarshal(b, &s))
+	j, err := json.Marshal(knownKeys(s))
+	require.NoError(t, err)
+	p := prefixOf(chart)
+	return strings.ReplaceAll(keysHeader, "%s", p) + string(j) + "\n{{- end -}}\n"
+}
+
+func prefixOf(chart string) string {
+	if chart == "valkey" {
+		return "valkey"
+	}
+	return "vs"
+}
+
+// TestKnownKeysGenerated: templates/_keys.tpl is what the schema lists, and the schema closes no object itself
+// (an "additionalProperties": false would make Helm refuse the key first, with its generic message).
+func TestKnownKeysGenerated(t *testing.T) {
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		t.Run(chart, func(t *testing.T) {
+			schema, err := os.ReadFile(filepath.Join(chartPath(chart), "values.schema.json"))
+			require.NoError(t, err)
+			assert.NotRegexp(t, `"additionalProperties":\s*false`, string(schema),
+				"an object with properties is closed by %s.checkKeys; say additionalProperties: true for a free-form one", prefixOf(chart))
+			path := filepath.Join(chartPath(chart), "templates", "_keys.tpl")
+			want := keysTemplate(t, chart)
+			if *updateGolden {
+				require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
+			}
+			got, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, want, string(got), "rerun with -update after changing values.schema.json")
+		})
+	}
+}
+
+// TestCheckKeysSameInBothCharts: the walker is one piece of template text, with the chart's prefix.
+func TestCheckKeysSameInBothCharts(t *testing.T) {
+	re := regexp.MustCompile(`(?s)\n\{\{/\*\n(?:valkey|vs)\.checkKeys:.*?\{\{- define "(?:valkey|vs)\.editDistance" -\}\}.*?\n\{\{- end -\}\}\n`)
+	var blocks []string
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		b, err := os.ReadFile(filepath.Join(chartPath(chart), "templates", "_directives.tpl"))
+		require.NoError(t, err)
+		m := re.FindString(string(b))
+		require.NotEmpty(t, m, chart)
+		blocks = append(blocks, strings.ReplaceAll(m, prefixOf(chart)+".", "X."))
+	}
+	assert.Equal(t, blocks[0], blocks[1])
+}
+
+// TestUnknownKeyNamesFieldAndFix: a typo used to get Helm's "at '/sentinel': additional properties 'quorm' not
+// allowed" (measured before this change, for every row); now the refusal names the path and the fix. Free-form
+// maps and lists (global, labels, annotations, extra*) keep any key.
+func TestUnknownKeyNamesFieldAndFix(t *testing.T) {
+	refused := []struct{ chart, values, want string }{
+		{"valkey", "sentinel: {quorm: 2}\n", "sentinel.quorm: unknown key; did you mean sentinel.quorum?"},
+		{"valkey", "replcas: 3\n", "replcas: unknown key; did you mean replicas?"},
+		{"valkey-sentinel", "replcas: 3\n", "replcas: unknown key; did you mean replicas?"},
+		{"valkey", "users: [{name: app, acess: readonly, passwordSecret: {name: s, key: p}}]\n",
+			"users[0].acess: unknown key; did you mean users[0].access?"},
+		{"valkey", "persistence: {Enabled: true}\n",
+			"persistence.Enabled: unknown key; did you mean persistence.enabled? (keys are case-sensitive)"},
+		{"valkey", "persistence.enabled: true\n",
+			"persistence.enabled: unknown key (a dotted name is --set syntax); in a values file nest it: persistence: {enabled: ...}"},
+		{"valkey", "restoreFrom: {bucket: b}\n",
+			"restoreFrom.bucket: unknown key; the keys of restoreFrom are file, persistentVolumeClaim"},
+		{"valkey-sentinel", "wholeNewThing: 1\n",
+			"wholeNewThing: unknown key; the top level has no such key, see the values table in the chart README"},
+		{"valkey-sentinel", "controller: {resources: {memroy: 64Mi}}\n",
+			"controller.resources.memroy: unknown key; did you mean controller.resources.memory?"},
+	}
+	for _, c := range refused {
+		t.Run(c.values, func(t *testing.T) {
+			_, err := renderChart(t, c.chart, c.values, renderOpts{})
+			require.Error(t, err)
+			msg := refusal(err)
+			assertHumanMessage(t, msg)
+			assert.Equal(t, c.want, msg)
+		})
+	}
+	accepted := []struct{ chart, values string }{
+		{"valkey", "global: {imageRegistry: \"\", anythingElse: {deep: 1}}\n"},
+		{"valkey", "commonLabels: {team: cache}\npodAnnotations: {example.com/any: x}\n"},
+		{"valkey", "extraEnvVars: [{name: A, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n"},
+		{"valkey", "sidecars: [{name: s, image: busybox, command: [sleep, inf], resources: {limits: {memory: 16Mi}}}]\n"},
+		{"valkey-sentinel", "global: {someParentValue: true}\nextraVolumes: [{name: v, emptyDir: {}}]\n"},
+	}
+	for _, c := range accepted {
+		t.Run("accepted "+c.values, func(t *testing.T) {
+			_, err := renderChart(t, c.chart, c.values, renderOpts{})
+			require.NoError(t, err)
+		})
+	}
+}
