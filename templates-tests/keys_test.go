@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 )
 
 // Unknown keys (issue 27): Helm checks values.schema.json before any template and prints only "at '/sentinel':
@@ -144,6 +146,58 @@ func TestUnknownKeyNamesFieldAndFix(t *testing.T) {
 		t.Run("accepted "+c.values, func(t *testing.T) {
 			_, err := renderChart(t, c.chart, c.values, renderOpts{})
 			require.NoError(t, err)
+		})
+	}
+}
+
+// TestUserShapesRefusedOnBothSides (issue 27): one set of users[] shapes, judged by the chart at render and by
+// the controller's live sync at run time (acl.CustomerRules, then acl.CheckCustomer on the rules users.json
+// carries): each is refused by both or accepted by both, so a users.json written by hand or by an older chart
+// cannot give a user what the chart would refuse.
+func TestUserShapesRefusedOnBothSides(t *testing.T) {
+	type shape struct {
+		name, access       string
+		keys, channels     []string
+		functions, refused bool
+	}
+	for _, s := range []shape{
+		{name: "app", access: "readwrite", refused: true},
+		{name: "app", access: "full", refused: true},
+		{name: "app", access: "readonly", channels: []string{"app.*"}, refused: true},
+		{name: "_x", access: "readonly", keys: []string{"*"}, refused: true},
+		{name: "default", access: "readonly", keys: []string{"*"}, refused: true},
+		{name: "App", access: "readonly", keys: []string{"*"}, refused: true},
+		{name: "app_user", access: "readonly", keys: []string{"*"}, refused: true},
+		{name: "app", access: "readwrite", keys: []string{"app:*"}, channels: []string{"*"}, refused: true},
+		{name: "app", access: "readwrite", keys: []string{"(x"}, refused: true},
+		{name: "app", access: "readwrite", keys: []string{"*"}, functions: true, refused: true},
+		{name: "app", access: "readonly"},
+		{name: "app", access: "readwrite", keys: []string{"app:*"}},
+		{name: "app", access: "readwrite", channels: []string{"app.*"}},
+		{name: "app.v2", access: "full", keys: []string{"*"}, channels: []string{"app.*"}, functions: true},
+	} {
+		u := map[string]any{"name": s.name, "access": s.access, "functions": s.functions}
+		if s.keys != nil {
+			u["keys"] = s.keys
+		}
+		if s.channels != nil {
+			u["channels"] = s.channels
+		}
+		j, _ := json.Marshal(u)
+		t.Run(string(j), func(t *testing.T) {
+			_, renderErr := renderChart(t, "valkey", "users: ["+string(j)+"]\n", renderOpts{})
+			rules, goErr := acl.CustomerRules(s.access, s.keys, s.channels, s.functions)
+			if goErr == nil {
+				goErr = acl.CheckCustomer(s.name, rules)
+			}
+			if s.refused {
+				require.Error(t, renderErr, "the chart refuses it")
+				assertHumanMessage(t, refusal(renderErr))
+				require.Error(t, goErr, "the live sync refuses it")
+			} else {
+				require.NoError(t, renderErr)
+				require.NoError(t, goErr)
+			}
 		})
 	}
 }

@@ -114,6 +114,7 @@ type instanceMemory struct {
 	operatorPW               string
 	operatorPWAt             time.Time
 	aclUsers                 []acl.DesiredUser
+	aclRefused               string // the users acl.SplitUsers refused, as refusedSentence says it
 	aclReadAt                time.Time
 	aclApplied               map[string]aclApplied
 	// statusPrint fingerprints the last written status without timestamps and offsets
@@ -349,7 +350,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 		c.ensureSubscription(key, in, w.SentinelInfo, mem)
 	}
 	c.metrics.ObserveInstance(in.Namespace+"/"+in.Name, plan.InstanceGauges(w, d))
-	out.Access = c.syncAccess(ctx, w, mem)
+	out.Access = c.syncAccess(ctx, desc, w, mem)
 	if err := c.writeStatus(ctx, desc, w, d, out, mem); err != nil {
 		return true, err
 	}

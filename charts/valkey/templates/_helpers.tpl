@@ -1166,7 +1166,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- fail (printf "users[%d].%s[%d]: %q is not a pattern the ACL file can hold: 1 to 64 characters without spaces, quotes or backslashes; for example app:*" $i $what $j (toString $p)) -}}
 {{- end -}}
 {{- if regexMatch "[()]" (toString $p) -}}
-{{- fail (printf "users[%d].%s[%d]: %q holds a parenthesis, which opens an ACL selector (rules that add to the user's), so the live sync refuses every users.json that carries one; drop the parentheses, for example app:*" $i $what $j (toString $p)) -}}
+{{- fail (printf "users[%d].%s[%d]: %q holds a parenthesis, which opens an ACL selector (rules that add to the user's), so the live sync refuses a user whose rules carry one; drop the parentheses, for example app:*" $i $what $j (toString $p)) -}}
 {{- end -}}
 {{- $prefix := ternary "~" "&" (eq $what "keys") -}}
 {{- if or (hasPrefix $prefix (toString $p)) (and (eq $what "keys") (hasPrefix "%" (toString $p))) -}}
