@@ -113,6 +113,7 @@ func TestUnknownKeyNamesFieldAndFix(t *testing.T) {
 		{"valkey", "sentinel: {quorm: 2}\n", "sentinel.quorm: unknown key; did you mean sentinel.quorum?"},
 		{"valkey", "replcas: 3\n", "replcas: unknown key; did you mean replicas?"},
 		{"valkey-sentinel", "replcas: 3\n", "replcas: unknown key; did you mean replicas?"},
+		{"valkey", "replicaCount: 3\n", "replicaCount: unknown key; did you mean replicas?"},
 		{"valkey", "users: [{name: app, acess: readonly, passwordSecret: {name: s, key: p}}]\n",
 			"users[0].acess: unknown key; did you mean users[0].access?"},
 		{"valkey", "persistence: {Enabled: true}\n",

@@ -693,8 +693,8 @@ Call with (dict "v" .Values "n" (include "valkey.knownKeys" . | fromJson) "p" ""
 
 {{/*
 valkey.unknownKey: the refusal of key under path p (dict "p" "key" "known"): the known key nearest in edit
-distance (case-insensitive, at most a third of the key's length, at least 1) as "did you mean", else the known
-keys here (or the README's values table when there are many). A dotted key is --set syntax written in a file.
+distance (case-insensitive, at most a third of the key's length, at least 1) or else sharing the longest prefix
+(6 characters or more) as "did you mean", else the known keys here (or the README's values table when there are many). A dotted key is --set syntax written in a file.
 */}}
 {{- define "valkey.unknownKey" -}}
 {{- $field := .key -}}
@@ -704,6 +704,19 @@ keys here (or the README's values table when there are many). A dotted key is --
 {{- range $c := .known -}}
 {{- $d := include "valkey.editDistance" (list (lower $.key) (lower $c)) | atoi -}}
 {{- if lt $d $bestD -}}{{- $best = $c -}}{{- $bestD = $d -}}{{- end -}}
+{{- end -}}
+{{- if not $best -}}
+{{- /* no near spelling: the known key sharing the longest prefix of at least 6 characters (replicaCount: replicas) */ -}}
+{{- $bestP := 5 -}}
+{{- range $c := .known -}}
+{{- $p := 0 -}}
+{{- $a := lower $.key -}}
+{{- $b := lower $c -}}
+{{- range $i := until (min (len $a) (len $b) | int) -}}
+{{- if and (eq $p $i) (eq (substr $i (add1 $i | int) $a) (substr $i (add1 $i | int) $b)) -}}{{- $p = add1 $i -}}{{- end -}}
+{{- end -}}
+{{- if gt (int $p) $bestP -}}{{- $best = $c -}}{{- $bestP = int $p -}}{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $where := ternary .p "the top level" (ne .p "") -}}
 {{- if contains "." .key -}}
