@@ -10,6 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 )
@@ -201,4 +205,29 @@ func TestUserShapesRefusedOnBothSides(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSubchartKeepsGlobalAndParentValues: as a dependency of an umbrella chart, the chart takes the parent's
+// global values (any key) and its own section; a typo there is refused with the subchart's path.
+func TestSubchartKeepsGlobalAndParentValues(t *testing.T) {
+	render := func(valuesYAML string) error {
+		sub, err := loader.Load(chartPath("valkey"))
+		require.NoError(t, err)
+		parent := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "umbrella", Version: "0.1.0",
+			Dependencies: []*chart.Dependency{{Name: "valkey", Version: sub.Metadata.Version}}}, Values: map[string]any{}}
+		parent.AddDependency(sub)
+		vals, err := chartutil.ReadValues([]byte(valuesYAML))
+		require.NoError(t, err)
+		require.NoError(t, chartutil.ProcessDependenciesWithMerge(parent, vals))
+		top, err := chartutil.ToRenderValues(parent, vals, chartutil.ReleaseOptions{Name: "shop", Namespace: testNamespace, Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+		if err != nil {
+			return err
+		}
+		_, err = engine.Render(parent, top)
+		return err
+	}
+	require.NoError(t, render("global: {imageRegistry: \"\", team: shop, nested: {any: 1}}\nvalkey: {replicas: 3, commonLabels: {team: shop}}\n"))
+	err := render("valkey: {replicas: 3, persistence: {enable: true}}\n")
+	require.Error(t, err)
+	assert.Equal(t, "persistence.enable: unknown key; did you mean persistence.enabled?", refusal(err))
 }
