@@ -51,7 +51,7 @@ e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 	hack/e2e.sh
 
 # issue 14: the primary's pod deleted 10 times (forced and graceful, controllers on then at zero), every
-# failover within down-after + failover-timeout (about 6 minutes); the e2e suite runs 3 of them
+# failover within down-after + failover-timeout (about 6 minutes); the e2e suite runs one (forced)
 e2e-deletions: deps ## the repeated primary-pod deletion test on the local cluster, 10 deletions (E2E_PRIMARY_DELETIONS)
 	E2E_PRIMARY_DELETIONS=$${E2E_PRIMARY_DELETIONS:-10} hack/e2e.sh -run '^TestPrimaryPodDeletedRepeatedly$$' -v
 
