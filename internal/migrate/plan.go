@@ -54,7 +54,7 @@ type SourceView struct {
 	WrongPass bool
 	// Refused is set with Err when the source answered with an error reply (e.g. NOPERM: its user lacks a right).
 	Refused bool
-	Repl      valkey.Replication
+	Repl    valkey.Replication
 	// Engine is "valkey" or "redis" (INFO server server_name, redis when absent); Version its version
 	// (valkey_version, else redis_version).
 	Engine  string
