@@ -26,8 +26,7 @@
 // source goes on as the primary; after it, the source refuses writes and Switch can be run again (node 0 is
 // caught up, step 5 is the rest).
 //
-// The source's user needs, besides what replication needs (+psync +replconf +ping): +info, +client|pause,
-// +client|unpause and +config|set (Switch authenticates with AUTH, RESP2, so +hello is not needed).
+// The source's user needs SourceRights (Switch authenticates with AUTH, RESP2, so +hello is not needed).
 package migrate
 
 import (
@@ -39,9 +38,10 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// SourceRights are the ACL rights the source's migrateFrom user needs: replication (+psync +replconf +ping) and
-// the switch (+info +client|pause +client|unpause +config|set).
-const SourceRights = "+psync +replconf +ping +info +client|pause +client|unpause +config|set"
+// SourceRights are the ACL rights the source's migrateFrom user needs: replication (+psync +replconf +ping), node
+// 0's boot step (+info +config|get: is the source a primary, is it fenced) and the switch (+info +client|pause
+// +client|unpause +config|set).
+const SourceRights = "+psync +replconf +ping +info +config|get +client|pause +client|unpause +config|set"
 
 // DefaultMaxLag is how far behind the source (bytes) node 0 may be when a switch is asked: the switch then
 // waits for the rest with writes paused, so this bounds the write outage (1 MiB, as a data roll's replicas).
