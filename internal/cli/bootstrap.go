@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,12 +47,45 @@ type BootstrapOptions struct {
 	// TerminationLog is where a refused start (bootstrap.ErrStartRefused) writes its message: the
 	// container's terminationMessagePath, /dev/termination-log by default.
 	TerminationLog string
+	// MigrateFrom ("host:port"), MigrateUser and MigratePasswordFile make a migrating instance
+	// (bootstrap.MigrateFrom; charts/valkey migrateFrom): node 0 follows that primary outside the chart.
+	MigrateFrom         string
+	MigrateUser         string
+	MigratePasswordFile string
+}
+
+// migrate returns the --migrate-from source, nil without one.
+func (o *BootstrapOptions) migrate() (*bootstrap.MigrateFrom, error) {
+	if o.MigrateFrom == "" {
+		return nil, nil
+	}
+	host, port, err := parseMigrateFrom(o.MigrateFrom, o.MigratePasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	return &bootstrap.MigrateFrom{Host: host, Port: port, User: o.MigrateUser, PasswordFile: o.MigratePasswordFile}, nil
+}
+
+// parseMigrateFrom checks --migrate-from (host:port) and that --migrate-password-file is set.
+func parseMigrateFrom(addr, passwordFile string) (string, int, error) {
+	host, portS, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(portS)
+	if err != nil || perr != nil || host == "" || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("--migrate-from %q: want host:port", addr)
+	}
+	if passwordFile == "" {
+		return "", 0, errors.New("--migrate-password-file is required with --migrate-from")
+	}
+	return host, port, nil
 }
 
 // Validate checks the options.
 func (o *BootstrapOptions) Validate() error {
 	if o.NodeIndex < 0 {
 		return errors.New("--node-index must be >= 0")
+	}
+	if _, err := o.migrate(); err != nil {
+		return err
 	}
 	for flag, v := range map[string]string{"--instance-file": o.InstanceFile, "--secrets-dir": o.SecretsDir,
 		"--config-template": o.ConfigTemplate, "--config-out": o.ConfigOut} {
@@ -97,6 +131,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				}
 			}
 			log := slog.Default().With("instance", in.Name, "node", o.NodeIndex)
+			mf, _ := o.migrate() // checked by Validate
 			guardPW, err := randomHex(24)
 			if err != nil {
 				return err
@@ -105,7 +140,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile, SecretsDir: o.SecretsDir,
 				DataDir: o.DataDir, ConfigTemplate: o.ConfigTemplate, ConfigOut: o.ConfigOut,
 				WaitLimit: o.WaitLimit, Retry: o.Retry, SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
-				GuardPassword: guardPW,
+				GuardPassword: guardPW, Migrate: mf,
 			}, log)
 			if errors.Is(err, bootstrap.ErrStartRefused) {
 				// the pod's termination message, where kubectl describe and the instance controller read it
@@ -143,6 +178,9 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.StringVar(&o.Exec, "exec", "", "server binary to exec with the written config (valkey-server or redis-server)")
 	f.DurationVar(&o.WaitLimit, "wait-limit", 10*time.Minute, "give up (exit 1, the container restarts) after waiting this long for a primary")
 	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
+	f.StringVar(&o.MigrateFrom, "migrate-from", "", "host:port of a primary outside the chart to migrate from (node 0 follows it until the switch; README \"Migration\")")
+	f.StringVar(&o.MigrateUser, "migrate-user", "", "the source's ACL user (empty: default)")
+	f.StringVar(&o.MigratePasswordFile, "migrate-password-file", "", "file holding the source user's password")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
 	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods")
 	return cmd
