@@ -59,14 +59,19 @@ func (o *BootstrapOptions) migrate() (*bootstrap.MigrateFrom, error) {
 	if o.MigrateFrom == "" {
 		return nil, nil
 	}
-	host, port, err := parseMigrateFrom(o.MigrateFrom, o.MigratePasswordFile)
+	pwFile := o.MigratePasswordFile
+	if o.NodeIndex != 0 {
+		pwFile = "-" // only node 0 talks to the source
+	}
+	host, port, err := parseMigrateFrom(o.MigrateFrom, pwFile)
 	if err != nil {
 		return nil, err
 	}
 	return &bootstrap.MigrateFrom{Host: host, Port: port, User: o.MigrateUser, PasswordFile: o.MigratePasswordFile}, nil
 }
 
-// parseMigrateFrom checks --migrate-from (host:port) and that --migrate-password-file is set.
+// parseMigrateFrom checks --migrate-from (host:port) and that --migrate-password-file is set (node 0 of the
+// boot step and the controller: they talk to the source).
 func parseMigrateFrom(addr, passwordFile string) (string, int, error) {
 	host, portS, err := net.SplitHostPort(addr)
 	port, perr := strconv.Atoi(portS)
@@ -180,7 +185,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
 	f.StringVar(&o.MigrateFrom, "migrate-from", "", "host:port of a primary outside the chart to migrate from (node 0 follows it until the switch; README \"Migration\")")
 	f.StringVar(&o.MigrateUser, "migrate-user", "", "the source's ACL user (empty: default)")
-	f.StringVar(&o.MigratePasswordFile, "migrate-password-file", "", "file holding the source user's password")
+	f.StringVar(&o.MigratePasswordFile, "migrate-password-file", "", "file holding the source user's password (node 0 only)")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
 	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods")
 	return cmd
