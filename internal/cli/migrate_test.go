@@ -66,3 +66,29 @@ func TestMigrateCommand(t *testing.T) {
 	_, err = runMigrate(t, "--source", "nohost", "--node0", n0.Addr(), "--source-password-file", pwFile)
 	assert.ErrorContains(t, err, `--source "nohost": want host:port`)
 }
+
+// TestMigrateFlags: --migrate-from is host:port; node 0's boot step and the controller need the password file,
+// the other nodes do not (only node 0 talks to the source); the controller needs --instance, and
+// --migrate-switch needs --migrate-from.
+func TestMigrateFlags(t *testing.T) {
+	b := func(i int, from, pw string) error {
+		o := &BootstrapOptions{NodeIndex: i, InstanceFile: "x", SecretsDir: "x", ConfigTemplate: "x", ConfigOut: "x",
+			MigrateFrom: from, MigratePasswordFile: pw}
+		return o.Validate()
+	}
+	assert.NoError(t, b(0, "", ""))
+	assert.NoError(t, b(0, "old-redis-master:6379", "/p"))
+	assert.NoError(t, b(1, "old-redis-master:6379", ""))
+	assert.EqualError(t, b(0, "old-redis-master:6379", ""), "--migrate-password-file is required with --migrate-from")
+	assert.EqualError(t, b(0, "old-redis-master", "/p"), `--migrate-from "old-redis-master": want host:port`)
+	assert.EqualError(t, b(0, "old:0", "/p"), `--migrate-from "old:0": want host:port`)
+
+	c := func(instance, from, pw string, sw bool) error {
+		_, err := (&InstanceCmdOptions{Instance: instance, MigrateFrom: from, MigratePasswordFile: pw, MigrateSwitch: sw}).migrate()
+		return err
+	}
+	assert.NoError(t, c("cache-valkey", "old:6379", "/p", true))
+	assert.EqualError(t, c("", "old:6379", "/p", false), "--migrate-from needs --instance (one migrating instance per controller)")
+	assert.EqualError(t, c("cache-valkey", "", "", true), "--migrate-switch needs --migrate-from")
+	assert.EqualError(t, c("cache-valkey", "old:6379", "", false), "--migrate-password-file is required with --migrate-from")
+}
