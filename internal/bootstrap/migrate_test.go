@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/firstsync"
 	"github.com/valkey-ha/valkey-ha/internal/migrate"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -92,12 +93,28 @@ func TestBootMigratingChain(t *testing.T) {
 	assert.Equal(t, Wait, d.Kind, d.Reason)
 
 	c0 := h.config(0)
-	c0.Migrate = mf
+	c0.Migrate, c0.GuardPassword = mf, valkeytest.RandomPassword(t)
 	d, err = Run(ctx, c0, quiet())
 	require.NoError(t, err)
 	require.Equal(t, StartReplica, d.Kind, d.Reason)
 	assert.Equal(t, source.Port, d.PrimaryPort)
+	assert.True(t, d.Migrating && d.Guard, "node 0 starts empty: guarded, with the source's credentials")
 	top.Nodes[0].Start()
+	// its first-sync guard, as the cli starts it for node 0 of a migration (--masterauth-file); the harness has
+	// no users.json, so the guard's user is created here as WriteConfig renders it into the runtime ACL file
+	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "guard user on node 0", func() error {
+		c, err := valkey.Dial(ctx, top.Nodes[0].Addr(), top.Options(acl.Operator))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return c.ACLSetUser(ctx, acl.FirstSync, firstsync.Rules(c0.GuardPassword)...)
+	})
+	guard := firstsync.Config{Addr: top.Nodes[0].Addr(), Options: valkey.Options{Username: acl.FirstSync, Password: c0.GuardPassword},
+		Priority: 100, Nodes: c0.Instance.NodeAddrs(), Poll: 50 * time.Millisecond}
+	guard.MasterAuth.User, guard.MasterAuth.Password = acl.Replication, top.Passwords[acl.Replication]
+	guardDone := make(chan error, 1)
+	go func() { guardDone <- firstsync.Run(ctx, guard) }()
 	c1.WaitLimit = 20 * time.Second
 	d, err = Run(ctx, c1, quiet())
 	require.NoError(t, err)
@@ -117,13 +134,25 @@ func TestBootMigratingChain(t *testing.T) {
 		})
 	}
 
+	select {
+	case err := <-guardDone:
+		t.Fatalf("the guard of node 0 ended before the switch (it must wait: the source is not a node): %v", err)
+	default:
+	}
+	// the switch as the instance controller runs it (its _operator has no CONFIG SET: the guard restores masterauth)
 	_, err = migrate.Switch(ctx, migrate.Config{SourceHost: valkeytest.Host, SourcePort: source.Port,
-		Source: valkey.Options{Username: "migrator", Password: mig}, Node0Addr: top.Nodes[0].Addr(), Node0: op,
-		Node0MasterAuth: struct{ Username, Password string }{acl.Replication, top.Passwords[acl.Replication]}}, slog.Default())
+		Source: valkey.Options{Username: "migrator", Password: mig}, Node0Addr: top.Nodes[0].Addr(), Node0: op}, slog.Default())
 	require.NoError(t, err)
 	r, err := top.Nodes[0].Client(op).InfoReplication(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, valkey.RolePrimary, r.Role)
+	require.NoError(t, <-guardDone)
+	conf, err := top.Nodes[0].Client(op).ConfigGet(ctx, "masteruser")
+	require.NoError(t, err)
+	assert.Equal(t, acl.Replication, conf["masteruser"], "node 0 follows a peer with its own credentials after a later demotion")
+	prio, err := top.Nodes[0].Client(op).ConfigGet(ctx, "replica-priority")
+	require.NoError(t, err)
+	assert.Equal(t, "100", prio["replica-priority"])
 
 	// node 0 restarts after the switch with node 1 down: the source is fenced, so the usual cold-start rule
 	// decides (no persistence here: node 0 leads), never the source again

@@ -164,7 +164,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				return fmt.Errorf("--exec %s: %w", o.Exec, err)
 			}
 			if d.Guard {
-				if err := o.startGuard(guardPW); err != nil {
+				if err := o.startGuard(guardPW, d.Migrating); err != nil {
 					return err
 				}
 			}
@@ -195,7 +195,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 // starts without data runs with replica-priority 0 until the guard saw its first sync complete
 // (internal/firstsync). The guard's password reaches it through a pipe on its stdin only; its log goes to the
 // container's stdout and stderr. It outlives this process's exec (its parent becomes the server).
-func (o *BootstrapOptions) startGuard(password string) error {
+func (o *BootstrapOptions) startGuard(password string, migrating bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("first-sync guard: locate own binary: %w", err)
@@ -206,6 +206,10 @@ func (o *BootstrapOptions) startGuard(password string) error {
 	}
 	c := exec.Command(self, "first-sync-guard", "--node-index", strconv.Itoa(o.NodeIndex), "--instance-file", o.InstanceFile,
 		"--priority", strconv.FormatInt(firstsync.Priority(string(tpl)), 10))
+	if migrating {
+		// node 0 of a migration: once the switch promoted it, its own replication credentials again
+		c.Args = append(c.Args, "--masterauth-file", filepath.Join(o.SecretsDir, acl.Replication))
+	}
 	c.Stdout, c.Stderr = os.Stdout, os.Stderr
 	in, err := c.StdinPipe()
 	if err != nil {
@@ -237,6 +241,7 @@ func newFirstSyncGuardCmd() *cobra.Command {
 		instanceFile string
 		priority     int64
 		caFile       string
+		authFile     string
 	)
 	cmd := &cobra.Command{
 		Use:    "first-sync-guard",
@@ -261,8 +266,16 @@ func newFirstSyncGuardCmd() *cobra.Command {
 			addr := in.Addr(in.Nodes[nodeIndex])
 			opts := valkey.Options{Username: acl.FirstSync, Password: strings.TrimSpace(pw), DialTimeout: time.Second,
 				CommandTimeout: time.Second}.WithTLS(in.TLS.Enabled, caFile)
-			return firstsync.Run(cmd.Context(), firstsync.Config{Addr: addr, Options: opts, Priority: priority, Nodes: in.NodeAddrs(),
-				Log: slog.Default().With("instance", in.Name, "node", nodeIndex)})
+			cfg := firstsync.Config{Addr: addr, Options: opts, Priority: priority, Nodes: in.NodeAddrs(),
+				Log: slog.Default().With("instance", in.Name, "node", nodeIndex)}
+			if authFile != "" {
+				b, err := os.ReadFile(authFile)
+				if err != nil {
+					return fmt.Errorf("first-sync guard: --masterauth-file: %w", err)
+				}
+				cfg.MasterAuth.User, cfg.MasterAuth.Password = acl.Replication, strings.TrimSpace(string(b))
+			}
+			return firstsync.Run(cmd.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -270,6 +283,7 @@ func newFirstSyncGuardCmd() *cobra.Command {
 	f.StringVar(&instanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
 	f.Int64Var(&priority, "priority", firstsync.DefaultPriority, "replica-priority to restore")
 	f.StringVar(&caFile, "tls-ca-file", valkey.DefaultCAFile, "CA of the server's certificate (TLS instances)")
+	f.StringVar(&authFile, "masterauth-file", "", "the _replication password, set as masterauth once the server is primary (node 0 of a migration)")
 	return cmd
 }
 

@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/migrate"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -63,9 +61,8 @@ func (c *InstanceController) migrating(ctx context.Context, key string, desc *co
 	if d.State != migrate.Ready {
 		return true
 	}
-	if rp, err := kube.ReadSecretKey(ctx, c.cs, in.Namespace, in.SystemSecret, acl.Replication); err == nil {
-		cfg.Node0MasterAuth.Username, cfg.Node0MasterAuth.Password = acl.Replication, rp
-	}
+	// node 0's own masteruser/masterauth come back from its first-sync guard once it is primary (_operator has no
+	// CONFIG SET), or at its next boot
 	res, err := migrate.Switch(ctx, cfg, c.log.With("instance", in.Name))
 	if err != nil {
 		var se *migrate.Error

@@ -18,8 +18,9 @@
 //     processed from the start when the pause ends. An application still writing there gets an error, never an
 //     acknowledgement that the new instance does not have.
 //  5. REPLICAOF NO ONE on node 0 (its replicas keep following it: the promotion keeps the history as
-//     master_replid2), then restore node 0's own replication credentials (Config.Node0MasterAuth) so that it
-//     can follow its own peers after a later failover.
+//     master_replid2), then, when Config.Node0MasterAuth is given, its own replication credentials, so that it
+//     can follow its own peers after a later failover. In a data pod its first-sync guard does that instead
+//     (the controller's _operator has no CONFIG SET; internal/firstsync Config.MasterAuth).
 //  6. CLIENT UNPAUSE on the source. The held writes are refused (step 4).
 //
 // A death of this process between the steps loses no write: before step 4 the pause ends by itself and the
