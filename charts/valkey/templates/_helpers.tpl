@@ -532,6 +532,8 @@ networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
 backup.enabled backup.schedule backup.retention backup.persistentVolumeClaim backup.overdueSeconds
 backup.activeDeadlineSeconds backup.resources.limits.cpu backup.resources.limits.memory
 restoreFrom.persistentVolumeClaim restoreFrom.file
+migrateFrom.host migrateFrom.port migrateFrom.username migrateFrom.existingSecret migrateFrom.secretKey
+migrateFrom.switch migrateFrom.egressTo
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
 probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
