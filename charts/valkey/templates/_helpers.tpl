@@ -532,6 +532,8 @@ networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
 backup.enabled backup.schedule backup.retention backup.persistentVolumeClaim backup.overdueSeconds
 backup.activeDeadlineSeconds backup.resources.limits.cpu backup.resources.limits.memory
 restoreFrom.persistentVolumeClaim restoreFrom.file
+migrateFrom.host migrateFrom.port migrateFrom.username migrateFrom.existingSecret migrateFrom.secretKey
+migrateFrom.switch migrateFrom.egressTo
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
 probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
@@ -582,6 +584,7 @@ template renders, so Helm reports every refusal there.
 {{- include "valkey.validateSentinel" . -}}
 {{- include "valkey.validateStop" . -}}
 {{- include "valkey.validateUsers" . -}}
+{{- include "valkey.validateMigrate" . -}}
 {{- include "valkey.validateTLS" . -}}
 {{- include "valkey.validateLabels" . -}}
 {{- include "valkey.validateCommon" . -}}
@@ -635,6 +638,36 @@ template renders, so Helm reports every refusal there.
 {{- if not $s.persistence -}}
 {{- fail "restoreFrom: needs persistence.enabled: without a volume, node 0 would lose the restored data on its next restart and load the backup again" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* migrateFrom (README "Migration"): what node 0's boot step and the controller need to follow and switch. */}}
+{{- define "valkey.validateMigrate" -}}
+{{- $m := .Values.migrateFrom -}}
+{{- if $m.host -}}
+{{- if not (regexMatch "^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$" $m.host) -}}
+{{- fail (printf "migrateFrom.host: %q is not a host name or IPv4 address (e.g. old-redis-master.apps.svc.cluster.local)" $m.host) -}}
+{{- end -}}
+{{- if not $m.existingSecret -}}
+{{- fail "migrateFrom.existingSecret: required with migrateFrom.host; name the Secret of this namespace with the source's password (Bitnami: <release>-redis)" -}}
+{{- end -}}
+{{- if not $m.secretKey -}}
+{{- fail "migrateFrom.secretKey: required with migrateFrom.host; name the password's key in migrateFrom.existingSecret (Bitnami: redis-password)" -}}
+{{- end -}}
+{{- if not (and .Values.controller.enabled (eq .Values.controller.mode "dedicated")) -}}
+{{- fail "migrateFrom: needs controller.enabled with controller.mode dedicated: the instance's own controller holds the topology while migrating and runs the switch" -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- fail "migrateFrom: not supported with tls.enabled yet (node 0 replicates from the source without TLS); migrate first, then enable TLS" -}}
+{{- end -}}
+{{- if .Values.restoreFrom.file -}}
+{{- fail "migrateFrom: not with restoreFrom: node 0 takes its data from the source; drop one of them" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not $m.egressTo) -}}
+{{- fail "migrateFrom.egressTo: required with networkPolicy.enabled: name the source's pods (e.g. [{podSelector: {matchLabels: {app.kubernetes.io/instance: old-redis}}}]) so the NetworkPolicy lets node 0 reach them" -}}
+{{- end -}}
+{{- else if $m.switch -}}
+{{- fail "migrateFrom.switch: needs migrateFrom.host (switch over from which source?)" -}}
 {{- end -}}
 {{- end -}}
 
