@@ -201,6 +201,8 @@ func (c Config) withDefaults() Config {
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	// a request given up on must not reach its Sentinel later (step 4): closes reset the connection
+	c.SentinelOptions.ResetOnClose = true
 	return c
 }
 
