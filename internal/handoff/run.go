@@ -274,7 +274,11 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		}
 	}
 
-	// 6. budget spent: demote first, then unpause, then wait for the failover's end
+	// 6. budget spent: demote first, then unpause, then wait for the failover's end. A Sentinel silent for
+	// stallWait by now is given up first, so that the demotion follows the failover of the one asked next.
+	if err := stalled(pctx, failoverAt.Add(failoverWait)); err != nil {
+		return res, err
+	}
 	target := h.selected(pctx, saddr, cands)
 	if orphan != "" {
 		target = orphan

@@ -13,6 +13,12 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
+// stalledOutageBound bounds the write outage when the asked Sentinel stalls: the handoff waits stallWait
+// (2.3 s) for its reply before another is asked, the pause budget (2.5 s here) ends meanwhile, and the new
+// primary is named about 0.5-1 s later (measured 3.1-3.6 s); the rest is slack for a loaded machine, as in
+// outageBound.
+const stalledOutageBound = 5 * time.Second
+
 // stalledRun is what a handoff saw with the asked Sentinel stalled at the request, and what happened until
 // every Sentinel ran again and agreed.
 type stalledRun struct {
@@ -122,7 +128,7 @@ func assertStalledHandoff(t *testing.T, top *valkeytest.Topology, r stalledRun) 
 	assert.Contains(t, []string{top.Nodes[1].Addr(), top.Nodes[2].Addr()}, r.res.NewPrimary)
 	assert.Zero(t, r.outage.Lost, "no acknowledged write lost")
 	assert.Empty(t, r.windows, "never two writable primaries")
-	assert.Less(t, r.outage.Longest, outageBound, "write outage as if every Sentinel were healthy")
+	assert.Less(t, r.outage.Longest, stalledOutageBound, "write outage bounded: stallWait, then the promotion")
 	assert.Equal(t, r.res.NewPrimary, top.NodeByPort(r.outage.NewPrimary).Addr(), "the primary the handoff promoted is still primary: no second failover")
 	view, err := sentinelsView(top)
 	require.NoError(t, err)
