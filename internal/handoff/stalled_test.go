@@ -3,6 +3,7 @@ package handoff
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -18,6 +19,28 @@ import (
 // primary is named about 0.5-1 s later (measured 3.1-3.6 s); the rest is slack for a loaded machine, as in
 // outageBound.
 const stalledOutageBound = 5 * time.Second
+
+// stalledTopology starts 3 data nodes and 3 Sentinels (down-after 5 s, failover-timeout 15 s). With
+// STALLED_REPL_DELAY set (a duration, e.g. 100ms; for soak runs outside CI) every replication link delays
+// each byte by it, so the replicas trail the primary.
+func stalledTopology(t *testing.T) *valkeytest.Topology {
+	cfg := valkeytest.TopologyConfig{Replicas: 2, DownAfterMs: 5000, FailoverTimeoutMs: 15000}
+	var d time.Duration
+	if v := os.Getenv("STALLED_REPL_DELAY"); v != "" {
+		var err error
+		d, err = time.ParseDuration(v)
+		require.NoError(t, err, "STALLED_REPL_DELAY")
+		valkeytest.RequireFaults(t)
+		cfg.FaultLinks = true
+	}
+	top := valkeytest.StartTopology(t, cfg)
+	if d > 0 {
+		top.DelayReplication(d)
+		top.WaitReplicationUp(10 * time.Second)
+		t.Logf("replication delayed by %s", d)
+	}
+	return top
+}
 
 // stalledRun is what a handoff saw with the asked Sentinel stalled at the request, and what happened until
 // every Sentinel ran again and agreed.
@@ -142,7 +165,7 @@ func assertStalledHandoff(t *testing.T, top *valkeytest.Topology, r stalledRun) 
 func TestRunAskedSentinelPausedAtTheRequest(t *testing.T) {
 	for _, d := range []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 20 * time.Second} {
 		t.Run(fmt.Sprintf("resumed after %s", d), func(t *testing.T) {
-			top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 2, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+			top := stalledTopology(t)
 			r := handOffAskedStalled(t, top, configFor(top), func(asked *valkeytest.Proc) <-chan struct{} { return asked.PauseFor(d) })
 			assertStalledHandoff(t, top, r)
 		})
@@ -155,7 +178,7 @@ func TestRunAskedSentinelPausedAtTheRequest(t *testing.T) {
 // were healthy, and the healed partition delivers no late request that would fail over the new primary.
 func TestRunAskedSentinelPartitionedAtTheRequest(t *testing.T) {
 	valkeytest.RequireFaults(t)
-	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 2, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	top := stalledTopology(t)
 	r := handOffAskedStalled(t, top, configFor(top), func(asked *valkeytest.Proc) <-chan struct{} {
 		heal := valkeytest.DropTo(t, asked.Port)
 		healed := make(chan struct{})
