@@ -174,15 +174,17 @@ func TestRunAskedSentinelPausedAtTheRequest(t *testing.T) {
 
 // TestRunAskedSentinelPartitionedAtTheRequest (issue 24.3): right before SENTINEL FAILOVER is sent, every
 // segment to the asked Sentinel's port is dropped in the kernel (it stays alive, our connection stays open,
-// no reply, the request unacknowledged), and the partition heals 20 s later. The handoff completes as if all
-// were healthy, and the healed partition delivers no late request that would fail over the new primary.
+// no reply, the request unacknowledged), and the partition heals 10 s later, when the kernel would
+// retransmit the request (12.6 s after it was sent) had the handoff not reset the connection. The handoff
+// completes as if all were healthy, and the healed partition delivers no late request that would fail over
+// the new primary.
 func TestRunAskedSentinelPartitionedAtTheRequest(t *testing.T) {
 	valkeytest.RequireFaults(t)
 	top := stalledTopology(t)
 	r := handOffAskedStalled(t, top, configFor(top), func(asked *valkeytest.Proc) <-chan struct{} {
 		heal := valkeytest.DropTo(t, asked.Port)
 		healed := make(chan struct{})
-		time.AfterFunc(20*time.Second, func() { heal(); close(healed) })
+		time.AfterFunc(10*time.Second, func() { heal(); close(healed) })
 		return healed
 	})
 	assertStalledHandoff(t, top, r)
