@@ -55,7 +55,7 @@ type stalledRun struct {
 // sent, stall (run on the asked Sentinel, the handoff's first) stops it from answering; it returns when the
 // stall is over. A Sentinel-aware writer pair counts acknowledged and lost writes and a probe looks for
 // two writable primaries every 50 ms, from before the handoff until the stalled Sentinel runs again, is out
-// of TILT mode, and every Sentinel has named the same primary with no failover running for 3 s: a failover
+// of TILT mode, and every Sentinel has named the same primary with no failover running for 5 s: a failover
 // the stalled Sentinel kept from the request would show by then (it acts the moment TILT ends).
 func handOffAskedStalled(t *testing.T, top *valkeytest.Topology, cfg Config, stall func(asked *valkeytest.Proc) <-chan struct{}) stalledRun {
 	// the asked Sentinel is the handoff's first but not the one the writers subscribe to (MeasureOutage's
@@ -80,7 +80,7 @@ func handOffAskedStalled(t *testing.T, top *valkeytest.Topology, cfg Config, sta
 				t.Fatal("the stall did not end")
 			}
 		}
-		waitSentinelsSettled(t, top, 70*time.Second, 3*time.Second)
+		waitSentinelsSettled(t, top, 70*time.Second, 5*time.Second)
 	})
 	probe.Stop()
 	r.windows = testenv.MultiWritable(probe.Rounds())
