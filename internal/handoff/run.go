@@ -133,6 +133,10 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 				// it read the request only after its timer jumped (stopped as it came): it runs none of the
 				// failover for tilt-period, and the others' announcement of their promotion resets it
 				log.Warn("handoff: SENTINEL FAILOVER accepted by a Sentinel now in TILT mode; asking another")
+				if time.Until(until) < takeOverSpan {
+					sentAt = time.Now().Add(-stallWait) // given up by the next wait that has the time for it
+					return nil
+				}
 				return takeOver(ctx, until)
 			}
 			log.Info("handoff: SENTINEL FAILOVER accepted")
@@ -162,7 +166,7 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	// stallWait), unless it now answers, outside TILT mode, running a failover or naming another primary
 	// (it runs the request: watch it). No other Sentinel may be asked (another fails): keep watching.
 	stalled = func(ctx context.Context, until time.Time) error {
-		if sentAt.IsZero() || orphan != "" || time.Since(sentAt) < stallWait || !time.Now().Before(until) {
+		if sentAt.IsZero() || orphan != "" || time.Since(sentAt) < stallWait || time.Until(until) < takeOverSpan {
 			return nil
 		}
 		h.drop(saddr)
@@ -274,12 +278,11 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		}
 	}
 
-	// 6. budget spent: demote first, then unpause, then wait for the failover's end. A Sentinel silent for
-	// stallWait by now is given up first, so that the demotion follows the failover of the one asked next.
-	if err := stalled(pctx, failoverAt.Add(failoverWait)); err != nil {
-		return res, err
+	// 6. budget spent: demote first, then unpause, then wait for the failover's end
+	target := cands[0].addr
+	if sentAt.IsZero() { // a Sentinel silent since the request would only use up the poll
+		target = h.selected(pctx, saddr, cands)
 	}
-	target := h.selected(pctx, saddr, cands)
 	if orphan != "" {
 		target = orphan
 	}
@@ -480,6 +483,12 @@ func (h *handoff) inTilt(ctx context.Context, addr string) bool {
 	}
 	return si.Tilt
 }
+
+// takeOverSpan is the least time a wait must have left for a silent Sentinel to be given up in it (stalled):
+// the look at it and asking another take a few polls, and while writes are paused the old primary must be
+// demoted before the server-side pause ends (serverPauseMargin after the budget). Given less, the next wait
+// (after the demotion) gives it up.
+const takeOverSpan = time.Second
 
 // actingTimeout bounds the look at a Sentinel that left the request unanswered (acting): one that runs again
 // answers at once; a stopped one must not use up the pause budget left for asking another.
