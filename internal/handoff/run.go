@@ -97,7 +97,8 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	accepted, foreign := true, false
 	asked := map[string]bool{saddr: true}
 	// handle classifies the reply of saddr to SENTINEL FAILOVER (ferr); takeOver asks another Sentinel
-	// once the one asked is known to run nothing (see another). Both return an error that ends the handoff.
+	// once the one asked is known to run nothing or to do no harm (see another and stalled). Both return an
+	// error that ends the handoff.
 	var handle, stalled func(ctx context.Context, until time.Time) error
 	var sentAt time.Time // when the Sentinel asked last got the request (zero once it answered or was given up)
 	orphan := ""         // a candidate that reports itself primary while no Sentinel that answers runs a failover
@@ -206,7 +207,8 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		}
 		// 4. SENTINEL FAILOVER on this Sentinel, its reply awaited no longer than the budget: a Sentinel
 		// that stalls with the request (a stopped process) must not hold the handoff past the server-side
-		// pause, which would hand writes to a primary that the request may still demote
+		// pause, which would hand writes to a primary that the request may still demote; and no longer than
+		// stallWait, after which another may be asked (stalled)
 		sentAt = time.Now()
 		replyBy := pausedAt.Add(budget)
 		if s := sentAt.Add(stallWait); s.Before(replyBy) {
