@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,8 +29,16 @@ type BackupOptions struct {
 	Retention    int
 	CLI          string
 	Timeout      time.Duration
-	// TerminationLog receives the one-line reason of a failure (the Job pod's terminationMessagePath).
+	// TerminationLog receives the one-line reason of a failure (the Job pod's terminationMessagePath), or on
+	// success the backup's metadata (one JSON line, backup.Meta), which the instance controller exports as
+	// metrics.
 	TerminationLog string
+	// S3 is the object storage target (S3Endpoint set); S3CredentialsDir holds the files accessKeyId and
+	// secretAccessKey (the mounted backup.s3.existingSecret).
+	S3               backup.S3Target
+	S3CredentialsDir string
+	// Scratch says Dir is scratch space (no backup volume): the snapshot is removed from it after the upload.
+	Scratch bool
 }
 
 // Validate checks the options.
@@ -42,6 +51,9 @@ func (o *BackupOptions) Validate() error {
 	}
 	if o.Timeout <= 0 {
 		return errors.New("--timeout must be > 0")
+	}
+	if o.Scratch && o.S3.Endpoint == "" {
+		return errors.New("--scratch needs --s3-endpoint (the snapshot must go somewhere)")
 	}
 	return nil
 }
@@ -75,8 +87,32 @@ is left as it was (no partial file). See internal/backup.`,
 	f.IntVar(&o.Retention, "retention", 7, "backups of this instance to keep")
 	f.StringVar(&o.CLI, "cli", "valkey-cli", "the engine's command-line client (valkey-cli or redis-cli)")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on finding a replica (the snapshot itself is bounded by the Job's activeDeadlineSeconds)")
-	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a failure's reason is written")
+	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a failure's reason (or a success's metadata) is written")
+	f.StringVar(&o.S3.Endpoint, "s3-endpoint", "", "S3-compatible server URL (http:// or https://); empty: no upload")
+	f.StringVar(&o.S3.Bucket, "s3-bucket", "", "existing bucket")
+	f.StringVar(&o.S3.Prefix, "s3-prefix", "", "object name prefix (a folder)")
+	f.StringVar(&o.S3.Region, "s3-region", "", "bucket region")
+	f.BoolVar(&o.S3.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
+	f.StringVar(&o.S3.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
+	f.StringVar(&o.S3CredentialsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
+	f.BoolVar(&o.Scratch, "scratch", false, "--dir is scratch space: remove the snapshot from it after the upload")
 	return cmd
+}
+
+// s3 reads the credentials and builds the S3 target, or returns nil without --s3-endpoint.
+func (o *BackupOptions) s3() (*backup.S3, error) {
+	if o.S3.Endpoint == "" {
+		return nil, nil
+	}
+	t := o.S3
+	for name, dst := range map[string]*string{"accessKeyId": &t.AccessKeyID, "secretAccessKey": &t.SecretAccessKey} {
+		b, err := os.ReadFile(filepath.Join(o.S3CredentialsDir, name))
+		if err != nil {
+			return nil, fmt.Errorf("backup.s3.existingSecret: key %s: %w", name, err)
+		}
+		*dst = strings.TrimSpace(string(b))
+	}
+	return backup.NewS3(t)
 }
 
 func (o *BackupOptions) run(cmd *cobra.Command) error {
@@ -98,6 +134,15 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 		return errors.New("backup of a TLS instance is not supported yet (the chart refuses backup.enabled with tls.enabled)")
 	}
 	ctx := cmd.Context()
+	s3, err := o.s3()
+	if err == nil && s3 != nil {
+		// before the snapshot: a wrong target costs no fork of the replica
+		err = s3.Check(ctx)
+	}
+	if err != nil {
+		log.Error("backup failed", "instance", in.Name, "s3", o.S3.Endpoint, "bucket", o.S3.Bucket, "err", err)
+		return err
+	}
 	res, err := backup.Snapshot(ctx, backup.SnapshotOptions{Instance: in.Name, Nodes: in.NodeAddrs(), Client: opts, Dir: o.Dir,
 		Retention: o.Retention, CLI: func(args ...string) *exec.Cmd { return exec.CommandContext(ctx, o.CLI, args...) }})
 	if err != nil {
@@ -105,9 +150,33 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	m := res.Meta
-	log.Info("backup taken", "instance", in.Name, "file", filepath.Join(o.Dir, m.File), "node", m.Node, "engine", m.Engine,
+	where := filepath.Join(o.Dir, m.File)
+	if s3 != nil {
+		if o.Scratch {
+			defer os.Remove(filepath.Join(o.Dir, m.File))
+			defer os.Remove(filepath.Join(o.Dir, m.File+".json"))
+		}
+		pruned, err := s3.Upload(ctx, o.Dir, m, o.Retention)
+		if err != nil {
+			if !o.Scratch {
+				err = fmt.Errorf("%w (the copy on the backup volume, %s, is kept)", err, m.File)
+			}
+			log.Error("backup upload failed", "instance", in.Name, "s3", o.S3.Endpoint, "bucket", o.S3.Bucket, "key", s3.Key(m.File), "err", err)
+			return err
+		}
+		if o.Scratch {
+			where, res.Pruned = "", nil
+		}
+		res.Pruned = append(res.Pruned, pruned...)
+		log.Info("backup uploaded", "instance", in.Name, "s3", o.S3.Endpoint, "bucket", o.S3.Bucket, "key", s3.Key(m.File), "pruned", pruned)
+	}
+	log.Info("backup taken", "instance", in.Name, "file", where, "node", m.Node, "engine", m.Engine,
 		"engineVersion", m.EngineVersion, "rdbVersion", m.RDBVersion, "bytes", m.Size, "sha256", m.SHA256, "replOffset", m.ReplOffset,
 		"durationSeconds", m.DurationSeconds, "pruned", res.Pruned)
+	if b, err := json.Marshal(m); err == nil {
+		// the instance controller reads it back from the pod's status (backup metrics)
+		writeTermination(o.TerminationLog, string(b))
+	}
 	return nil
 }
 
