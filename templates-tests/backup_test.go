@@ -123,3 +123,56 @@ func TestRestoreFromOnlyNodeZero(t *testing.T) {
 		assert.True(t, ro, "the backup volume is mounted read-only")
 	}
 }
+
+// TestBackupCronJobS3: backup.s3 adds the upload to the same backup step: the target's values as flags, the
+// credentials Secret (only its two keys) and the CA mounted read-only in the backup Job alone; without a PVC the
+// snapshot is staged in an emptyDir (--scratch); with a PVC both targets get it and there is no --scratch.
+func TestBackupCronJobS3(t *testing.T) {
+	const s3 = `
+backup:
+  enabled: true
+  s3: {endpoint: "https://minio.storage.svc:9000", bucket: valkey-backups, prefix: valkey/cache, region: eu-1, forcePathStyle: true, existingSecret: backup-s3, caSecret: storage-ca}
+`
+	objs := decode(t, mustRender(t, "valkey", s3))
+	cjs := objs.ofKind("CronJob")
+	require.Len(t, cjs, 1)
+	pod := cjs[0].(*batchv1.CronJob).Spec.JobTemplate.Spec.Template.Spec
+	c := container(t, &pod, "backup")
+	args := strings.Join(c.Command, " ")
+	for _, want := range []string{"--s3-endpoint https://minio.storage.svc:9000", "--s3-bucket valkey-backups", "--s3-prefix valkey/cache",
+		"--s3-region eu-1", "--s3-force-path-style", "--s3-credentials-dir /etc/valkey-ha/s3-credentials",
+		"--s3-ca-file /etc/valkey-ha/s3-ca/ca.crt", "--scratch"} {
+		assert.Contains(t, args, want)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	require.NotNil(t, vols["backup"].EmptyDir, "no PVC: the snapshot is staged in an emptyDir")
+	require.NotNil(t, vols["s3-credentials"].Secret)
+	assert.Equal(t, "backup-s3", vols["s3-credentials"].Secret.SecretName)
+	assert.Len(t, vols["s3-credentials"].Secret.Items, 2, "only accessKeyId and secretAccessKey")
+	require.NotNil(t, vols["s3-ca"].Secret)
+	assert.Equal(t, "storage-ca", vols["s3-ca"].Secret.SecretName)
+	for _, m := range c.VolumeMounts {
+		if m.Name == "s3-credentials" || m.Name == "s3-ca" {
+			assert.True(t, m.ReadOnly, m.Name)
+		}
+	}
+	for name, spec := range objs.podSpecs() {
+		if strings.Contains(name, "backup") {
+			continue
+		}
+		assert.NotContains(t, secretVolumes(spec), "backup-s3", "%s must not hold the S3 credentials", name)
+	}
+
+	both := decode(t, mustRender(t, "valkey", s3+"  persistentVolumeClaim: backups\n"))
+	bp := both.ofKind("CronJob")[0].(*batchv1.CronJob).Spec.JobTemplate.Spec.Template.Spec
+	bargs := strings.Join(container(t, &bp, "backup").Command, " ")
+	assert.Contains(t, bargs, "--s3-bucket valkey-backups")
+	assert.NotContains(t, bargs, "--scratch", "with a PVC the volume keeps its copy")
+
+	plain := decode(t, mustRender(t, "valkey", backupValues))
+	pp := plain.ofKind("CronJob")[0].(*batchv1.CronJob).Spec.JobTemplate.Spec.Template.Spec
+	assert.NotContains(t, strings.Join(container(t, &pp, "backup").Command, " "), "--s3-")
+}

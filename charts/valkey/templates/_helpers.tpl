@@ -530,6 +530,8 @@ service.headless.annotations service.headless.extraPorts allowedSources networkP
 networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
 networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
 backup.enabled backup.schedule backup.retention backup.persistentVolumeClaim backup.overdueSeconds
+backup.s3.endpoint backup.s3.bucket backup.s3.prefix backup.s3.region backup.s3.forcePathStyle
+backup.s3.existingSecret backup.s3.caSecret
 backup.activeDeadlineSeconds backup.resources.limits.cpu backup.resources.limits.memory
 restoreFrom.persistentVolumeClaim restoreFrom.file
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
@@ -600,8 +602,8 @@ template renders, so Helm reports every refusal there.
 {{- define "valkey.validateBackup" -}}
 {{- $b := .Values.backup -}}
 {{- if $b.enabled -}}
-{{- if not $b.persistentVolumeClaim -}}
-{{- fail "backup.persistentVolumeClaim: required with backup.enabled; name an existing PVC of this namespace that the backups are written to" -}}
+{{- if not (or $b.persistentVolumeClaim $b.s3.endpoint) -}}
+{{- fail "backup.persistentVolumeClaim: required with backup.enabled unless backup.s3.endpoint is set; name an existing PVC of this namespace that the backups are written to, or an S3-compatible target (backup.s3)" -}}
 {{- end -}}
 {{- if lt (int .Values.replicas) 1 -}}
 {{- fail "backup.enabled: needs replicas >= 1: a backup is taken from a replica, never from the primary" -}}
@@ -612,6 +614,26 @@ template renders, so Helm reports every refusal there.
 {{- if not (regexMatch "^\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\\S+(\\s+\\S+){4})\\s*$" $b.schedule) -}}
 {{- fail (printf "backup.schedule: %q is not a cron schedule (five fields, e.g. \"0 3 * * *\", or @daily)" $b.schedule) -}}
 {{- end -}}
+{{- end -}}
+{{- $s3 := $b.s3 -}}
+{{- if $s3.endpoint -}}
+{{- if not (regexMatch "^https?://[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?/?$" $s3.endpoint) -}}
+{{- fail (printf "backup.s3.endpoint: %q is not a server URL: http:// or https://, a host name and an optional port, no path (the bucket goes in backup.s3.bucket); for example https://minio.storage.svc:9000" $s3.endpoint) -}}
+{{- end -}}
+{{- if not $s3.bucket -}}
+{{- fail "backup.s3.bucket: required with backup.s3.endpoint; name an existing bucket (the backup never creates one)" -}}
+{{- end -}}
+{{- if not (regexMatch "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$" $s3.bucket) -}}
+{{- fail (printf "backup.s3.bucket: %q is not a bucket name (3 to 63 lowercase letters, digits, '.' and '-'); for example valkey-backups" $s3.bucket) -}}
+{{- end -}}
+{{- if not $s3.existingSecret -}}
+{{- fail "backup.s3.existingSecret: required with backup.s3.endpoint; name a Secret of this namespace with keys accessKeyId and secretAccessKey" -}}
+{{- end -}}
+{{- if and $s3.prefix (not (regexMatch "^[A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]*$" $s3.prefix)) -}}
+{{- fail (printf "backup.s3.prefix: %q is not an object name prefix (letters, digits, '/', '!', '-', '_', '.', '*', quotes and parentheses; no leading '/'); for example valkey/cache" $s3.prefix) -}}
+{{- end -}}
+{{- else if or $s3.bucket $s3.existingSecret $s3.prefix $s3.caSecret -}}
+{{- fail "backup.s3.endpoint: required with the other backup.s3 values; set the server URL (https://host:port) or remove them" -}}
 {{- end -}}
 {{- $r := .Values.restoreFrom -}}
 {{- if and $r.file (not $r.persistentVolumeClaim) -}}
@@ -671,6 +693,8 @@ template renders, so Helm reports every refusal there.
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
   (list "backup.persistentVolumeClaim" .Values.backup.persistentVolumeClaim "dnsName" "valkey-backups")
+  (list "backup.s3.existingSecret" .Values.backup.s3.existingSecret "dnsName" "valkey-backup-s3")
+  (list "backup.s3.caSecret" .Values.backup.s3.caSecret "dnsName" "storage-ca")
   (list "backup.resources.limits.cpu" .Values.backup.resources.limits.cpu "cpu" "250m")
   (list "backup.resources.limits.memory" .Values.backup.resources.limits.memory "quantity" "128Mi")
   (list "restoreFrom.persistentVolumeClaim" .Values.restoreFrom.persistentVolumeClaim "dnsName" "valkey-backups")
