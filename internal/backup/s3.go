@@ -42,6 +42,23 @@ type S3Target struct {
 	Timeout time.Duration
 }
 
+// AsValues rewrites the values named in err ("backup.s3.<field>", as every error of this file says) to
+// values + ".<field>": the restore step reports restoreFrom.s3.<field>. The error still wraps err.
+func AsValues(err error, values string) error {
+	if err == nil || !strings.Contains(err.Error(), "backup.s3.") {
+		return err
+	}
+	return renamed{msg: strings.ReplaceAll(err.Error(), "backup.s3.", values+"."), err: err}
+}
+
+type renamed struct {
+	msg string
+	err error
+}
+
+func (r renamed) Error() string { return r.msg }
+func (r renamed) Unwrap() error { return r.err }
+
 // S3 is a connected S3Target (NewS3).
 type S3 struct {
 	t      S3Target

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,6 +188,10 @@ type RestoreOptions struct {
 	ConfigTemplate string
 	Server         string
 	TerminationLog string
+	// S3 (S3.Endpoint set) is where the backup is downloaded from (restoreFrom.s3) into the directory of
+	// From first; S3CredentialsDir holds the files accessKeyId and secretAccessKey.
+	S3               backup.S3Target
+	S3CredentialsDir string
 }
 
 func newRestoreCmd() *cobra.Command {
@@ -205,7 +210,7 @@ directory that holds data is never touched. A refusal writes "start refused: <re
 			if o.From == "" || o.DataDir == "" || o.ConfigTemplate == "" {
 				return errors.New("--from, --data-dir and --config-template are required")
 			}
-			err := o.run()
+			err := o.run(cmd.Context())
 			if err != nil {
 				slog.Error("restore refused", "from", o.From, "err", err)
 				writeTermination(o.TerminationLog, contract.StartRefusedPrefix+err.Error())
@@ -219,19 +224,50 @@ directory that holds data is never touched. A refusal writes "start refused: <re
 	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "the server config (appendonly, dbfilename, appenddirname)")
 	f.StringVar(&o.Server, "server", "valkey-server", "the server program (its --version decides which RDB versions it reads)")
 	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a refusal's reason is written")
+	f.StringVar(&o.S3.Endpoint, "s3-endpoint", "", "download --from's file name from this S3-compatible server first (http:// or https://)")
+	f.StringVar(&o.S3.Bucket, "s3-bucket", "", "bucket holding the backup")
+	f.StringVar(&o.S3.Prefix, "s3-prefix", "", "object name prefix (a folder)")
+	f.StringVar(&o.S3.Region, "s3-region", "", "bucket region")
+	f.BoolVar(&o.S3.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
+	f.StringVar(&o.S3.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
+	f.StringVar(&o.S3CredentialsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
 	return cmd
 }
 
-func (o *RestoreOptions) run() error {
+func (o *RestoreOptions) run(ctx context.Context) error {
 	conf, err := os.ReadFile(o.ConfigTemplate)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", o.ConfigTemplate, err)
+	}
+	files := bootstrap.ParseServerFiles(string(conf))
+	if o.S3.Endpoint != "" {
+		if why := backup.SkipRestore(o.DataDir, files); why != "" {
+			slog.Info("restore skipped", "from", o.From, "reason", why)
+			return nil // nothing read from the bucket
+		}
+		t := o.S3
+		for name, dst := range map[string]*string{"accessKeyId": &t.AccessKeyID, "secretAccessKey": &t.SecretAccessKey} {
+			b, err := os.ReadFile(filepath.Join(o.S3CredentialsDir, name))
+			if err != nil {
+				return fmt.Errorf("restoreFrom.s3.existingSecret: key %s: %w", name, err)
+			}
+			*dst = strings.TrimSpace(string(b))
+		}
+		s3, err := backup.NewS3(t)
+		if err != nil {
+			return backup.AsValues(err, "restoreFrom.s3")
+		}
+		// into the directory of --from (an emptyDir), under temporary names renamed when complete
+		if _, err := s3.Download(ctx, filepath.Base(o.From), filepath.Dir(o.From)); err != nil {
+			return backup.AsValues(err, "restoreFrom.s3")
+		}
+		slog.Info("downloaded", "s3", t.Endpoint, "bucket", t.Bucket, "key", s3.Key(filepath.Base(o.From)), "to", o.From)
 	}
 	version, err := exec.Command(o.Server, "--version").Output()
 	if err != nil {
 		slog.Warn("restore: server version unknown; the RDB version is left to the server", "server", o.Server, "err", err)
 	}
-	res, err := backup.Restore(backup.RestoreOptions{From: o.From, DataDir: o.DataDir, Files: bootstrap.ParseServerFiles(string(conf)),
+	res, err := backup.Restore(backup.RestoreOptions{From: o.From, DataDir: o.DataDir, Files: files,
 		ServerVersion: string(version)})
 	if err != nil {
 		return fmt.Errorf("restoreFrom: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,7 +26,10 @@ import (
 // lands in the bucket under the prefix, the scratch directory is left empty, and the termination message is
 // the backup's metadata (what the instance controller exports as metrics). With refused credentials the Job
 // fails before any snapshot (the replica forks nothing), names backup.s3.existingSecret in its termination
-// message, and the bucket stays empty.
+// message, and the bucket stays empty. Then `restore` with restoreFrom.s3: refused credentials write nothing
+// and say "start refused: restoreFrom.s3.existingSecret ...", the right ones download the backup, check it and
+// fill the data directory (a new server starts with the key), and a second run (node 0 restarted with
+// restoreFrom still set) reads nothing from the bucket.
 func TestBackupCommandToS3(t *testing.T) {
 	e := valkeytest.Default
 	valkeytest.Require(t, e)
@@ -60,13 +64,7 @@ func TestBackupCommandToS3(t *testing.T) {
 	require.NoError(t, os.Mkdir(scratch, 0o755))
 	term := filepath.Join(dir, "termination-log")
 	// the engine's CLI as one program (valkey 9.1 runs through its root filesystem's loader)
-	c := e.Command(e.CLI)
-	quoted := []string{strconv.Quote(c.Path)}
-	for _, a := range c.Args[1:] {
-		quoted = append(quoted, strconv.Quote(a))
-	}
-	cli := write("cli.sh", "#!/bin/sh\nexec "+strings.Join(quoted, " ")+" \"$@\"\n")
-	require.NoError(t, os.Chmod(cli, 0o755))
+	cli := wrapper(t, dir, "cli.sh", e.Command(e.CLI))
 	run := func() error {
 		cmd := newBackupCmd()
 		cmd.SetArgs([]string{"--instance-file", instanceFile, "--password-file", passwordFile, "--dir", scratch, "--retention", "2",
@@ -103,6 +101,51 @@ func TestBackupCommandToS3(t *testing.T) {
 	assert.Equal(t, m.Size, int64(len(got)))
 	entries, _ := os.ReadDir(scratch)
 	assert.Empty(t, entries, "the scratch directory holds nothing after the upload")
+
+	// restoreFrom.s3: node 0's restore step downloads it into its emptyDir, checks it and fills the data dir
+	server := wrapper(t, dir, "server.sh", e.Command(e.Server))
+	conf := write("valkey.conf", "appendonly yes\ndbfilename dump.rdb\nappenddirname appendonlydir\nappendfilename appendonly.aof\n")
+	data, restoreDir := t.TempDir(), t.TempDir()
+	restore := func() error {
+		cmd := newRestoreCmd()
+		cmd.SetArgs([]string{"--from", filepath.Join(restoreDir, m.File), "--data-dir", data, "--config-template", conf, "--server", server,
+			"--termination-log", term, "--s3-endpoint", srv.Endpoint, "--s3-bucket", "backups", "--s3-prefix", "valkey/cache",
+			"--s3-force-path-style", "--s3-credentials-dir", filepath.Join(dir, "creds")})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return cmd.ExecuteContext(ctx)
+	}
+	write("creds/secretAccessKey", "wrong")
+	require.Error(t, restore())
+	msg, err = os.ReadFile(term)
+	require.NoError(t, err)
+	assert.Contains(t, string(msg), "start refused: restoreFrom.s3.existingSecret: GetObject valkey/cache/"+m.File+".json at "+srv.Endpoint+" refused the credentials")
+	entries, _ = os.ReadDir(data)
+	assert.Empty(t, entries, "a refused restore writes nothing")
+
+	write("creds/secretAccessKey", srv.SecretAccessKey)
+	require.NoError(t, restore())
+	restored := valkeytest.StartServer(t, e, valkeytest.ServerConfig{Lines: []string{"dir " + data, "appendonly yes"}})
+	v, err := restored.CLI("", "", "GET", "k")
+	require.NoError(t, err)
+	assert.Equal(t, "v", v)
+
+	// a restart of node 0 with restoreFrom still set reads nothing from the bucket: wrong credentials pass
+	write("creds/secretAccessKey", "wrong")
+	require.NoError(t, restore(), "skipped before any download")
+}
+
+// wrapper writes an executable script that runs c (an engine program through its root filesystem's loader).
+func wrapper(t *testing.T, dir, name string, c *exec.Cmd) string {
+	t.Helper()
+	quoted := []string{strconv.Quote(c.Path)}
+	for _, a := range c.Args[1:] {
+		quoted = append(quoted, strconv.Quote(a))
+	}
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nexec "+strings.Join(quoted, " ")+" \"$@\"\n"), 0o755))
+	return p
 }
 
 func replicaHas(p *valkeytest.Proc) error {
