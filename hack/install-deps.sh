@@ -5,9 +5,9 @@
 #   redis-tools 7.0 (bookworm, the second engine), iptables (the fault-injection redirects of
 #   internal/valkeytest), valkey 9.1 (Debian sid on a trixie root filesystem in /var/cache/valkey-ha/engines, by
 #   hack/engine-rootfs.sh; nothing of it is installed on the host), the helm CLI v3.22.0 (go install),
-#   promtool (the binary only, from Debian's prometheus package), and actionlint v1.7.12 (go install) with
-#   shellcheck (Debian) for `make lint` of .github/workflows, and the S3-compatible server versitygw of the backup
-#   tests (hack/install-s3.sh, go install).
+#   promtool (the binary only, from Debian's prometheus package), actionlint v1.7.12 (go install) with the
+#   Debian package shellcheck for `make lint` of .github/workflows, and the S3-compatible server versitygw of the
+#   backup tests (hack/install-s3.sh, go install).
 # Package maintainer scripts are kept from starting services: tests start their own processes.
 #
 #   sudo hack/install-deps.sh            # packages + helm

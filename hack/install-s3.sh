@@ -21,6 +21,6 @@ if [[ ${1:-} == --check ]]; then log "missing: versitygw $VERSITYGW_VERSION in $
 command -v go >/dev/null || { log "ERROR: go not found on PATH"; exit 1; }
 mkdir -p "$DIR/bin"
 log "versitygw: go install github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION (about 1.5 minutes on 2 cores)"
-(cd / && GOTOOLCHAIN=local GOFLAGS= GOBIN="$DIR/bin" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
+(cd / && GOTOOLCHAIN=local GOFLAGS="" GOBIN="$DIR/bin" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
 echo "$VERSITYGW_VERSION" >"$DIR/VERSION"
 log "versitygw: $("$DIR/bin/versitygw" --version 2>&1 | head -1)"
