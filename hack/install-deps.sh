@@ -5,8 +5,9 @@
 #   redis-tools 7.0 (bookworm, the second engine), iptables (the fault-injection redirects of
 #   internal/valkeytest), valkey 9.1 (Debian sid on a trixie root filesystem in /var/cache/valkey-ha/engines, by
 #   hack/engine-rootfs.sh; nothing of it is installed on the host), the helm CLI v3.22.0 (go install),
-#   promtool (the binary only, from Debian's prometheus package), and actionlint v1.7.12 (go install) with
-#   shellcheck (Debian) for `make lint` of .github/workflows.
+#   promtool (the binary only, from Debian's prometheus package), actionlint v1.7.12 (go install) with the
+#   Debian package shellcheck for `make lint` of .github/workflows, and the S3-compatible server versitygw of the
+#   backup tests (hack/install-s3.sh, go install).
 # Package maintainer scripts are kept from starting services: tests start their own processes.
 #
 #   sudo hack/install-deps.sh            # packages + helm
@@ -137,11 +138,20 @@ install_engines() {
   "$here/engine-rootfs.sh" || die "valkey 9.1 root filesystem: hack/engine-rootfs.sh failed"
 }
 
+# versitygw, the S3-compatible server of the backup tests (internal/s3test)
+install_s3() {
+  local here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  if ((CHECK)); then "$here/install-s3.sh" --check; return 0; fi
+  "$here/install-s3.sh" || die "versitygw: hack/install-s3.sh failed"
+}
+
 command -v go >/dev/null || die "go not found on PATH"
 install_packages
 install_engines
 install_helm
 install_promtool
 install_actionlint
+install_s3
 log "done: valkey $(cat "${VALKEY_HA_ENGINES:-/var/cache/valkey-ha/engines}/valkey-9.1/VERSION" 2>/dev/null) (sid, default);" \
   "$(valkey-server --version 2>/dev/null | cut -d' ' -f1-3); $(redis-server --version 2>/dev/null | cut -d' ' -f1-3)"

@@ -123,3 +123,125 @@ func TestRestoreFromOnlyNodeZero(t *testing.T) {
 		assert.True(t, ro, "the backup volume is mounted read-only")
 	}
 }
+
+// TestBackupCronJobS3: backup.s3 adds the upload to the same backup step: the target's values as flags, the
+// credentials Secret (only its two keys) and the CA mounted read-only in the backup Job alone; without a PVC the
+// snapshot is staged in an emptyDir (--scratch); with a PVC both targets get it and there is no --scratch.
+func TestBackupCronJobS3(t *testing.T) {
+	const s3 = `
+backup:
+  enabled: true
+  s3: {endpoint: "https://minio.storage.svc:9000", bucket: valkey-backups, prefix: valkey/cache, region: eu-1, forcePathStyle: true, existingSecret: backup-s3, caSecret: storage-ca}
+`
+	objs := decode(t, mustRender(t, "valkey", s3))
+	cjs := objs.ofKind("CronJob")
+	require.Len(t, cjs, 1)
+	pod := cjs[0].(*batchv1.CronJob).Spec.JobTemplate.Spec.Template.Spec
+	c := container(t, &pod, "backup")
+	args := strings.Join(c.Command, " ")
+	for _, want := range []string{"--s3-endpoint https://minio.storage.svc:9000", "--s3-bucket valkey-backups", "--s3-prefix valkey/cache",
+		"--s3-region eu-1", "--s3-force-path-style", "--s3-credentials-dir /etc/valkey-ha/s3-credentials",
+		"--s3-ca-file /etc/valkey-ha/s3-ca/ca.crt", "--scratch"} {
+		assert.Contains(t, args, want)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	require.NotNil(t, vols["backup"].EmptyDir, "no PVC: the snapshot is staged in an emptyDir")
+	require.NotNil(t, vols["s3-credentials"].Secret)
+	assert.Equal(t, "backup-s3", vols["s3-credentials"].Secret.SecretName)
+	assert.Len(t, vols["s3-credentials"].Secret.Items, 2, "only accessKeyId and secretAccessKey")
+	require.NotNil(t, vols["s3-ca"].Secret)
+	assert.Equal(t, "storage-ca", vols["s3-ca"].Secret.SecretName)
+	for _, m := range c.VolumeMounts {
+		if m.Name == "s3-credentials" || m.Name == "s3-ca" {
+			assert.True(t, m.ReadOnly, m.Name)
+		}
+	}
+	for name, spec := range objs.podSpecs() {
+		if strings.Contains(name, "backup") {
+			continue
+		}
+		assert.NotContains(t, secretVolumes(spec), "backup-s3", "%s must not hold the S3 credentials", name)
+	}
+
+	both := decode(t, mustRender(t, "valkey", s3+"  persistentVolumeClaim: backups\n"))
+	bp := both.ofKind("CronJob")[0].(*batchv1.CronJob).Spec.JobTemplate.Spec.Template.Spec
+	bargs := strings.Join(container(t, &bp, "backup").Command, " ")
+	assert.Contains(t, bargs, "--s3-bucket valkey-backups")
+	assert.NotContains(t, bargs, "--scratch", "with a PVC the volume keeps its copy")
+
+	plain := decode(t, mustRender(t, "valkey", backupValues))
+	pp := plain.ofKind("CronJob")[0].(*batchv1.CronJob).Spec.JobTemplate.Spec.Template.Spec
+	assert.NotContains(t, strings.Join(container(t, &pp, "backup").Command, " "), "--s3-")
+}
+
+// TestRestoreFromS3: restoreFrom.s3 gives node 0's restore step the download flags, an emptyDir to download
+// into (instead of the read-only PVC), the credentials Secret (two keys) and the CA; no other node gets them,
+// and the data pods' NetworkPolicy lets them reach the endpoint's port (9000 here; 443 for https without one).
+func TestRestoreFromS3(t *testing.T) {
+	const vals = `
+persistence: {enabled: true}
+restoreFrom:
+  file: cache-valkey-20261203T030000Z.rdb
+  s3: {endpoint: "https://minio.storage.svc:9000", bucket: valkey-backups, prefix: valkey/cache, forcePathStyle: true, existingSecret: backup-s3, caSecret: storage-ca}
+`
+	objs := decode(t, mustRender(t, "valkey", vals))
+	for _, s := range objs.statefulSets() {
+		spec := &s.Spec.Template.Spec
+		if s.Name != valkeyF+"-0" {
+			assert.NotContains(t, secretVolumes(spec), "backup-s3", s.Name)
+			continue
+		}
+		c := container(t, spec, "restore")
+		cmd := strings.Join(c.Command, " ")
+		for _, want := range []string{"--from /restore/cache-valkey-20261203T030000Z.rdb", "--s3-endpoint https://minio.storage.svc:9000",
+			"--s3-bucket valkey-backups", "--s3-prefix valkey/cache", "--s3-force-path-style",
+			"--s3-credentials-dir /etc/valkey-ha/s3-credentials", "--s3-ca-file /etc/valkey-ha/s3-ca/ca.crt"} {
+			assert.Contains(t, cmd, want)
+		}
+		vols := map[string]corev1.Volume{}
+		for _, v := range spec.Volumes {
+			vols[v.Name] = v
+		}
+		require.NotNil(t, vols["restore"].EmptyDir, "the download goes to an emptyDir")
+		require.NotNil(t, vols["s3-credentials"].Secret)
+		assert.Equal(t, "backup-s3", vols["s3-credentials"].Secret.SecretName)
+		assert.Len(t, vols["s3-credentials"].Secret.Items, 2)
+		assert.Equal(t, "storage-ca", vols["s3-ca"].Secret.SecretName)
+		for _, o := range allContainers(spec) {
+			if o.Name == "restore" {
+				continue
+			}
+			for _, m := range o.VolumeMounts {
+				assert.NotEqual(t, "s3-credentials", m.Name, "%s must not mount the S3 credentials", o.Name)
+			}
+		}
+	}
+	var port bool
+	for _, o := range objs.ofKind("NetworkPolicy") {
+		for _, eg := range o.(*networkingv1.NetworkPolicy).Spec.Egress {
+			if len(eg.To) == 0 && len(eg.Ports) == 1 && eg.Ports[0].Port.IntValue() == 9000 {
+				port = true
+			}
+		}
+	}
+	assert.True(t, port, "the data pods may reach the S3 endpoint's port")
+	https := decode(t, mustRender(t, "valkey", strings.Replace(vals, "minio.storage.svc:9000", "s3.example.internal", 1)))
+	var p443 bool
+	for _, o := range https.ofKind("NetworkPolicy") {
+		for _, eg := range o.(*networkingv1.NetworkPolicy).Spec.Egress {
+			if len(eg.To) == 0 && len(eg.Ports) == 1 && eg.Ports[0].Port.IntValue() == 443 {
+				p443 = true
+			}
+		}
+	}
+	assert.True(t, p443, "https without a port: 443")
+	plain := decode(t, mustRender(t, "valkey", backupValues))
+	for _, o := range plain.ofKind("NetworkPolicy") {
+		for _, eg := range o.(*networkingv1.NetworkPolicy).Spec.Egress {
+			assert.NotEmpty(t, eg.To, "without restoreFrom.s3 no egress rule is open to any address")
+		}
+	}
+}

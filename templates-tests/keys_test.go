@@ -125,7 +125,7 @@ func TestUnknownKeyNamesFieldAndFix(t *testing.T) {
 		{"valkey", "persistence.enabled: true\n",
 			"persistence.enabled: unknown key (a dotted name is --set syntax); in a values file nest it: persistence: {enabled: ...}"},
 		{"valkey", "restoreFrom: {bucket: b}\n",
-			"restoreFrom.bucket: unknown key; the keys of restoreFrom are file, persistentVolumeClaim"},
+			"restoreFrom.bucket: unknown key; the keys of restoreFrom are file, persistentVolumeClaim, s3"},
 		{"valkey-sentinel", "wholeNewThing: 1\n",
 			"wholeNewThing: unknown key; the top level has no such key, see the values table in the chart README"},
 		{"valkey-sentinel", "controller: {resources: {memroy: 64Mi}}\n",

@@ -235,12 +235,7 @@ func Backups(dir, instance string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		n := e.Name()
-		rest, ok := strings.CutPrefix(n, instance+"-")
-		if !ok || !strings.HasSuffix(n, ".rdb") || len(rest) != len("20060102T150405Z.rdb") {
-			continue
-		}
-		if _, err := time.Parse("20060102T150405Z", strings.TrimSuffix(rest, ".rdb")); err == nil {
+		if n := e.Name(); isBackupName(n, instance) {
 			out = append(out, n)
 		}
 	}

@@ -48,12 +48,8 @@ var ErrRefused = errors.New("restore refused")
 // against ServerVersion); a refusal wraps ErrRefused and names the reason. The files are written under
 // temporary names and renamed; a failure (a full volume) removes them, so the directory stays as it was.
 func Restore(o RestoreOptions) (RestoreResult, error) {
-	if _, err := os.Stat(filepath.Join(o.DataDir, RestoredMarker)); err == nil {
-		return RestoreResult{Skipped: "this volume was restored before"}, nil
-	}
-	p, err := bootstrap.ReadPersisted(o.DataDir, o.Files)
-	if err != nil || p.HasData {
-		return RestoreResult{Skipped: "the data directory already holds data (" + p.String() + "); a restore never overwrites it"}, nil
+	if why := SkipRestore(o.DataDir, o.Files); why != "" {
+		return RestoreResult{Skipped: why}, nil
 	}
 	src, err := os.Open(o.From)
 	if err != nil {
@@ -115,6 +111,20 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	}
 	meta.Size, meta.SHA256 = got.Size, got.SHA256
 	return RestoreResult{Meta: meta}, nil
+}
+
+// SkipRestore returns why a restore into dataDir must not happen (it was restored before, or it holds data),
+// "" when it may. Restore checks it first; the S3 restore checks it before downloading anything, so a node
+// that restarts with restoreFrom still set reads nothing from the bucket.
+func SkipRestore(dataDir string, files bootstrap.ServerFiles) string {
+	if _, err := os.Stat(filepath.Join(dataDir, RestoredMarker)); err == nil {
+		return "this volume was restored before"
+	}
+	p, err := bootstrap.ReadPersisted(dataDir, files)
+	if err != nil || p.HasData {
+		return "the data directory already holds data (" + p.String() + "); a restore never overwrites it"
+	}
+	return ""
 }
 
 // copyFile copies src to dst through a temporary file that is synced and renamed.

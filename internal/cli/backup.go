@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,8 +30,16 @@ type BackupOptions struct {
 	Retention    int
 	CLI          string
 	Timeout      time.Duration
-	// TerminationLog receives the one-line reason of a failure (the Job pod's terminationMessagePath).
+	// TerminationLog receives the one-line reason of a failure (the Job pod's terminationMessagePath), or on
+	// success the backup's metadata (one JSON line, backup.Meta), which the instance controller exports as
+	// metrics.
 	TerminationLog string
+	// S3 is the object storage target (S3Endpoint set); S3CredentialsDir holds the files accessKeyId and
+	// secretAccessKey (the mounted backup.s3.existingSecret).
+	S3               backup.S3Target
+	S3CredentialsDir string
+	// Scratch says Dir is scratch space (no backup volume): the snapshot is removed from it after the upload.
+	Scratch bool
 }
 
 // Validate checks the options.
@@ -42,6 +52,9 @@ func (o *BackupOptions) Validate() error {
 	}
 	if o.Timeout <= 0 {
 		return errors.New("--timeout must be > 0")
+	}
+	if o.Scratch && o.S3.Endpoint == "" {
+		return errors.New("--scratch needs --s3-endpoint (the snapshot must go somewhere)")
 	}
 	return nil
 }
@@ -75,8 +88,32 @@ is left as it was (no partial file). See internal/backup.`,
 	f.IntVar(&o.Retention, "retention", 7, "backups of this instance to keep")
 	f.StringVar(&o.CLI, "cli", "valkey-cli", "the engine's command-line client (valkey-cli or redis-cli)")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on finding a replica (the snapshot itself is bounded by the Job's activeDeadlineSeconds)")
-	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a failure's reason is written")
+	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a failure's reason (or a success's metadata) is written")
+	f.StringVar(&o.S3.Endpoint, "s3-endpoint", "", "S3-compatible server URL (http:// or https://); empty: no upload")
+	f.StringVar(&o.S3.Bucket, "s3-bucket", "", "existing bucket")
+	f.StringVar(&o.S3.Prefix, "s3-prefix", "", "object name prefix (a folder)")
+	f.StringVar(&o.S3.Region, "s3-region", "", "bucket region")
+	f.BoolVar(&o.S3.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
+	f.StringVar(&o.S3.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
+	f.StringVar(&o.S3CredentialsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
+	f.BoolVar(&o.Scratch, "scratch", false, "--dir is scratch space: remove the snapshot from it after the upload")
 	return cmd
+}
+
+// s3 reads the credentials and builds the S3 target, or returns nil without --s3-endpoint.
+func (o *BackupOptions) s3() (*backup.S3, error) {
+	if o.S3.Endpoint == "" {
+		return nil, nil
+	}
+	t := o.S3
+	for name, dst := range map[string]*string{"accessKeyId": &t.AccessKeyID, "secretAccessKey": &t.SecretAccessKey} {
+		b, err := os.ReadFile(filepath.Join(o.S3CredentialsDir, name))
+		if err != nil {
+			return nil, fmt.Errorf("backup.s3.existingSecret: key %s: %w", name, err)
+		}
+		*dst = strings.TrimSpace(string(b))
+	}
+	return backup.NewS3(t)
 }
 
 func (o *BackupOptions) run(cmd *cobra.Command) error {
@@ -98,6 +135,15 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 		return errors.New("backup of a TLS instance is not supported yet (the chart refuses backup.enabled with tls.enabled)")
 	}
 	ctx := cmd.Context()
+	s3, err := o.s3()
+	if err == nil && s3 != nil {
+		// before the snapshot: a wrong target costs no fork of the replica
+		err = s3.Check(ctx)
+	}
+	if err != nil {
+		log.Error("backup failed", "instance", in.Name, "s3", o.S3.Endpoint, "bucket", o.S3.Bucket, "err", err)
+		return err
+	}
 	res, err := backup.Snapshot(ctx, backup.SnapshotOptions{Instance: in.Name, Nodes: in.NodeAddrs(), Client: opts, Dir: o.Dir,
 		Retention: o.Retention, CLI: func(args ...string) *exec.Cmd { return exec.CommandContext(ctx, o.CLI, args...) }})
 	if err != nil {
@@ -105,9 +151,33 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	m := res.Meta
-	log.Info("backup taken", "instance", in.Name, "file", filepath.Join(o.Dir, m.File), "node", m.Node, "engine", m.Engine,
+	where := filepath.Join(o.Dir, m.File)
+	if s3 != nil {
+		if o.Scratch {
+			defer os.Remove(filepath.Join(o.Dir, m.File))
+			defer os.Remove(filepath.Join(o.Dir, m.File+".json"))
+		}
+		pruned, err := s3.Upload(ctx, o.Dir, m, o.Retention)
+		if err != nil {
+			if !o.Scratch {
+				err = fmt.Errorf("%w (the copy on the backup volume, %s, is kept)", err, m.File)
+			}
+			log.Error("backup upload failed", "instance", in.Name, "s3", o.S3.Endpoint, "bucket", o.S3.Bucket, "key", s3.Key(m.File), "err", err)
+			return err
+		}
+		if o.Scratch {
+			where, res.Pruned = "", nil
+		}
+		res.Pruned = append(res.Pruned, pruned...)
+		log.Info("backup uploaded", "instance", in.Name, "s3", o.S3.Endpoint, "bucket", o.S3.Bucket, "key", s3.Key(m.File), "pruned", pruned)
+	}
+	log.Info("backup taken", "instance", in.Name, "file", where, "node", m.Node, "engine", m.Engine,
 		"engineVersion", m.EngineVersion, "rdbVersion", m.RDBVersion, "bytes", m.Size, "sha256", m.SHA256, "replOffset", m.ReplOffset,
 		"durationSeconds", m.DurationSeconds, "pruned", res.Pruned)
+	if b, err := json.Marshal(m); err == nil {
+		// the instance controller reads it back from the pod's status (backup metrics)
+		writeTermination(o.TerminationLog, string(b))
+	}
 	return nil
 }
 
@@ -118,6 +188,10 @@ type RestoreOptions struct {
 	ConfigTemplate string
 	Server         string
 	TerminationLog string
+	// S3 (S3.Endpoint set) is where the backup is downloaded from (restoreFrom.s3) into the directory of
+	// From first; S3CredentialsDir holds the files accessKeyId and secretAccessKey.
+	S3               backup.S3Target
+	S3CredentialsDir string
 }
 
 func newRestoreCmd() *cobra.Command {
@@ -136,7 +210,7 @@ directory that holds data is never touched. A refusal writes "start refused: <re
 			if o.From == "" || o.DataDir == "" || o.ConfigTemplate == "" {
 				return errors.New("--from, --data-dir and --config-template are required")
 			}
-			err := o.run()
+			err := o.run(cmd.Context())
 			if err != nil {
 				slog.Error("restore refused", "from", o.From, "err", err)
 				writeTermination(o.TerminationLog, contract.StartRefusedPrefix+err.Error())
@@ -150,19 +224,50 @@ directory that holds data is never touched. A refusal writes "start refused: <re
 	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "the server config (appendonly, dbfilename, appenddirname)")
 	f.StringVar(&o.Server, "server", "valkey-server", "the server program (its --version decides which RDB versions it reads)")
 	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a refusal's reason is written")
+	f.StringVar(&o.S3.Endpoint, "s3-endpoint", "", "download --from's file name from this S3-compatible server first (http:// or https://)")
+	f.StringVar(&o.S3.Bucket, "s3-bucket", "", "bucket holding the backup")
+	f.StringVar(&o.S3.Prefix, "s3-prefix", "", "object name prefix (a folder)")
+	f.StringVar(&o.S3.Region, "s3-region", "", "bucket region")
+	f.BoolVar(&o.S3.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
+	f.StringVar(&o.S3.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
+	f.StringVar(&o.S3CredentialsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
 	return cmd
 }
 
-func (o *RestoreOptions) run() error {
+func (o *RestoreOptions) run(ctx context.Context) error {
 	conf, err := os.ReadFile(o.ConfigTemplate)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", o.ConfigTemplate, err)
+	}
+	files := bootstrap.ParseServerFiles(string(conf))
+	if o.S3.Endpoint != "" {
+		if why := backup.SkipRestore(o.DataDir, files); why != "" {
+			slog.Info("restore skipped", "from", o.From, "reason", why)
+			return nil // nothing read from the bucket
+		}
+		t := o.S3
+		for name, dst := range map[string]*string{"accessKeyId": &t.AccessKeyID, "secretAccessKey": &t.SecretAccessKey} {
+			b, err := os.ReadFile(filepath.Join(o.S3CredentialsDir, name))
+			if err != nil {
+				return fmt.Errorf("restoreFrom.s3.existingSecret: key %s: %w", name, err)
+			}
+			*dst = strings.TrimSpace(string(b))
+		}
+		s3, err := backup.NewS3(t)
+		if err != nil {
+			return backup.AsValues(err, "restoreFrom.s3")
+		}
+		// into the directory of --from (an emptyDir), under temporary names renamed when complete
+		if _, err := s3.Download(ctx, filepath.Base(o.From), filepath.Dir(o.From)); err != nil {
+			return backup.AsValues(err, "restoreFrom.s3")
+		}
+		slog.Info("downloaded", "s3", t.Endpoint, "bucket", t.Bucket, "key", s3.Key(filepath.Base(o.From)), "to", o.From)
 	}
 	version, err := exec.Command(o.Server, "--version").Output()
 	if err != nil {
 		slog.Warn("restore: server version unknown; the RDB version is left to the server", "server", o.Server, "err", err)
 	}
-	res, err := backup.Restore(backup.RestoreOptions{From: o.From, DataDir: o.DataDir, Files: bootstrap.ParseServerFiles(string(conf)),
+	res, err := backup.Restore(backup.RestoreOptions{From: o.From, DataDir: o.DataDir, Files: files,
 		ServerVersion: string(version)})
 	if err != nil {
 		return fmt.Errorf("restoreFrom: %w", err)

@@ -28,6 +28,9 @@ const (
 	ManagedBy      = "valkey-sentinel-ctl"
 	// LabelInstance is on every data pod and StatefulSet and on the ConfigMaps written for an instance: F.
 	LabelInstance = "valkey.io/instance"
+	// LabelBackupOf is on the backup Job's pods (charts/valkey backup-cronjob.yaml): F of the instance they
+	// back up. Not LabelInstance: the data pods' NetworkPolicy, PDB and PodMonitor select on that.
+	LabelBackupOf = "valkey.io/backup-of"
 	// LabelNodeIndex is a data pod's node ordinal i.
 	LabelNodeIndex = "valkey.io/node-index"
 	// LabelRole is patched onto data pods by the instance controller (never in a template): RolePrimary or
@@ -54,6 +57,7 @@ const (
 	ComponentSentinelInfo = "sentinel-info" // F-sentinels
 	ComponentStatus       = "status"        // F-status, S-status
 	ComponentTest         = "test"
+	ComponentBackup       = "backup" // the backup Job's pods
 )
 
 // Annotations.

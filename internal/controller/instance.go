@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/backup"
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
@@ -124,6 +125,9 @@ type instanceMemory struct {
 	// statusPrint fingerprints the last written status without timestamps and offsets
 	statusPrint   string
 	statusWritten time.Time
+	// backupListedAt is when the backup pods were last listed; lastBackup the newest backup seen (backups.go)
+	backupListedAt time.Time
+	lastBackup     backup.Meta
 }
 
 // NewInstanceController wires informers (label-filtered) and the queue. Call Run to start.
@@ -358,6 +362,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 		c.ensureSubscription(key, in, w.SentinelInfo, mem)
 	}
 	c.metrics.ObserveInstance(in.Namespace+"/"+in.Name, plan.InstanceGauges(w, d))
+	c.observeBackups(ctx, in, mem)
 	out.Access = c.syncAccess(ctx, desc, w, mem)
 	if err := c.writeStatus(ctx, desc, w, d, out, mem); err != nil {
 		return true, err

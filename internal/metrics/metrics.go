@@ -78,6 +78,14 @@ type Metrics struct {
 	// rollWait reason has been set without a step), 0 when no roll waits.
 	InstanceRollHeldSeconds *prometheus.GaugeVec
 
+	// The last successful backup of an instance (label valkey_instance), read by the instance controller from
+	// the termination message of the newest succeeded backup Job pod (the backup's metadata): its size in
+	// bytes, its snapshot duration in seconds and its end as Unix time in seconds. Absent until the controller
+	// saw one; kept when the Job's pod is gone.
+	BackupLastSizeBytes       *prometheus.GaugeVec
+	BackupLastDurationSeconds *prometheus.GaugeVec
+	BackupLastSuccess         *prometheus.GaugeVec
+
 	// The sentinel controller's view of its quorum (label quorum = namespace/release), set each pass.
 	// Sentinels is the number of Sentinel pods of the release; SentinelReachable is 1 per Sentinel pod
 	// (label sentinel) that answered SENTINEL MASTERS, else 0.
@@ -164,6 +172,11 @@ func New() *Metrics {
 		Help: "Terminating primary pods whose preStop hook could not hand the primary role off."}, []string{"valkey_instance"})
 	m.InstanceRollHeldSeconds = gauge("valkey_ha_instance_roll_held_seconds",
 		"Seconds a planned data roll has been waiting without a step (0: none waits).", "valkey_instance")
+	m.BackupLastSizeBytes = gauge("valkey_ha_backup_last_size_bytes", "Size in bytes of the instance's last successful backup.", "valkey_instance")
+	m.BackupLastDurationSeconds = gauge("valkey_ha_backup_last_duration_seconds",
+		"Seconds the instance's last successful backup took (snapshot start to its check).", "valkey_instance")
+	m.BackupLastSuccess = gauge("valkey_ha_backup_last_success_timestamp_seconds",
+		"Unix time in seconds at which the instance's last successful backup ended.", "valkey_instance")
 	m.Sentinels = gauge("valkey_ha_sentinels", "Sentinel pods of the quorum.", "quorum")
 	m.SentinelReachable = gauge("valkey_ha_sentinel_reachable",
 		"1 when the Sentinel answered SENTINEL MASTERS in the last pass, else 0.", "quorum", "sentinel")
@@ -187,6 +200,7 @@ func New() *Metrics {
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
 		m.InstanceQuorumOK, m.InstanceMonitored, m.HandoffUnavailable, m.InstanceRollHeldSeconds,
+		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastSuccess,
 		m.Sentinels, m.SentinelReachable, m.MonitorRegistered, m.MonitorQuorumOK, m.MonitorRefused, m.SentinelRollHeldSeconds,
 		m.InstancePassSeconds, m.InstancePassErrors, m.InstanceWorkers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -261,7 +275,8 @@ func (m *Metrics) ObserveInstance(instance string, o InstanceObservation) {
 func (m *Metrics) ForgetInstance(instance string) {
 	l := prometheus.Labels{"valkey_instance": instance}
 	for _, v := range []*prometheus.GaugeVec{m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries,
-		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceMonitored, m.InstanceRollHeldSeconds, m.InstancePassSeconds} {
+		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceMonitored, m.InstanceRollHeldSeconds, m.InstancePassSeconds,
+		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastSuccess} {
 		v.DeletePartialMatch(l)
 	}
 	m.InstancePassErrors.DeletePartialMatch(l)
@@ -272,6 +287,14 @@ func (m *Metrics) ForgetInstance(instance string) {
 	m.LastReconcileSuccess.DeleteLabelValues("instance", instance)
 	m.sweep("link/"+instance, nil, func(string) {})
 	m.sweep("lag/"+instance, nil, func(string) {})
+}
+
+// ObserveBackup sets the last-backup gauges of instance (namespace/name): size in bytes, duration in seconds,
+// end time.
+func (m *Metrics) ObserveBackup(instance string, sizeBytes int64, durationSeconds float64, finished time.Time) {
+	m.BackupLastSizeBytes.WithLabelValues(instance).Set(float64(sizeBytes))
+	m.BackupLastDurationSeconds.WithLabelValues(instance).Set(durationSeconds)
+	m.BackupLastSuccess.WithLabelValues(instance).Set(float64(finished.UnixNano()) / 1e9)
 }
 
 // MonitorObservation is one monitor the quorum should hold, as one sentinel-controller pass saw it.

@@ -530,8 +530,11 @@ service.headless.annotations service.headless.extraPorts allowedSources networkP
 networkPolicy.allowSameNamespace networkPolicy.clientPodSelector networkPolicy.metricsNamespaceSelector
 networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
 backup.enabled backup.schedule backup.retention backup.persistentVolumeClaim backup.overdueSeconds
+backup.s3.endpoint backup.s3.bucket backup.s3.prefix backup.s3.region backup.s3.forcePathStyle
+backup.s3.existingSecret backup.s3.caSecret
 backup.activeDeadlineSeconds backup.resources.limits.cpu backup.resources.limits.memory
-restoreFrom.persistentVolumeClaim restoreFrom.file
+restoreFrom.persistentVolumeClaim restoreFrom.file restoreFrom.s3.endpoint restoreFrom.s3.bucket restoreFrom.s3.prefix
+restoreFrom.s3.region restoreFrom.s3.forcePathStyle restoreFrom.s3.existingSecret restoreFrom.s3.caSecret
 migrateFrom.host migrateFrom.port migrateFrom.username migrateFrom.existingSecret migrateFrom.secretKey
 migrateFrom.switch migrateFrom.egressTo
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
@@ -604,8 +607,8 @@ template renders, so Helm reports every refusal there.
 {{- define "valkey.validateBackup" -}}
 {{- $b := .Values.backup -}}
 {{- if $b.enabled -}}
-{{- if not $b.persistentVolumeClaim -}}
-{{- fail "backup.persistentVolumeClaim: required with backup.enabled; name an existing PVC of this namespace that the backups are written to" -}}
+{{- if not (or $b.persistentVolumeClaim $b.s3.endpoint) -}}
+{{- fail "backup.persistentVolumeClaim: required with backup.enabled unless backup.s3.endpoint is set; name an existing PVC of this namespace that the backups are written to, or an S3-compatible target (backup.s3)" -}}
 {{- end -}}
 {{- if lt (int .Values.replicas) 1 -}}
 {{- fail "backup.enabled: needs replicas >= 1: a backup is taken from a replica, never from the primary" -}}
@@ -617,12 +620,17 @@ template renders, so Helm reports every refusal there.
 {{- fail (printf "backup.schedule: %q is not a cron schedule (five fields, e.g. \"0 3 * * *\", or @daily)" $b.schedule) -}}
 {{- end -}}
 {{- end -}}
+{{- include "valkey.validateS3" (dict "path" "backup.s3" "s3" $b.s3) -}}
 {{- $r := .Values.restoreFrom -}}
-{{- if and $r.file (not $r.persistentVolumeClaim) -}}
-{{- fail "restoreFrom.persistentVolumeClaim: required with restoreFrom.file; name the PVC of this namespace that holds the backup" -}}
+{{- include "valkey.validateS3" (dict "path" "restoreFrom.s3" "s3" $r.s3) -}}
+{{- if and $r.file (not $r.persistentVolumeClaim) (not $r.s3.endpoint) -}}
+{{- fail "restoreFrom.persistentVolumeClaim: required with restoreFrom.file unless restoreFrom.s3.endpoint is set; name the PVC of this namespace that holds the backup, or the S3-compatible target (restoreFrom.s3)" -}}
 {{- end -}}
-{{- if and $r.persistentVolumeClaim (not $r.file) -}}
-{{- fail "restoreFrom.file: required with restoreFrom.persistentVolumeClaim; name the backup file on it (<fullname>-<timestamp>.rdb)" -}}
+{{- if and $r.persistentVolumeClaim $r.s3.endpoint -}}
+{{- fail "restoreFrom: persistentVolumeClaim and s3.endpoint are both set; the backup comes from one of them, remove the other" -}}
+{{- end -}}
+{{- if and (or $r.persistentVolumeClaim $r.s3.endpoint) (not $r.file) -}}
+{{- fail "restoreFrom.file: required with restoreFrom.persistentVolumeClaim or restoreFrom.s3; name the backup file (<fullname>-<timestamp>.rdb)" -}}
 {{- end -}}
 {{- if $r.file -}}
 {{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$" $r.file) -}}
@@ -671,6 +679,31 @@ template renders, so Helm reports every refusal there.
 {{- end -}}
 {{- end -}}
 
+{{/* An S3-compatible target (backup.s3, restoreFrom.s3): dict "path" (the values path, for the messages) "s3". */}}
+{{- define "valkey.validateS3" -}}
+{{- $p := .path -}}
+{{- $s3 := .s3 -}}
+{{- if $s3.endpoint -}}
+{{- if not (regexMatch "^https?://[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?/?$" $s3.endpoint) -}}
+{{- fail (printf "%[1]s.endpoint: %[2]q is not a server URL: http:// or https://, a host name and an optional port, no path (the bucket goes in %[1]s.bucket); for example https://minio.storage.svc:9000" $p $s3.endpoint) -}}
+{{- end -}}
+{{- if not $s3.bucket -}}
+{{- fail (printf "%[1]s.bucket: required with %[1]s.endpoint; name an existing bucket (the backup never creates one)" $p) -}}
+{{- end -}}
+{{- if not (regexMatch "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$" $s3.bucket) -}}
+{{- fail (printf "%[1]s.bucket: %[2]q is not a bucket name (3 to 63 lowercase letters, digits, '.' and '-'); for example valkey-backups" $p $s3.bucket) -}}
+{{- end -}}
+{{- if not $s3.existingSecret -}}
+{{- fail (printf "%[1]s.existingSecret: required with %[1]s.endpoint; name a Secret of this namespace with keys accessKeyId and secretAccessKey" $p) -}}
+{{- end -}}
+{{- if and $s3.prefix (not (regexMatch "^[A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]*$" $s3.prefix)) -}}
+{{- fail (printf "%[1]s.prefix: %[2]q is not an object name prefix (letters, digits, '/', '!', '-', '_', '.', '*', quotes and parentheses; no leading '/'); for example valkey/cache" $p $s3.prefix) -}}
+{{- end -}}
+{{- else if or $s3.bucket $s3.existingSecret $s3.prefix $s3.caSecret -}}
+{{- fail (printf "%[1]s.endpoint: required with the other %[1]s values; set the server URL (https://host:port) or remove them" $p) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Names, quantities and labels (the schema checks types; the words are here). */}}
 {{- define "valkey.validateFormats" -}}
 {{- $checks := list
@@ -711,9 +744,13 @@ template renders, so Helm reports every refusal there.
   (list "controller.resources.cpu" .Values.controller.resources.cpu "cpu" "100m")
   (list "controller.resources.memory" .Values.controller.resources.memory "quantity" "128Mi")
   (list "backup.persistentVolumeClaim" .Values.backup.persistentVolumeClaim "dnsName" "valkey-backups")
+  (list "backup.s3.existingSecret" .Values.backup.s3.existingSecret "dnsName" "valkey-backup-s3")
+  (list "backup.s3.caSecret" .Values.backup.s3.caSecret "dnsName" "storage-ca")
   (list "backup.resources.limits.cpu" .Values.backup.resources.limits.cpu "cpu" "250m")
   (list "backup.resources.limits.memory" .Values.backup.resources.limits.memory "quantity" "128Mi")
   (list "restoreFrom.persistentVolumeClaim" .Values.restoreFrom.persistentVolumeClaim "dnsName" "valkey-backups")
+  (list "restoreFrom.s3.existingSecret" .Values.restoreFrom.s3.existingSecret "dnsName" "valkey-backup-s3")
+  (list "restoreFrom.s3.caSecret" .Values.restoreFrom.s3.caSecret "dnsName" "storage-ca")
 -}}
 {{- if not (kindIs "string" .Values.engineVersion) -}}
 {{- /* engineVersion: 8.0 unquoted is the number 8: checkFormat names that YAML trap */ -}}
