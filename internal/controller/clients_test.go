@@ -128,11 +128,16 @@ func TestRepairWhenClientsCannotBeClosed(t *testing.T) {
 
 // TestPausedPrimaryFailoverMovesHeldClients (issue 30): the primary is paused (SIGSTOP) with ten clients of
 // the primary Service writing (500 ms command timeout); Sentinel fails over, the controller relabels, and
-// the old primary resumes 1 s after the switch, when Sentinel demotes it (and closes its normal clients
-// itself). Every client writes to the new primary within 1 s of the switch (its timeout makes it redial the
-// Service, which the relabel points at the new primary), and the old primary acknowledges no write after its
-// demotion. Writes it acknowledged between its resumption and its demotion are reported, not asserted: the
-// bound for those is min-replicas-to-write (see README, "Clients without Sentinel").
+// the old primary resumes 1 s after the switch, when Sentinel (or the controller's repair) demotes it and
+// closes its normal clients. Every client writes to the new primary within 1 s of the switch (p95: its
+// timeout makes it redial the Service, which the relabel points at the new primary), and the old primary
+// acknowledges no write after its demotion. Before the fix the relabel waited for the paused node's INFO:
+// the pass in flight at the switch until the old primary resumed (or the 3 s command timeout), so every
+// client reached the new primary 1.02-1.33 s after the switch (5 runs); now a +switch-master abandons a
+// gather still waiting for a node, and a gather stops waiting 250 ms after the Sentinels' primary answered
+// (plan.PrimaryAnswered). Writes the old primary acknowledged between its resumption and its demotion are
+// reported, not asserted: the bound for those is min-replicas-to-write (see README, "Clients without
+// Sentinel").
 func TestPausedPrimaryFailoverMovesHeldClients(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -178,9 +183,7 @@ func testPausedPrimaryFailover(t *testing.T, extra []string) {
 	t.Logf("held clients after the switch: %s; old primary demoted %s after the switch, acked by it after its demotion: %d",
 		s, demotedAt.Sub(at).Round(time.Millisecond), after.AckedByOld)
 	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
-	// not yet within 1 s: the controller's pass waits for the paused node's INFO (CommandTimeout, 3 s) before it
-	// relabels, so the Service points at the new primary only when the old one answers or that times out
-	assert.LessOrEqual(t, s.Quantile(0.95), 4*time.Second, "p95 within the controller's INFO timeout plus 1 s")
+	assert.LessOrEqual(t, s.Quantile(0.95), time.Second, "p95 within 1 s of the switch, the old primary still paused")
 	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
 }
 

@@ -119,6 +119,30 @@ type instanceMemory struct {
 	// statusPrint fingerprints the last written status without timestamps and offsets
 	statusPrint   string
 	statusWritten time.Time
+	// switchC is closed (and replaced) at each +switch-master of the monitor (signalSwitch); a gather waiting
+	// for a silent node gives up on it (errSuperseded)
+	switchMu sync.Mutex
+	switchC  chan struct{}
+}
+
+// switchSignal returns a channel closed at the next +switch-master of the instance's monitor.
+func (m *instanceMemory) switchSignal() <-chan struct{} {
+	m.switchMu.Lock()
+	defer m.switchMu.Unlock()
+	if m.switchC == nil {
+		m.switchC = make(chan struct{})
+	}
+	return m.switchC
+}
+
+// signalSwitch closes the channel switchSignal returned (a +switch-master arrived).
+func (m *instanceMemory) signalSwitch() {
+	m.switchMu.Lock()
+	defer m.switchMu.Unlock()
+	if m.switchC != nil {
+		close(m.switchC)
+		m.switchC = nil
+	}
 }
 
 // NewInstanceController wires informers (label-filtered) and the queue. Call Run to start.
@@ -334,6 +358,11 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 	gctx, cancel := c.observeContext(ctx)
 	w, err := c.gather(gctx, in, mem)
 	cancel()
+	if errors.Is(err, errSuperseded) {
+		c.log.Info("pass abandoned: +switch-master arrived while a node had not answered INFO; observing again", "instance", key)
+		c.queue.Add(key)
+		return true, nil
+	}
 	if err != nil {
 		return true, err
 	}
@@ -367,6 +396,9 @@ var (
 	errGone = errors.New("descriptor gone")
 	// errInvalid: the descriptor was refused (reported on it and in the status).
 	errInvalid = errors.New("descriptor refused")
+	// errSuperseded: a +switch-master arrived while the gather still waited for a node (issue 30); the pass
+	// decides nothing from the pre-switch observation and the next pass starts at once.
+	errSuperseded = errors.New("observation superseded by +switch-master")
 )
 
 // descriptor reads and checks the descriptor <name>-instance of namespace ns. A refused one is reported
@@ -400,8 +432,18 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	}
 	opts := valkey.Options{Username: acl.Operator, Password: pw, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
 		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
+	switched := mem.switchSignal()
 	w.Nodes = make([]plan.Node, len(in.Nodes))
-	var wg sync.WaitGroup
+	answered := make([]bool, len(in.Nodes)) // w.Nodes[i] holds its INFO answer (or why there is none)
+	type reply struct {
+		i    int
+		repl valkey.Replication
+		err  error
+	}
+	replies := make(chan reply, len(in.Nodes)) // buffered: a node given up on still reports, to nobody
+	nctx, cancelNodes := context.WithCancel(ctx)
+	defer cancelNodes()
+	waiting := 0
 	for i, n := range in.Nodes {
 		nw := &w.Nodes[i]
 		nw.Node = n
@@ -410,23 +452,21 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 			return w, err
 		}
 		if !running {
+			answered[i] = true
 			continue
 		}
-		wg.Go(func() {
+		waiting++
+		go func() {
 			addr := in.Addr(n)
-			cl, err := c.pool.get(ctx, addr, opts)
+			cl, err := c.pool.get(nctx, addr, opts)
+			var r valkey.Replication
 			if err == nil {
-				nw.Repl, err = cl.InfoReplication(ctx)
-				if err != nil {
+				if r, err = cl.InfoReplication(nctx); err != nil {
 					c.pool.drop(addr)
 				}
 			}
-			if err != nil {
-				nw.Err = err.Error()
-				return
-			}
-			nw.Reachable = true
-		})
+			replies <- reply{i, r, err}
+		}()
 	}
 	if in.Monitored() {
 		w.SentinelInfo, w.SentinelInfoErr = c.sentinelInfo(in)
@@ -435,9 +475,49 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	if w.SentinelInfo != nil {
 		c.gatherSentinels(ctx, &w)
 	}
-	wg.Wait()
+	// wait for every node's INFO, except (issue 30): once the Sentinels' agreed primary answered as master
+	// (plan.PrimaryAnswered), a node still silent stragglerGrace later is recorded as not answering (a paused
+	// old primary would hold the new one's relabel for the whole command timeout); and a +switch-master
+	// arriving while a node is still silent abandons the pass (errSuperseded: the next one starts at once,
+	// from the new topology). A node given up on has its pooled connection closed (in the background: its
+	// command may be stuck).
+	giveUp := func(why string) {
+		for i := range w.Nodes {
+			if !answered[i] {
+				w.Nodes[i].Err = why
+				c.pool.abandon(in.Addr(w.Nodes[i].Node))
+			}
+		}
+	}
+	var grace <-chan time.Time
+	for ; waiting > 0; waiting-- {
+		if grace == nil && plan.PrimaryAnswered(w, answered) {
+			grace = time.After(stragglerGrace)
+		}
+		select {
+		case r := <-replies:
+			nw := &w.Nodes[r.i]
+			if r.err != nil {
+				nw.Err = r.err.Error()
+			} else {
+				nw.Repl, nw.Reachable = r.repl, true
+			}
+			answered[r.i] = true
+		case <-grace:
+			giveUp(fmt.Sprintf("no answer to INFO replication within %s of the Sentinels' primary's", stragglerGrace))
+			return w, nil
+		case <-switched:
+			giveUp("+switch-master arrived before its INFO replication answered")
+			return w, errSuperseded
+		}
+	}
 	return w, nil
 }
+
+// stragglerGrace is how long a pass waits for a node's INFO once the Sentinels' agreed primary has answered
+// as master (plan.PrimaryAnswered): a healthy node answers within milliseconds, a paused or partitioned one
+// only at the command timeout.
+const stragglerGrace = 250 * time.Millisecond
 
 // gatherPod fills a node's pod and StatefulSet from the caches and reports whether its server may be asked
 // (the pod exists, runs and is not being deleted).
