@@ -101,6 +101,10 @@ type InstanceController struct {
 	sentinelAuth quorumCredentials
 	// resetFallback remembers why SENTINEL RESET last fell back to _instance (resetClient)
 	resetFallback fallbackMemory
+	// keepDemotedClients is a test knob, set only by this package's tests: the controller's repair and
+	// relabel do not close a demoted node's connections (the "labels only" baseline of the held-clients
+	// figure, TestHeldClientsFigure)
+	keepDemotedClients bool
 }
 
 // instanceMemory is what the controller remembers between passes of one instance. Nothing here is needed
@@ -749,6 +753,9 @@ func closeOnRelabel(n topology.NodeState, a topology.Action, tp topology.Plan) b
 // handoff.CloseTimeout.
 func (c *InstanceController) closeClients(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, mem *instanceMemory,
 	n spec.Node, why string) {
+	if c.keepDemotedClients {
+		return
+	}
 	addr := in.Addr(n)
 	key := in.Namespace + "/" + in.Name
 	cctx, cancel := context.WithTimeout(ctx, handoff.CloseTimeout)
