@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,7 @@ func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
 		}
 		return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(valkeyPort))
 	}
+	roles := in.SampleRoles(t, 100*time.Millisecond)
 	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 20, User: "app", Password: appPW, Timeout: 500 * time.Millisecond,
 		ServerAddr: true, Prefix: "conn", Dial: func(int) (string, error) { return svcAddr, nil }})
 
@@ -107,6 +109,43 @@ func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // writes that end after the demotion was seen
 		after := held.Summarize(demotedAt, oldAddr, newAddr)
+		// where the time went: the label and the Service's endpoint, and the failed writes by node and error
+		labelAt, epAt := "never", "never"
+		newIP, _, _ := net.SplitHostPort(newAddr)
+		for _, rs := range roles.Samples() {
+			if rs.At.Before(at) {
+				continue
+			}
+			if labelAt == "never" && len(rs.Primaries) == 1 && rs.Primaries[0] == in.Pod(primary) {
+				labelAt = rs.At.Sub(at).Round(time.Millisecond).String()
+			}
+			if epAt == "never" && len(rs.Endpoints) == 1 && rs.Endpoints[0] == newIP {
+				epAt = rs.At.Sub(at).Round(time.Millisecond).String()
+			}
+		}
+		errs := map[string]int{}
+		for _, hw := range held.Writes() {
+			if hw.OK || hw.End.Before(at) {
+				continue
+			}
+			who := "other"
+			switch hw.Addr {
+			case oldAddr:
+				who = "old"
+			case newAddr:
+				who = "new"
+			case svcAddr:
+				who = "dial"
+			}
+			e := hw.Err
+			if i := strings.IndexAny(e, " :"); i > 0 && !strings.HasPrefix(e, "dial") && !strings.HasPrefix(e, "read") {
+				e = e[:i]
+			} else if len(e) > 40 {
+				e = e[len(e)-40:]
+			}
+			errs[who+": "+e]++
+		}
+		t.Logf("%s: after the switch the label moved at +%s, the endpoint at +%s (100 ms samples); failed writes %v", kind, labelAt, epAt, errs)
 		t.Logf("%s (%s): %s; acknowledged by the old primary after the switch %d, after its demotion (%s after the switch) %d",
 			kind, msg, r.s, r.acked, r.demoted.Round(time.Millisecond), after.AckedByOld)
 		if r.s.Worst() < 0 {
