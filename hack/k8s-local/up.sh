@@ -631,7 +631,21 @@ provisioner: k8s-local.io/local-path
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
 EOF
-  kctl -n kube-system rollout status deploy/coredns --timeout=180s >/dev/null
+  wait_coredns
+}
+
+# wait_coredns: the CoreDNS rollout, at most 180 s. Going from several nodes to one, the new pod is created while
+# the old one (required anti-affinity) still terminates; the scheduler parks it as unschedulable and, when it
+# misses the deletion, retries only after its 5-minute flush (measured: the rollout timed out at 180 s and the pod
+# was placed 5 min after it was created). A pod Pending 30 s is deleted so that its replacement is scheduled at once.
+wait_coredns() {
+  local try
+  for try in 1 2 3 4 5; do
+    kctl -n kube-system rollout status deploy/coredns --timeout=30s >/dev/null 2>&1 && return 0
+    log "CoreDNS rollout not done after $((try * 30)) s: deleting its Pending pods (the scheduler retries a new pod at once)"
+    kctl -n kube-system delete pod -l k8s-app=kube-dns --field-selector=status.phase=Pending --wait=false >/dev/null || true
+  done
+  kctl -n kube-system rollout status deploy/coredns --timeout=30s >/dev/null
 }
 
 # ---------------------------------------------------------------------------------------------
