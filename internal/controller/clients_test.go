@@ -141,7 +141,7 @@ func TestRepairWhenClientsCannotBeClosed(t *testing.T) {
 // timeout makes it redial the Service, which the relabel points at the new primary), and the old primary
 // acknowledges no write after its demotion. Before the fix the relabel waited for the paused node's INFO:
 // the pass in flight at the switch until the old primary resumed (or the 3 s command timeout), so every
-// client reached the new primary 1.02-1.33 s after the switch (5 runs); now a +switch-master abandons a
+// client reached the new primary 1.02-1.33 s after the switch (6 runs); now a +switch-master abandons a
 // gather still waiting for a node, and a gather stops waiting 250 ms after the Sentinels' primary answered
 // (plan.PrimaryAnswered). Writes the old primary acknowledged between its resumption and its demotion are
 // reported, not asserted: the bound for those is min-replicas-to-write (see README, "Clients without
@@ -316,4 +316,29 @@ func TestHeldClientsFigure(t *testing.T) {
 		}
 		t.Logf("%-36s | %-44s | %s", r.kind, cell(r.modes[0]), cell(r.modes[1]))
 	}
+}
+
+// TestClosedByServer: a pooled connection that the server closed (CLIENT KILL TYPE normal, as Sentinel sends
+// to a node it promotes) reads as closedByServer, so the gather dials once more instead of recording the new
+// primary unreachable (seen in 1 of 14 paused-primary runs: the pass then waited for the paused old primary);
+// a refused or timed-out command does not.
+func TestClosedByServer(t *testing.T) {
+	p := valkeytest.StartServer(t, valkeytest.Default, valkeytest.ServerConfig{})
+	ctx := context.Background()
+	held := p.Client(valkey.Options{})
+	_, err := held.InfoReplication(ctx)
+	require.NoError(t, err)
+	killer := p.Client(valkey.Options{})
+	out, err := p.CLI("", "", "CLIENT", "KILL", "TYPE", "normal")
+	require.NoError(t, err, out)
+	_, err = held.InfoReplication(ctx)
+	require.Error(t, err)
+	assert.True(t, closedByServer(err), "killed connection: %v", err)
+	_, err = killer.InfoReplication(ctx) // killed too (its own CLIENT KILL was from valkey-cli)
+	assert.True(t, closedByServer(err), "killed connection: %v", err)
+	fresh := p.Client(valkey.Options{})
+	_, err = fresh.Info(ctx, "no-such-section")
+	assert.False(t, closedByServer(err))
+	assert.False(t, closedByServer(context.DeadlineExceeded))
+	assert.False(t, closedByServer(nil))
 }

@@ -11,10 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
@@ -462,11 +465,20 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 		waiting++
 		go func() {
 			addr := in.Addr(n)
-			cl, err := c.pool.get(nctx, addr, opts)
 			var r valkey.Replication
-			if err == nil {
-				if r, err = cl.InfoReplication(nctx); err != nil {
-					c.pool.drop(addr)
+			var err error
+			// twice when the pooled connection turns out closed by the server: Sentinel closes every normal
+			// connection of a node it promotes or reconfigures (CLIENT KILL TYPE normal), and the new
+			// primary's answer is what the pass waits for (issue 30)
+			for try := 0; try < 2; try++ {
+				var cl *valkey.Client
+				if cl, err = c.pool.get(nctx, addr, opts); err == nil {
+					if r, err = cl.InfoReplication(nctx); err != nil {
+						c.pool.drop(addr)
+					}
+				}
+				if !closedByServer(err) {
+					break
 				}
 			}
 			replies <- reply{i, r, err}
@@ -516,6 +528,13 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 		}
 	}
 	return w, nil
+}
+
+// closedByServer reports an error of a connection the server closed (EOF, reset): a pooled connection
+// killed since its last use, worth one fresh dial.
+func closedByServer(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed))
 }
 
 // stragglerGrace is how long a pass waits for a node's INFO once the Sentinels' agreed primary has answered
