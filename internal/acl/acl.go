@@ -57,7 +57,7 @@ var FirstSyncUser = SystemUser{Name: FirstSync, Perms: []Permission{
 	{"+hello", "valkey-go opens connections with HELLO 3 AUTH"},
 	{"+ping", "liveness of its connection"},
 	{"+info", "INFO replication: the first sync's end (master_link_status up)"},
-	{"+config|set", "CONFIG SET replica-priority: restores the priority the bootstrap set to 0"},
+	{"+config|set", "CONFIG SET replica-priority: restores the priority the bootstrap set to 0; after a migration's switch also masteruser/masterauth"},
 }}
 
 // Permission is one rule of a system user with the reason it is needed.

@@ -3,6 +3,7 @@ package acl_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,9 +108,9 @@ func TestCustomerRules(t *testing.T) {
 	}
 }
 
-// TestParseUsersRefusesSentinelChannel: users.json is refused whole when a customer's rules grant a channel
-// that could match __sentinel__:hello (or every channel), or a customer poses as a system user; the live sync
-// then applies nothing (AccessConverged=False), whoever wrote the Secret.
+// TestParseUsersRefusesSentinelChannel: a customer whose rules grant a channel that could match
+// __sentinel__:hello (or every channel), or who poses as a system user, is refused (ParseUsers refuses the
+// document, SplitUsers the user: the live sync applies the others and reports it), whoever wrote the Secret.
 func TestParseUsersRefusesSentinelChannel(t *testing.T) {
 	h := acl.HashPassword("p")
 	for _, rules := range []string{"resetkeys resetchannels &* nocommands +@all", "resetkeys resetchannels allchannels nocommands +@all",
@@ -266,4 +267,53 @@ func TestSyncHundredUsersThreeNodes(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, got, 100+len(acl.SystemUsers)+1)
 	}
+}
+
+// TestSplitUsers (issue 27): each user is judged on its own; the shapes the chart refuses (write rights on no
+// key, channels without Pub/Sub, reserved or malformed names, duplicates) are refused with the user's name and
+// the fix in users[] terms, and the valid users are kept in order.
+func TestSplitUsers(t *testing.T) {
+	h := acl.HashPassword("p")
+	user := func(name, rules string) string {
+		return `{"name":"` + name + `","rules":"` + rules + `","passwords":[{"hash":"` + h + `"}]}`
+	}
+	rw, ro, full := acl.Presets["readwrite"], acl.Presets["readonly"], acl.Presets["full"]
+	doc := "[" + strings.Join([]string{
+		user("app", "resetkeys ~app:* resetchannels nocommands "+rw),
+		user("writer", "resetkeys resetchannels nocommands "+rw),
+		user("all", "resetkeys resetchannels nocommands "+full),
+		user("feed", "resetkeys ~feed:* resetchannels &feed.* nocommands "+ro),
+		user("reader", "resetkeys resetchannels nocommands "+ro),
+		user("news", "resetkeys resetchannels &news.* nocommands "+rw),
+		user("_x", "resetkeys ~* resetchannels nocommands "+rw),
+		user("App", "resetkeys ~* resetchannels nocommands "+rw),
+		user("twice", "resetkeys ~* resetchannels nocommands "+rw),
+		user("twice", "resetkeys ~* resetchannels nocommands "+ro),
+		user("sel", "resetkeys ~* resetchannels nocommands "+rw+" (&__sentinel__:hello)"),
+	}, ",") + "]"
+	valid, refused, err := acl.SplitUsers([]byte(doc))
+	require.NoError(t, err)
+	var names []string
+	for _, u := range valid {
+		names = append(names, u.Name)
+	}
+	assert.Equal(t, []string{"app", "reader", "news"}, names, "readonly on no key stays (INFO, ROLE); channels alone are something to use")
+	want := map[string]string{
+		"writer": "list its key patterns in users[].keys", "all": "list its key patterns in users[].keys",
+		"feed": "set users[].access to readwrite or full, or remove its channels", "_x": "reserved", "App": "not a user name",
+		"twice": "duplicate user", "sel": "selector",
+	}
+	got := map[string]string{}
+	for _, r := range refused {
+		got[r.Name] = r.Error()
+		assert.Contains(t, r.Error(), r.Name)
+	}
+	require.Len(t, refused, 8)
+	for name, says := range want {
+		assert.Contains(t, got[name], says, name)
+	}
+	_, _, err = acl.SplitUsers([]byte("not json"))
+	assert.Error(t, err, "a document that does not decode is refused whole")
+	_, err = acl.ParseUsers([]byte(doc))
+	assert.ErrorContains(t, err, "users.json[1] writer: ", "ParseUsers refuses the document at the first refused user")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -29,42 +30,138 @@ type DesiredUser struct {
 	System    bool       `json:"system"`
 }
 
-// ParseUsers decodes and validates users.json. Names must be non-empty and unique, "default" may not appear
-// (it is always off), exactly the system user names carry system: true, a customer's rules may not grant a
-// channel that could match __sentinel__:hello nor an ACL selector (CheckCustomerRules), and every hash must be
-// a hex SHA-256.
+// ParseUsers decodes users.json and refuses it whole when any user is refused (SplitUsers): what the
+// credentials step checks before it writes the document. The live sync uses SplitUsers instead, so a bad
+// user never costs the good ones their access.
 func ParseUsers(b []byte) ([]DesiredUser, error) {
+	users, refused, err := SplitUsers(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(refused) > 0 {
+		return nil, refused[0]
+	}
+	return users, nil
+}
+
+// RefusedUser is one entry of users.json that SplitUsers refused: its index, name and why, with the fix.
+type RefusedUser struct {
+	Index  int
+	Name   string
+	Reason string
+}
+
+// Error implements error: "users.json[<index>] <name>: <reason>".
+func (r RefusedUser) Error() string {
+	return fmt.Sprintf("users.json[%d] %s: %s", r.Index, r.Name, r.Reason)
+}
+
+// SplitUsers decodes users.json and checks every user on its own: the valid users, and the refused ones with
+// why. A name must be non-empty, without whitespace, not "default" (always off) and unique (every entry of a
+// name listed twice is refused); exactly the system user names carry system: true; a customer passes
+// CheckCustomer; every user has a password and every hash is a hex SHA-256. The error is for a document that
+// does not decode (nothing in it can be trusted).
+func SplitUsers(b []byte) ([]DesiredUser, []RefusedUser, error) {
 	var us []DesiredUser
 	if err := json.Unmarshal(b, &us); err != nil {
-		return nil, fmt.Errorf("users.json: %w", err)
+		return nil, nil, fmt.Errorf("users.json: %w", err)
 	}
-	seen := map[string]bool{}
+	count := map[string]int{}
+	for _, u := range us {
+		count[u.Name]++
+	}
+	var valid []DesiredUser
+	var refused []RefusedUser
 	for i, u := range us {
-		if u.Name == "" || strings.ContainsAny(u.Name, " \t\r\n") || u.Name == Default {
-			return nil, fmt.Errorf("users.json[%d]: invalid user name %q", i, u.Name)
+		if why := checkUser(u, count[u.Name]); why != "" {
+			refused = append(refused, RefusedUser{Index: i, Name: u.Name, Reason: why})
+			continue
 		}
-		if seen[u.Name] {
-			return nil, fmt.Errorf("users.json[%d]: duplicate user %q", i, u.Name)
+		valid = append(valid, u)
+	}
+	return valid, refused, nil
+}
+
+// checkUser returns why u is refused ("" when it is not); listed is how many entries carry its name.
+func checkUser(u DesiredUser, listed int) string {
+	switch {
+	case u.Name == "" || strings.ContainsAny(u.Name, " \t\r\n") || u.Name == Default:
+		return fmt.Sprintf("invalid user name %q", u.Name)
+	case listed > 1:
+		return fmt.Sprintf("duplicate user %q (listed %d times); user names must be unique", u.Name, listed)
+	case IsReserved(u.Name) != u.System:
+		if u.System {
+			return fmt.Sprintf("system is true, but only the system users (%s, ...) are system users", Operator)
 		}
-		seen[u.Name] = true
-		if IsReserved(u.Name) != u.System {
-			return nil, fmt.Errorf("users.json[%d] %s: system is %v, but only the system users (%s, ...) are system users", i, u.Name, u.System, Operator)
-		}
-		if !u.System {
-			if err := CheckCustomerRules(u.Rules); err != nil {
-				return nil, fmt.Errorf("users.json[%d] %s: %w", i, u.Name, err)
-			}
-		}
-		if len(u.Passwords) == 0 {
-			return nil, fmt.Errorf("users.json[%d] %s: no password", i, u.Name)
-		}
-		for _, p := range u.Passwords {
-			if !hashRE.MatchString(p.Hash) {
-				return nil, fmt.Errorf("users.json[%d] %s: hash is not a hex SHA-256", i, u.Name)
-			}
+		return fmt.Sprintf("the name is reserved for a system user (default and names starting with _, such as %s); rename it in users[].name", Operator)
+	}
+	if !u.System {
+		if err := CheckCustomer(u.Name, u.Rules); err != nil {
+			return err.Error()
 		}
 	}
-	return us, nil
+	if len(u.Passwords) == 0 {
+		return "no password"
+	}
+	for _, p := range u.Passwords {
+		if !hashRE.MatchString(p.Hash) {
+			return "hash is not a hex SHA-256"
+		}
+	}
+	return ""
+}
+
+// CustomerNameRE is the pattern of a customer user's name, the chart's users[].name (valkey.validateUsers):
+// at most 32 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit.
+var CustomerNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,30}[a-z0-9])?$`)
+
+// CheckCustomer refuses a customer user (rules as users.json carries them) that the chart's users[] checks
+// refuse too (valkey.validateUsers, valkey.validateInputs; templates-tests TestUserShapesRefusedOnBothSides
+// holds the shapes): a reserved or malformed name, rules CheckCustomerRules refuses, write rights with no key
+// pattern and no channel (the user can do nothing it was given rights for), and channels without the Pub/Sub
+// commands to use them. Each error names the fix in the chart's users[] terms.
+func CheckCustomer(name, rules string) error {
+	if name == Default || strings.HasPrefix(name, "_") {
+		return fmt.Errorf("the name %q is reserved (default is always off; names starting with _ belong to the system users, such as %s); rename it in users[].name", name, Operator)
+	}
+	if !CustomerNameRE.MatchString(name) {
+		return fmt.Errorf("%q is not a user name: at most 32 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; rename it in users[].name, for example app", name)
+	}
+	if err := CheckCustomerRules(rules); err != nil {
+		return err
+	}
+	var keys, channels, write, pubsub bool
+	for _, f := range strings.Fields(rules) {
+		switch {
+		case f == "allkeys" || strings.HasPrefix(f, "~") || (strings.HasPrefix(f, "%") && strings.Contains(f, "~")):
+			keys = true
+		case f == "resetkeys":
+			keys = false
+		case f == "allchannels" || strings.HasPrefix(f, "&"):
+			channels = true
+		case f == "resetchannels":
+			channels = false
+		case f == "+@all" || f == "allcommands":
+			write, pubsub = true, true
+		case f == "-@all" || f == "nocommands":
+			write, pubsub = false, false
+		case f == "+@write":
+			write = true
+		case f == "-@write":
+			write = false
+		case f == "+@pubsub" || f == "+subscribe" || f == "+publish" || f == "+psubscribe" || f == "+ssubscribe" || f == "+spublish":
+			pubsub = true
+		case f == "-@pubsub":
+			pubsub = false
+		}
+	}
+	if write && !keys && !channels {
+		return fmt.Errorf("user %s may write but has no key pattern and no channel, so it can use none of its rights; list its key patterns in users[].keys (e.g. %s:*), or [\"*\"] for every key", name, name)
+	}
+	if channels && !pubsub {
+		return fmt.Errorf("user %s has channels but no Pub/Sub commands (SUBSCRIBE, PUBLISH), so it can use none of them; set users[].access to readwrite or full, or remove its channels", name)
+	}
+	return nil
 }
 
 // SetUser is one ACL SETUSER to send.

@@ -34,8 +34,13 @@ func TestRenderRuntimeACLDropsExpiredPasswords(t *testing.T) {
 	assert.Contains(t, lines[3], "#"+acl.HashPassword("old"), "still in its grace period")
 	assert.True(t, strings.HasPrefix(lines[4], "user gone off resetpass resetkeys"), "every password expired: off")
 
-	_, err = RenderRuntimeACL([]byte(`[{"name":"app","rules":"resetkeys resetchannels &* nocommands","passwords":[{"hash":"`+acl.HashPassword("p")+`"}]}]`), now)
-	assert.Error(t, err, "a users.json the live sync refuses is refused at boot too")
+	got, err = RenderRuntimeACL([]byte(`[{"name":"bad","rules":"resetkeys resetchannels &* nocommands","passwords":[{"hash":"`+acl.HashPassword("p")+`"}]},`+
+		`{"name":"app","rules":"`+rules+`","passwords":[{"hash":"`+acl.HashPassword("p")+`"}]}]`), now)
+	require.NoError(t, err)
+	assert.NotContains(t, got, "user bad ", "a user the live sync refuses is left out at boot too")
+	assert.Contains(t, got, "user app on ", "and the valid users are loaded")
+	_, err = RenderRuntimeACL([]byte("not json"), now)
+	assert.Error(t, err, "a users.json that does not decode is refused whole")
 }
 
 func TestRewriteACLFile(t *testing.T) {

@@ -82,6 +82,10 @@ type Observation struct {
 	// s_down, with no failover running, before this boot asks for a failover: until then Sentinel's own
 	// failover goes first. Zero means the monitor's down-after-milliseconds (5 s when unknown).
 	FailoverGrace time.Duration
+	// Migrating is true while the instance is installed with migrateFrom; Source is what node 0 learned from
+	// the source (the other nodes do not ask it). See planMigrate.
+	Migrating bool
+	Source    SourceView
 }
 
 // Kind is what the node does next.
@@ -109,6 +113,9 @@ type Decision struct {
 	// Guard is set on StartReplica when this node starts without data: it runs with replica-priority 0 until
 	// its first sync completed (firstsync.Run), so Sentinel never promotes it empty.
 	Guard bool
+	// Migrating is set on node 0's StartReplica of the source of a migration: it authenticates to the source
+	// with the migrateFrom credentials instead of the instance's _replication user.
+	Migrating bool
 }
 
 // PlanBoot decides the role of a starting node:
@@ -157,6 +164,11 @@ func ownNodes(o Observation) []string {
 }
 
 func planBoot(o Observation) Decision {
+	if o.Migrating {
+		if d, ok := planMigrate(o); ok {
+			return d
+		}
+	}
 	in := spec.Instance{Port: o.Port}
 	peerHasData := false
 	for _, p := range o.Peers {

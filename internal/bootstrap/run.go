@@ -56,6 +56,8 @@ type Config struct {
 	// to the runtime ACL file of a guarded replica (Decision.Guard) for its first-sync guard. The caller
 	// generates it and hands it to the guard only; it is never written to a file.
 	GuardPassword string
+	// Migrate, when set, makes this a migrating instance (planMigrate): node 0 follows that source.
+	Migrate *MigrateFrom
 }
 
 // sentinelOptions are the options towards the quorum's Sentinels: the _instance user when its password is
@@ -236,6 +238,14 @@ func Observe(ctx context.Context, cfg Config) Observation {
 			mu.Unlock()
 		}()
 	}
+	if cfg.Migrate != nil {
+		o.Migrating = true
+		o.Source = SourceView{Host: cfg.Migrate.Host, Port: cfg.Migrate.Port}
+		if cfg.NodeIndex == 0 {
+			o.Source = askSource(ctx, *cfg.Migrate, valkey.Options{Username: cfg.Migrate.User,
+				Password: readFile(cfg.Migrate.PasswordFile), RESP2: true, DialTimeout: cfg.DialTimeout, CommandTimeout: cfg.DialTimeout})
+		}
+	}
 	wg.Wait()
 	return o
 }
@@ -255,7 +265,15 @@ func readSecret(dir, name string) string {
 	if dir == "" {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
+	return readFile(filepath.Join(dir, name))
+}
+
+// readFile returns the trimmed content of a password file, "" when it cannot be read.
+func readFile(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
@@ -435,6 +453,9 @@ func WriteConfig(cfg Config, d Decision) error {
 		return fmt.Errorf("replication password %s missing in %s", acl.Replication, cfg.SecretsDir)
 	}
 	text := RenderConfig(string(tpl), cfg.Instance, cfg.Instance.Nodes[cfg.NodeIndex], pw, d)
+	if d.Migrating && cfg.Migrate != nil {
+		text = renderMigrateAuth(text, cfg.Migrate.User, readFile(cfg.Migrate.PasswordFile))
+	}
 	var extra []string
 	if d.Guard && cfg.GuardPassword != "" {
 		extra = append(extra, acl.RenderLine(acl.FirstSync, firstsync.Rules(cfg.GuardPassword)))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,12 +47,50 @@ type BootstrapOptions struct {
 	// TerminationLog is where a refused start (bootstrap.ErrStartRefused) writes its message: the
 	// container's terminationMessagePath, /dev/termination-log by default.
 	TerminationLog string
+	// MigrateFrom ("host:port"), MigrateUser and MigratePasswordFile make a migrating instance
+	// (bootstrap.MigrateFrom; charts/valkey migrateFrom): node 0 follows that primary outside the chart.
+	MigrateFrom         string
+	MigrateUser         string
+	MigratePasswordFile string
+}
+
+// migrate returns the --migrate-from source, nil without one.
+func (o *BootstrapOptions) migrate() (*bootstrap.MigrateFrom, error) {
+	if o.MigrateFrom == "" {
+		return nil, nil
+	}
+	pwFile := o.MigratePasswordFile
+	if o.NodeIndex != 0 {
+		pwFile = "-" // only node 0 talks to the source
+	}
+	host, port, err := parseMigrateFrom(o.MigrateFrom, pwFile)
+	if err != nil {
+		return nil, err
+	}
+	return &bootstrap.MigrateFrom{Host: host, Port: port, User: o.MigrateUser, PasswordFile: o.MigratePasswordFile}, nil
+}
+
+// parseMigrateFrom checks --migrate-from (host:port) and that --migrate-password-file is set (node 0 of the
+// boot step and the controller: they talk to the source).
+func parseMigrateFrom(addr, passwordFile string) (string, int, error) {
+	host, portS, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(portS)
+	if err != nil || perr != nil || host == "" || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("--migrate-from %q: want host:port", addr)
+	}
+	if passwordFile == "" {
+		return "", 0, errors.New("--migrate-password-file is required with --migrate-from")
+	}
+	return host, port, nil
 }
 
 // Validate checks the options.
 func (o *BootstrapOptions) Validate() error {
 	if o.NodeIndex < 0 {
 		return errors.New("--node-index must be >= 0")
+	}
+	if _, err := o.migrate(); err != nil {
+		return err
 	}
 	for flag, v := range map[string]string{"--instance-file": o.InstanceFile, "--secrets-dir": o.SecretsDir,
 		"--config-template": o.ConfigTemplate, "--config-out": o.ConfigOut} {
@@ -97,6 +136,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				}
 			}
 			log := slog.Default().With("instance", in.Name, "node", o.NodeIndex)
+			mf, _ := o.migrate() // checked by Validate
 			guardPW, err := randomHex(24)
 			if err != nil {
 				return err
@@ -105,7 +145,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile, SecretsDir: o.SecretsDir,
 				DataDir: o.DataDir, ConfigTemplate: o.ConfigTemplate, ConfigOut: o.ConfigOut,
 				WaitLimit: o.WaitLimit, Retry: o.Retry, SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
-				GuardPassword: guardPW,
+				GuardPassword: guardPW, Migrate: mf,
 			}, log)
 			if errors.Is(err, bootstrap.ErrStartRefused) {
 				// the pod's termination message, where kubectl describe and the instance controller read it
@@ -124,7 +164,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 				return fmt.Errorf("--exec %s: %w", o.Exec, err)
 			}
 			if d.Guard {
-				if err := o.startGuard(guardPW); err != nil {
+				if err := o.startGuard(guardPW, d.Migrating); err != nil {
 					return err
 				}
 			}
@@ -143,6 +183,9 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.StringVar(&o.Exec, "exec", "", "server binary to exec with the written config (valkey-server or redis-server)")
 	f.DurationVar(&o.WaitLimit, "wait-limit", 10*time.Minute, "give up (exit 1, the container restarts) after waiting this long for a primary")
 	f.DurationVar(&o.Retry, "retry", 2*time.Second, "pause between observations while waiting")
+	f.StringVar(&o.MigrateFrom, "migrate-from", "", "host:port of a primary outside the chart to migrate from (node 0 follows it until the switch; README \"Migration\")")
+	f.StringVar(&o.MigrateUser, "migrate-user", "", "the source's ACL user (empty: default)")
+	f.StringVar(&o.MigratePasswordFile, "migrate-password-file", "", "file holding the source user's password (node 0 only)")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
 	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods")
 	return cmd
@@ -152,7 +195,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 // starts without data runs with replica-priority 0 until the guard saw its first sync complete
 // (internal/firstsync). The guard's password reaches it through a pipe on its stdin only; its log goes to the
 // container's stdout and stderr. It outlives this process's exec (its parent becomes the server).
-func (o *BootstrapOptions) startGuard(password string) error {
+func (o *BootstrapOptions) startGuard(password string, migrating bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("first-sync guard: locate own binary: %w", err)
@@ -163,6 +206,10 @@ func (o *BootstrapOptions) startGuard(password string) error {
 	}
 	c := exec.Command(self, "first-sync-guard", "--node-index", strconv.Itoa(o.NodeIndex), "--instance-file", o.InstanceFile,
 		"--priority", strconv.FormatInt(firstsync.Priority(string(tpl)), 10))
+	if migrating {
+		// node 0 of a migration: once the switch promoted it, its own replication credentials again
+		c.Args = append(c.Args, "--masterauth-file", filepath.Join(o.SecretsDir, acl.Replication))
+	}
 	c.Stdout, c.Stderr = os.Stdout, os.Stderr
 	in, err := c.StdinPipe()
 	if err != nil {
@@ -194,6 +241,7 @@ func newFirstSyncGuardCmd() *cobra.Command {
 		instanceFile string
 		priority     int64
 		caFile       string
+		authFile     string
 	)
 	cmd := &cobra.Command{
 		Use:    "first-sync-guard",
@@ -218,8 +266,16 @@ func newFirstSyncGuardCmd() *cobra.Command {
 			addr := in.Addr(in.Nodes[nodeIndex])
 			opts := valkey.Options{Username: acl.FirstSync, Password: strings.TrimSpace(pw), DialTimeout: time.Second,
 				CommandTimeout: time.Second}.WithTLS(in.TLS.Enabled, caFile)
-			return firstsync.Run(cmd.Context(), firstsync.Config{Addr: addr, Options: opts, Priority: priority, Nodes: in.NodeAddrs(),
-				Log: slog.Default().With("instance", in.Name, "node", nodeIndex)})
+			cfg := firstsync.Config{Addr: addr, Options: opts, Priority: priority, Nodes: in.NodeAddrs(),
+				Log: slog.Default().With("instance", in.Name, "node", nodeIndex)}
+			if authFile != "" {
+				b, err := os.ReadFile(authFile)
+				if err != nil {
+					return fmt.Errorf("first-sync guard: --masterauth-file: %w", err)
+				}
+				cfg.MasterAuth.User, cfg.MasterAuth.Password = acl.Replication, strings.TrimSpace(string(b))
+			}
+			return firstsync.Run(cmd.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -227,6 +283,7 @@ func newFirstSyncGuardCmd() *cobra.Command {
 	f.StringVar(&instanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
 	f.Int64Var(&priority, "priority", firstsync.DefaultPriority, "replica-priority to restore")
 	f.StringVar(&caFile, "tls-ca-file", valkey.DefaultCAFile, "CA of the server's certificate (TLS instances)")
+	f.StringVar(&authFile, "masterauth-file", "", "the _replication password, set as masterauth once the server is primary (node 0 of a migration)")
 	return cmd
 }
 

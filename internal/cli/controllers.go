@@ -190,6 +190,29 @@ type InstanceCmdOptions struct {
 	ClusterDomain  string
 	SharedIdentity string
 	Workers        int
+	// MigrateFrom, MigrateUser, MigratePasswordFile and MigrateSwitch run a migration (controller.MigrateOptions).
+	MigrateFrom         string
+	MigrateUser         string
+	MigratePasswordFile string
+	MigrateSwitch       bool
+}
+
+// migrate returns the --migrate-from options, nil without --migrate-from.
+func (o *InstanceCmdOptions) migrate() (*controller.MigrateOptions, error) {
+	if o.MigrateFrom == "" {
+		if o.MigrateSwitch {
+			return nil, errors.New("--migrate-switch needs --migrate-from")
+		}
+		return nil, nil
+	}
+	host, port, err := parseMigrateFrom(o.MigrateFrom, o.MigratePasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	if o.Instance == "" {
+		return nil, errors.New("--migrate-from needs --instance (one migrating instance per controller)")
+	}
+	return &controller.MigrateOptions{Host: host, Port: port, User: o.MigrateUser, PasswordFile: o.MigratePasswordFile, Switch: o.MigrateSwitch}, nil
 }
 
 func newInstanceCmd() *cobra.Command {
@@ -224,6 +247,10 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 			if err != nil {
 				return err
 			}
+			mig, err := o.migrate()
+			if err != nil {
+				return err
+			}
 			cs, err := kube.NewClient(o.Kubeconfig)
 			if err != nil {
 				return err
@@ -240,7 +267,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 			}
 			c := controller.NewInstanceController(cs, controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance,
 				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version, ClusterDomain: o.ClusterDomain,
-				Fleet: fleet, Workers: o.Workers}, m, rec, slog.Default())
+				Fleet: fleet, Workers: o.Workers, Migrate: mig}, m, rec, slog.Default())
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
 		},
 	}
@@ -251,6 +278,10 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 	clusterDomainFlag(cmd.Flags(), &o.ClusterDomain, clusterDomainDefaulted, "a descriptor whose node hosts are not <pod>.<statefulset>.<namespace>.svc.<domain> is refused")
 	cmd.Flags().StringVar(&o.SharedIdentity, "shared-identity", "", "run as the shared instance controller <namespace>/<serviceAccount>: serve every instance whose descriptor names it (controller.mode shared)")
 	cmd.Flags().IntVar(&o.Workers, "workers", 0, "parallel passes at most (0: one worker lane per instance, so a stuck instance never delays another)")
+	cmd.Flags().StringVar(&o.MigrateFrom, "migrate-from", "", "host:port of a primary outside the chart this instance migrates from (README \"Migration\"; needs --instance)")
+	cmd.Flags().StringVar(&o.MigrateUser, "migrate-user", "", "the source's ACL user (empty: default)")
+	cmd.Flags().StringVar(&o.MigratePasswordFile, "migrate-password-file", "", "file holding the source user's password")
+	cmd.Flags().BoolVar(&o.MigrateSwitch, "migrate-switch", false, "switch the migration over once node 0 is caught up (migrateFrom.switch)")
 	o.bindFleet(cmd)
 	return cmd
 }

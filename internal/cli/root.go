@@ -30,7 +30,7 @@ func NewRoot() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logging")
-	root.AddCommand(newVersionCmd(), newBootstrapCmd(), newInstallCmd(), newInstanceCmd(), newSentinelCmd(), newTestCmd(), newStatusCmd(), newPreStopCmd(), newCredentialsCmd(), newSentinelCredentialsCmd(), newClientCmd(), newFirstSyncGuardCmd(), newDNSCacheCmd(), newBackupCmd(), newRestoreCmd())
+	root.AddCommand(newVersionCmd(), newBootstrapCmd(), newInstallCmd(), newInstanceCmd(), newSentinelCmd(), newTestCmd(), newStatusCmd(), newPreStopCmd(), newCredentialsCmd(), newSentinelCredentialsCmd(), newClientCmd(), newFirstSyncGuardCmd(), newDNSCacheCmd(), newBackupCmd(), newRestoreCmd(), newMigrateCmd())
 	return root
 }
 

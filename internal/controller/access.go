@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
@@ -28,8 +29,11 @@ type aclApplied struct {
 
 // syncAccess applies the users of the <F>-acl Secret live on every reachable node (ACL SETUSER each desired
 // user, ACL DELUSER the extras) when the effective rules changed, the pod was replaced or restarted, or
-// aclResync passed. It never affects readiness: failures only make AccessConverged false.
-func (c *InstanceController) syncAccess(ctx context.Context, w plan.World, mem *instanceMemory) plan.Access {
+// aclResync passed. It never affects readiness: failures only make AccessConverged false. A user that
+// acl.SplitUsers refuses (a shape the chart refuses too, such as readwrite without keys) is left out, so it
+// has no access (it is deleted from a node that has it), while every valid user is applied; the refusal is a
+// Warning Event UsersRefused on desc, once per change, and AccessConverged false with the same sentence.
+func (c *InstanceController) syncAccess(ctx context.Context, desc *corev1.ConfigMap, w plan.World, mem *instanceMemory) plan.Access {
 	in, now := w.Instance, w.Now
 	if in.ACLSecret == "" {
 		return plan.Access{Converged: true, Message: "no ACL Secret named"}
@@ -39,11 +43,15 @@ func (c *InstanceController) syncAccess(ctx context.Context, w plan.World, mem *
 		if err != nil {
 			return plan.Access{Message: fmt.Sprintf("read secret %s: %v", in.ACLSecret, err)}
 		}
-		users, err := acl.ParseUsers(s.Data["users.json"])
+		users, refused, err := acl.SplitUsers(s.Data["users.json"])
 		if err != nil {
 			return plan.Access{Message: err.Error()}
 		}
-		mem.aclUsers, mem.aclReadAt = users, now
+		mem.aclUsers, mem.aclRefused, mem.aclReadAt = users, refusedSentence(in.ACLSecret, refused), now
+	}
+	if c.reported.changed(instanceKey(in.Namespace, in.Name)+"/users-refused", mem.aclRefused) && mem.aclRefused != "" {
+		c.recorder.Event(desc, corev1.EventTypeWarning, "UsersRefused", mem.aclRefused)
+		c.log.Info("users refused", "instance", in.Name, "why", mem.aclRefused)
 	}
 	base, err := acl.BuildSync(mem.aclUsers, nil, now)
 	if err != nil {
@@ -81,7 +89,24 @@ func (c *InstanceController) syncAccess(ctx context.Context, w plan.World, mem *
 	} else {
 		res.Message = fmt.Sprintf("revision %s applied on %d node(s)", base.Revision, len(w.Nodes))
 	}
+	if mem.aclRefused != "" {
+		res.Converged = false
+		res.Message = mem.aclRefused + "; " + res.Message
+	}
 	return res
+}
+
+// refusedSentence is the status message and Event of the users SplitUsers refused ("" when none): each user
+// with why and the fix, and that the others are applied.
+func refusedSentence(secret string, refused []acl.RefusedUser) string {
+	if len(refused) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, r := range refused {
+		parts = append(parts, r.Error())
+	}
+	return fmt.Sprintf("%s: %d user(s) refused and not applied (the others are): %s", secret, len(refused), strings.Join(parts, "; "))
 }
 
 func (c *InstanceController) syncNode(ctx context.Context, addr string, opts valkey.Options, users []acl.DesiredUser, now time.Time) error {

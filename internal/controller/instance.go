@@ -76,6 +76,8 @@ type InstanceOptions struct {
 	Workers int
 	// ObserveTimeout bounds one instance's gather (default 10 s).
 	ObserveTimeout time.Duration
+	// Migrate, when set, runs a migration from a primary outside the chart (migrate.go).
+	Migrate *MigrateOptions
 }
 
 // InstanceController is the data-side controller.
@@ -114,6 +116,8 @@ type InstanceController struct {
 // for correctness after a restart: it bounds timers and avoids repeated work.
 type instanceMemory struct {
 	plan plan.Memory
+	// migration is the last migration message (migrateFrom; migrate.go), "" without one
+	migration string
 	// sub is the +switch-master subscription (nil: none)
 	sub *subscription
 	// addrs are the node and Sentinel addresses of the last pass (closed in the pool when forgotten)
@@ -121,6 +125,7 @@ type instanceMemory struct {
 	operatorPW               string
 	operatorPWAt             time.Time
 	aclUsers                 []acl.DesiredUser
+	aclRefused               string // the users acl.SplitUsers refused, as refusedSentence says it
 	aclReadAt                time.Time
 	aclApplied               map[string]aclApplied
 	// statusPrint fingerprints the last written status without timestamps and offsets
@@ -374,6 +379,10 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 		return true, err
 	}
 	mem.nodeAddrs, mem.sentinelAddrs = addrs(w)
+	if c.migrating(ctx, key, desc, in, mem) {
+		// no topology step, label or roll while node 0 follows the source (migrate.go)
+		return true, c.writeStatus(ctx, desc, w, plan.Decision{Memory: mem.plan}, plan.Outcome{}, mem)
+	}
 	d := plan.Instance(w, mem.plan)
 	out, applyErr := c.apply(ctx, desc, w, &d, mem)
 	if out.LastAction != "" {
@@ -385,7 +394,7 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 		c.ensureSubscription(key, in, w.SentinelInfo, mem)
 	}
 	c.metrics.ObserveInstance(in.Namespace+"/"+in.Name, plan.InstanceGauges(w, d))
-	out.Access = c.syncAccess(ctx, w, mem)
+	out.Access = c.syncAccess(ctx, desc, w, mem)
 	if err := c.writeStatus(ctx, desc, w, d, out, mem); err != nil {
 		return true, err
 	}
@@ -1060,6 +1069,7 @@ const annTimeToReady = contract.AnnotationTimeToReady
 func (c *InstanceController) writeStatus(ctx context.Context, desc *corev1.ConfigMap, w plan.World, d plan.Decision, out plan.Outcome, mem *instanceMemory) error {
 	prev, prevAnn := c.readStatus(w.Instance)
 	st := plan.InstanceStatus(w, d, out, prev, c.opts.Version)
+	st.Migration = mem.migration
 	ann := map[string]string{}
 	switch prevAnn {
 	case "":

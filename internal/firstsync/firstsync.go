@@ -58,6 +58,11 @@ type Config struct {
 	// any other primary does not count: a replica a forged hello pointed at a foreign server (issue 25)
 	// keeps replica-priority 0, so Sentinel never promotes the foreign data set.
 	Nodes []string
+	// MasterAuth, when it has a Password, is set as masteruser/masterauth once the server turned primary: node 0
+	// of a migration (bootstrap.MigrateFrom) starts with the source's credentials and never completes a first
+	// sync from a node of the instance, so its guard waits for the switch to promote it and then gives it the
+	// instance's own replication credentials back, for a later demotion to a replica of a peer.
+	MasterAuth struct{ User, Password string }
 	// Poll is the interval of the checks (default 500 ms).
 	Poll time.Duration
 	Log  *slog.Logger
@@ -112,6 +117,11 @@ func once(ctx context.Context, cfg Config) (bool, error) {
 		(len(cfg.Nodes) == 0 || spec.OwnNode(cfg.Nodes, r.PrimaryHost, r.PrimaryPort))
 	if !synced && r.Role != valkey.RolePrimary {
 		return false, nil
+	}
+	if a := cfg.MasterAuth; r.Role == valkey.RolePrimary && a.Password != "" {
+		if err := c.ConfigSet(ctx, "masteruser", a.User, "masterauth", a.Password); err != nil {
+			return false, fmt.Errorf("CONFIG SET masteruser/masterauth on %s: %w", cfg.Addr, err)
+		}
 	}
 	if err := c.ConfigSet(ctx, "replica-priority", strconv.FormatInt(cfg.Priority, 10)); err != nil {
 		return false, fmt.Errorf("CONFIG SET replica-priority %d on %s: %w", cfg.Priority, cfg.Addr, err)

@@ -21,17 +21,34 @@
 //     (master_replid) at an offset of at least O. When that does not happen within CatchUpTimeout: unpause,
 //     ReplicasLag. WAIT cannot do this: it counts only acknowledgements of the caller's own writes, and this
 //     connection never writes (F1).
-//  4. SENTINEL FAILOVER, on that one Sentinel, its reply awaited no longer than the pause budget (a
+//  4. SENTINEL FAILOVER, on that one Sentinel, its reply awaited no longer than the pause budget or stallWait (a
 //     Sentinel stopped with the request would otherwise hold the handoff past the server-side pause; no
 //     reply is handled as in step 6). NOGOODSLAVE: unpause, NoGoodReplica. INPROG: a failover of someone
 //     else runs. It is watched like ours, because the pause protects it too. While that Sentinel may still
-//     run the request (a reply, INPROG, or no reply on a live connection), no other Sentinel is asked: it
+//     run the request (a reply, INPROG, or no reply on a live connection within stallWait), no other Sentinel is asked: it
 //     would start a second failover in a new epoch (F2). A Sentinel's failover lives in its memory only, so
 //     when its connection dies before the reply (refused, reset, closed) and it then refuses connections
 //     (or answers again running none), or it refuses connections later while we watch (killed after
 //     accepting), nothing runs there: another Sentinel is asked, but only when a majority of all Sentinels
 //     answers naming the primary with no failover running; one that names another primary or runs a
 //     failover is watched instead, never asked (issue 24.3).
+//     A Sentinel that leaves the request unanswered on a live connection for stallWait (its tilt-trigger,
+//     2 s by default, plus 300 ms), or accepts it while in TILT mode, is given up the same way (another
+//     Sentinel asked under the same conditions), unless it answers again outside TILT mode running a
+//     failover. Why that is safe (valkey src/sentinel.c): Sentinel has one thread, so one that has not read
+//     a request for longer than tilt-trigger has not run its timer either (stopped, blocked); its next timer
+//     tick enters TILT mode, which acts on nothing for tilt-period (30 s) but still reads hellos, and it
+//     reads everything buffered in its sockets before that tick. The request then finds replica links older
+//     than 5 s (NOGOODSLAVE), or starts a forced failover that TILT holds and that the other Sentinel's hello
+//     announcing its promotion at a higher config epoch clears (sentinelResetPrimaryAndChangeAddress); a
+//     hello read first switches the primary and recreates its replicas without INFO, so the request finds
+//     none to select (NOGOODSLAVE). A request still in the network is discarded: the handoff's Sentinel
+//     connections close with a TCP reset (SO_LINGER 0); a reset does not remove a request the Sentinel's
+//     kernel already acknowledged (measured on Linux), which is why the wait is tilt-trigger long. Not
+//     covered: a proxy between the handoff and the Sentinel that acknowledges and holds bytes (a mesh
+//     sidecar) and delivers the request after the switch, a request delayed in the network longer than
+//     stallWait reaching a running Sentinel, and the other Sentinel's failover ending without a promotion
+//     (the held request then runs when TILT ends, as it did before this case was handled).
 //  5. Watch while the pause budget lasts. Once the Sentinel names the promoted replica (its
 //     GET-MASTER-ADDR-BY-NAME does so from the promotion on), demote the old primary to it with REPLICAOF,
 //     close the Sentinel's Pub/Sub clients so that subscribed clients ask it again at once, and unpause.
@@ -201,6 +218,8 @@ func (c Config) withDefaults() Config {
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	// a request given up on must not reach its Sentinel later (step 4): closes reset the connection
+	c.SentinelOptions.ResetOnClose = true
 	return c
 }
 

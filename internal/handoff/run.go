@@ -19,6 +19,19 @@ import (
 // bound.
 const pollTimeout = 300 * time.Millisecond
 
+// tiltTrigger is Sentinel's tilt-trigger (sentinel.c sentinel_tilt_trigger, 2000 ms by default; the charts
+// keep the default): when its timer runs more than this late (the process was stopped, or its only thread
+// blocked), Sentinel enters TILT mode and acts on nothing for tilt-period (30 s), while it still reads
+// hellos, which switch its primary and clear any failover it holds.
+const tiltTrigger = 2 * time.Second
+
+// stallWait is how long the asked Sentinel may leave SENTINEL FAILOVER unanswered on a live connection before
+// another Sentinel is asked (issue 24.3): a Sentinel that has not read a request this long has not run its
+// event loop since (stopped, blocked), so it resumes in TILT mode and the request waits there, held, until
+// the other Sentinel's announcement of its promotion resets it; or the request is still in the network and
+// the reset closing our connection discards it. The margin covers the request's own way to the Sentinel.
+const stallWait = tiltTrigger + 300*time.Millisecond
+
 // sentinelAnswerTimeout bounds how long one Sentinel may take to answer before the next one is tried (only
 // before anything was asked of it).
 const sentinelAnswerTimeout = 2 * time.Second
@@ -84,9 +97,11 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	accepted, foreign := true, false
 	asked := map[string]bool{saddr: true}
 	// handle classifies the reply of saddr to SENTINEL FAILOVER (ferr); takeOver asks another Sentinel
-	// once the one asked is known to run nothing (see another). Both return an error that ends the handoff.
-	var handle func(ctx context.Context, until time.Time) error
-	orphan := "" // a candidate that reports itself primary while no Sentinel that answers runs a failover
+	// once the one asked is known to run nothing or to do no harm (see another and stalled). Both return an
+	// error that ends the handoff.
+	var handle, stalled func(ctx context.Context, until time.Time) error
+	var sentAt time.Time // when the Sentinel asked last got the request (zero once it answered or was given up)
+	orphan := ""         // a candidate that reports itself primary while no Sentinel that answers runs a failover
 	takeOver := func(ctx context.Context, until time.Time) error {
 		if orphan != "" {
 			return nil // a promotion is under way: never start a second one; the budget's end demotes to it
@@ -105,6 +120,7 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		if err != nil {
 			return err
 		}
+		sentAt = time.Now() // later than the request was sent: the silence it measures is shorter than the real one
 		asked[next] = true
 		saddr, ferr, res.Sentinel = next, nerr, next
 		log = h.log.With("sentinel", saddr)
@@ -113,7 +129,17 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	handle = func(ctx context.Context, until time.Time) error {
 		switch {
 		case ferr == nil:
-			accepted = true
+			accepted, sentAt = true, time.Time{}
+			if h.inTilt(ctx, saddr) {
+				// it read the request only after its timer jumped (stopped as it came): it runs none of the
+				// failover for tilt-period, and the others' announcement of their promotion resets it
+				log.Warn("handoff: SENTINEL FAILOVER accepted by a Sentinel now in TILT mode; asking another")
+				if time.Until(until) < takeOverSpan {
+					sentAt = time.Now().Add(-stallWait) // given up by the next wait that has the time for it
+					return nil
+				}
+				return takeOver(ctx, until)
+			}
 			log.Info("handoff: SENTINEL FAILOVER accepted")
 		case errors.Is(ferr, valkey.ErrNoGoodReplica):
 			return fail(ReasonNoGoodReplica, ferr, "Sentinel %s refused the failover", saddr)
@@ -128,11 +154,41 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 			log.Warn("handoff: the asked Sentinel's connection died before its reply and no failover runs there; asking another", "err", ferr)
 			return takeOver(ctx, until)
 		default:
-			// no reply from a Sentinel that may still hold the request (stopped, cut off): the failover may
-			// or may not start; asking another could start a second one
+			// no reply from a Sentinel that may still hold the request (stopped, cut off). Before stallWait the
+			// failover may still start there at once: asking another could start a second one; watch it.
 			accepted = false
-			h.drop(saddr)
+			h.drop(saddr) // a reset: the request, if still unacknowledged, is discarded
 			log.Warn("handoff: SENTINEL FAILOVER got no reply; watching that Sentinel", "err", ferr)
+			return stalled(ctx, until)
+		}
+		return nil
+	}
+	// stalled asks another Sentinel once the one asked left the request unanswered for stallWait (see
+	// stallWait), unless it now answers, outside TILT mode, running a failover or naming another primary
+	// (it runs the request: watch it). No other Sentinel may be asked (another fails): keep watching.
+	stalled = func(ctx context.Context, until time.Time) error {
+		if sentAt.IsZero() || orphan != "" || time.Since(sentAt) < stallWait || time.Until(until) < takeOverSpan {
+			return nil
+		}
+		h.drop(saddr)
+		if h.acting(ctx, saddr, until) {
+			sentAt, accepted = time.Time{}, true
+			log.Warn("handoff: the asked Sentinel answers again and runs the failover; watching it")
+			return nil
+		}
+		if !time.Now().Before(until) {
+			return nil // the next wait asks another
+		}
+		silent := time.Since(sentAt)
+		sentAt = time.Time{}
+		log.Warn("handoff: the asked Sentinel left SENTINEL FAILOVER unanswered; it resumes in TILT mode or never gets it: asking another",
+			"silent", silent.Round(time.Millisecond))
+		prev := saddr
+		if err := takeOver(ctx, until); err != nil {
+			if saddr != prev {
+				return err
+			}
+			log.Warn("handoff: no other Sentinel may be asked; watching the silent one", "err", err)
 		}
 		return nil
 	}
@@ -151,8 +207,14 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		}
 		// 4. SENTINEL FAILOVER on this Sentinel, its reply awaited no longer than the budget: a Sentinel
 		// that stalls with the request (a stopped process) must not hold the handoff past the server-side
-		// pause, which would hand writes to a primary that the request may still demote
-		fctx, cancel := context.WithDeadline(pctx, pausedAt.Add(budget))
+		// pause, which would hand writes to a primary that the request may still demote; and no longer than
+		// stallWait, after which another may be asked (stalled)
+		sentAt = time.Now()
+		replyBy := pausedAt.Add(budget)
+		if s := sentAt.Add(stallWait); s.Before(replyBy) {
+			replyBy = s
+		}
+		fctx, cancel := context.WithDeadline(pctx, replyBy)
 		ferr = sc.SentinelFailover(fctx, cfg.MonitorName)
 		cancel()
 		if afterFailover != nil {
@@ -167,6 +229,9 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	// 5. watch within the budget
 	deadline := pausedAt.Add(budget)
 	for {
+		if err := stalled(pctx, deadline); err != nil {
+			return res, err
+		}
 		st := h.observeSentinel(pctx, saddr, deadline)
 		if st.gone {
 			// the Sentinel that runs (or may hold) the failover refuses connections: killed, its failover
@@ -216,7 +281,10 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	}
 
 	// 6. budget spent: demote first, then unpause, then wait for the failover's end
-	target := h.selected(pctx, saddr, cands)
+	target := cands[0].addr
+	if sentAt.IsZero() { // a Sentinel silent since the request would only use up the poll
+		target = h.selected(pctx, saddr, cands)
+	}
 	if orphan != "" {
 		target = orphan
 	}
@@ -229,6 +297,10 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	log.Warn("handoff: pause budget spent before the promotion; demoted the old primary to the selected replica", "budget", budget, "selected", target)
 	end := failoverAt.Add(failoverWait)
 	for time.Now().Before(end) {
+		if err := stalled(ctx, end); err != nil {
+			return res, fail(ReasonFailoverAborted, err, "the asked Sentinel went silent after %s had been demoted to %s; %s",
+				cfg.Primary, target, h.restore(ctx))
+		}
 		st := h.observeSentinel(ctx, saddr, end)
 		if st.gone {
 			if orphan == "" {
@@ -396,6 +468,59 @@ func (h *handoff) quiet(ctx context.Context, addr string) bool {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}
 	return !found || (!m.FailoverInProgress() && sameAddr(h.cfg.Primary, m.Host, m.Port))
+}
+
+// inTilt reports whether the Sentinel at addr answers INFO sentinel with TILT mode on.
+func (h *handoff) inTilt(ctx context.Context, addr string) bool {
+	pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
+	defer cancel()
+	c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
+	if err != nil {
+		return false
+	}
+	si, err := c.InfoSentinel(pctx)
+	if err != nil {
+		h.drop(addr)
+		return false
+	}
+	return si.Tilt
+}
+
+// takeOverSpan is the least time a wait must have left for a silent Sentinel to be given up in it (stalled):
+// the look at it and asking another take a few polls, and while writes are paused the old primary must be
+// demoted before the server-side pause ends (serverPauseMargin after the budget). Given less, the next wait
+// (after the demotion) gives it up.
+const takeOverSpan = time.Second
+
+// actingTimeout bounds the look at a Sentinel that left the request unanswered (acting): one that runs again
+// answers at once; a stopped one must not use up the pause budget left for asking another.
+const actingTimeout = 150 * time.Millisecond
+
+// acting reports whether the Sentinel at addr answers on a fresh connection within actingTimeout (and
+// until), is not in TILT mode, and runs a failover of the monitor or names another primary than the
+// handed-off one: it acts on a request. Silence, a refused connection, TILT mode, or an answer naming the
+// primary with no failover running are all false.
+func (h *handoff) acting(ctx context.Context, addr string, until time.Time) bool {
+	if d := time.Now().Add(actingTimeout); d.Before(until) {
+		until = d
+	}
+	pctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
+	if err != nil {
+		return false
+	}
+	si, err := c.InfoSentinel(pctx)
+	if err != nil || si.Tilt {
+		h.drop(addr)
+		return false
+	}
+	m, found, err := c.SentinelMaster(pctx, h.cfg.MonitorName)
+	if err != nil {
+		h.drop(addr)
+		return false
+	}
+	return found && (m.FailoverInProgress() || !sameAddr(h.cfg.Primary, m.Host, m.Port))
 }
 
 // promotedReplica returns the first candidate that reports role master (read directly, as for the

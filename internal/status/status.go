@@ -134,7 +134,10 @@ type Instance struct {
 	// Roll says why a pending planned roll waits ("" when nothing is stale or a step was taken).
 	Roll string `json:"roll,omitempty"`
 	// Refused says why the policy refused the disruptive step this pass planned (internal/plan.Check).
-	Refused         string    `json:"refused,omitempty"`
+	Refused string `json:"refused,omitempty"`
+	// Migration is where a migration from a primary outside the chart stands (migrateFrom), e.g. "migrating
+	// from old-redis-master.apps.svc:6379: 120 bytes behind; ...": "" without one.
+	Migration       string    `json:"migration,omitempty"`
 	DesiredAccess   string    `json:"desiredAccessRevision,omitempty"`
 	AppliedAccess   string    `json:"appliedAccessRevision,omitempty"`
 	ObservedAt      time.Time `json:"observedAt"`

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	vk "github.com/valkey-io/valkey-go"
@@ -32,6 +33,12 @@ type Options struct {
 	CommandTimeout time.Duration
 	// ClientName, when set, names the connection (CLIENT SETNAME on connect), as CLIENT LIST shows it.
 	ClientName string
+	// ResetOnClose closes the connection with a TCP reset (SO_LINGER 0): bytes the peer has not
+	// acknowledged yet are discarded instead of retransmitted after Close, so a request sent into a
+	// partition is never delivered once the partition heals. Bytes the peer's kernel already acknowledged
+	// still reach the server: Linux delivers them to a stopped process that resumes after the reset
+	// (measured: a SET sent to a SIGSTOPped valkey-server, reset, then SIGCONT, was applied).
+	ResetOnClose bool
 }
 
 // DefaultCAFile is where the charts mount the CA of the instance's TLS Secret.
@@ -83,7 +90,7 @@ func clientOption(addr string, o Options) (vk.ClientOption, Options, error) {
 		DisableRetry:      true,
 		ForceSingleClient: true,
 		ClientSetInfo:     vk.DisableClientSetInfo,
-		Dialer:            net.Dialer{Timeout: o.DialTimeout},
+		Dialer:            net.Dialer{Timeout: o.DialTimeout, Control: lingerControl(o.ResetOnClose)},
 		ConnWriteTimeout:  o.CommandTimeout,
 		AlwaysRESP2:       o.RESP2,
 		ClientName:        o.ClientName,
@@ -106,6 +113,26 @@ func clientOption(addr string, o Options) (vk.ClientOption, Options, error) {
 		opt.TLSConfig = tc
 	}
 	return opt, o, nil
+}
+
+// lingerControl returns a net.Dialer Control that sets SO_LINGER 0 on the socket before it connects (reset
+// set), or nil.
+func lingerControl(reset bool) func(network, address string, c syscall.RawConn) error {
+	if !reset {
+		return nil
+	}
+	return func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("set SO_LINGER 0: %w", serr)
+		}
+		return nil
+	}
 }
 
 // connect runs valkey-go's NewClient (which dials and authenticates) within ctx; name is what errors call it.

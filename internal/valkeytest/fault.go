@@ -27,6 +27,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,4 +239,38 @@ func (p *Proc) Paused() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.paused
+}
+
+// DropTo partitions the listener on 127.0.0.1:port in the kernel, without a proxy: an iptables filter OUTPUT
+// rule drops every TCP segment sent to that port on loopback, from any process, until the returned heal is
+// called (or the test ends). Connections stay open on both ends; nothing is acknowledged, so the sender's
+// kernel keeps unacknowledged bytes and retransmits them (and delivers them after heal unless the socket was
+// closed with a reset meanwhile), as across a real network partition. Unlike a Link (a proxy that
+// acknowledges and holds data), it models a path with no middlebox. Needs RequireFaults.
+func DropTo(t testing.TB, port int) (heal func()) {
+	t.Helper()
+	rule := []string{"OUTPUT", "-p", "tcp", "-d", "127.0.0.1", "--dport", strconv.Itoa(port),
+		"-m", "comment", "--comment", "valkeytest-drop-" + strconv.Itoa(port), "-j", "DROP"}
+	if err := filterTable(append([]string{"-I"}, rule...)...); err != nil {
+		t.Fatalf("partition port %d: %v", port, err)
+	}
+	var once sync.Once
+	heal = func() {
+		once.Do(func() {
+			if err := filterTable(append([]string{"-D"}, rule...)...); err != nil {
+				t.Errorf("heal the partition of port %d: %v", port, err)
+			}
+		})
+	}
+	t.Cleanup(heal)
+	return heal
+}
+
+func filterTable(args ...string) error {
+	full := append([]string{"-w", "5", "-t", "filter"}, args...)
+	out, err := exec.Command("iptables", full...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("iptables %s: %v: %s", strings.Join(full, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

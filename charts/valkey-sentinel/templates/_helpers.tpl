@@ -505,6 +505,7 @@ template renders, so Helm reports every refusal there.
 {{- define "vs.validate" -}}
 {{- if not (hasKey . "_vsValidated") -}}
 {{- $_ := set . "_vsValidated" true -}}
+{{- include "vs.checkKeys" (dict "v" .Values "n" (include "vs.knownKeys" . | fromJson) "p" "") -}}
 {{- include "vs.checkNulls" (dict "values" .Values "paths" (regexSplit "\\s+" (trim (include "vs.defaultedValues" .)) -1)) -}}
 {{- include "vs.validateFormats" . -}}
 {{- include "vs.validateNames" . -}}

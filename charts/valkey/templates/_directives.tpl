@@ -662,3 +662,90 @@ the reference would hold two hosts (ghcr.io/ghcr.io/...) and every pull fail. Ca
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+valkey.checkKeys: fails on the first key (sorted, depth first) that the chart does not know, naming its path and
+the nearest known key as the fix. The schema (values.schema.json) checks types but leaves objects open, because
+Helm checks it before any template and prints only "additional properties 'x' not allowed"; the known keys are
+generated from it into valkey.knownKeys (_keys.tpl; `go test ./templates-tests -run TestKnownKeys -update`).
+A node there is {"k": {key: node}} (an object with these keys only), {"i": node} (a list of such objects) or {}
+(anything: a value, or a free-form map such as global, commonLabels, podAnnotations or an extra* list).
+Call with (dict "v" .Values "n" (include "valkey.knownKeys" . | fromJson) "p" "").
+*/}}
+{{- define "valkey.checkKeys" -}}
+{{- $v := .v -}}
+{{- $n := .n -}}
+{{- if and (hasKey $n "k") (kindIs "map" $v) -}}
+{{- range $key := keys $v | sortAlpha -}}
+{{- $field := $key -}}
+{{- if $.p -}}{{- $field = printf "%s.%s" $.p $key -}}{{- end -}}
+{{- if not (hasKey $n.k $key) -}}
+{{- fail (include "valkey.unknownKey" (dict "p" $.p "key" $key "known" (keys $n.k | sortAlpha))) -}}
+{{- end -}}
+{{- include "valkey.checkKeys" (dict "v" (get $v $key) "n" (get $n.k $key) "p" $field) -}}
+{{- end -}}
+{{- else if and (hasKey $n "i") (kindIs "slice" $v) -}}
+{{- range $i, $e := $v -}}
+{{- include "valkey.checkKeys" (dict "v" $e "n" $n.i "p" (printf "%s[%d]" $.p $i)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+valkey.unknownKey: the refusal of key under path p (dict "p" "key" "known"): the known key nearest in edit
+distance (case-insensitive, at most a third of the key's length, at least 1) or else sharing the longest prefix
+(6 characters or more) as "did you mean", else the known keys here (or the README's values table when there are many). A dotted key is --set syntax written in a file.
+*/}}
+{{- define "valkey.unknownKey" -}}
+{{- $field := .key -}}
+{{- if .p -}}{{- $field = printf "%s.%s" .p .key -}}{{- end -}}
+{{- $best := "" -}}
+{{- $bestD := add1 (max 1 (div (len .key) 3)) -}}
+{{- range $c := .known -}}
+{{- $d := include "valkey.editDistance" (list (lower $.key) (lower $c)) | atoi -}}
+{{- if lt $d $bestD -}}{{- $best = $c -}}{{- $bestD = $d -}}{{- end -}}
+{{- end -}}
+{{- if not $best -}}
+{{- /* no near spelling: the known key sharing the longest prefix of at least 6 characters (replicaCount: replicas) */ -}}
+{{- $bestP := 5 -}}
+{{- range $c := .known -}}
+{{- $p := 0 -}}
+{{- $a := lower $.key -}}
+{{- $b := lower $c -}}
+{{- range $i := until (min (len $a) (len $b) | int) -}}
+{{- if and (eq $p $i) (eq (substr $i (add1 $i | int) $a) (substr $i (add1 $i | int) $b)) -}}{{- $p = add1 $i -}}{{- end -}}
+{{- end -}}
+{{- if gt (int $p) $bestP -}}{{- $best = $c -}}{{- $bestP = int $p -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $where := ternary .p "the top level" (ne .p "") -}}
+{{- if contains "." .key -}}
+{{- printf "%s: unknown key (a dotted name is --set syntax); in a values file nest it: %s: {%s: ...}" $field (first (splitList "." .key)) (join "." (rest (splitList "." .key))) -}}
+{{- else if $best -}}
+{{- $full := $best -}}
+{{- if .p -}}{{- $full = printf "%s.%s" .p $best -}}{{- end -}}
+{{- printf "%s: unknown key; did you mean %s?%s" $field $full (ternary " (keys are case-sensitive)" "" (eq (lower .key) (lower $best))) -}}
+{{- else if le (len .known) 12 -}}
+{{- printf "%s: unknown key; the keys of %s are %s" $field $where (join ", " .known) -}}
+{{- else -}}
+{{- printf "%s: unknown key; %s has no such key, see the values table in the chart README" $field $where -}}
+{{- end -}}
+{{- end -}}
+
+{{/* valkey.editDistance: the Levenshtein distance of two strings (list a b), as a decimal string. */}}
+{{- define "valkey.editDistance" -}}
+{{- $a := index . 0 -}}
+{{- $b := index . 1 -}}
+{{- $prev := list -}}
+{{- range $j := until (add1 (len $b) | int) -}}{{- $prev = append $prev $j -}}{{- end -}}
+{{- range $i := until (len $a) -}}
+{{- $cur := list (add1 $i) -}}
+{{- $ca := substr $i (add1 $i | int) $a -}}
+{{- range $j := until (len $b) -}}
+{{- $cost := ternary 0 1 (eq $ca (substr $j (add1 $j | int) $b)) -}}
+{{- $cur = append $cur (min (add1 (index $prev (add1 $j | int))) (add1 (index $cur $j)) (add (index $prev $j) $cost)) -}}
+{{- end -}}
+{{- $prev = $cur -}}
+{{- end -}}
+{{- last $prev -}}
+{{- end -}}

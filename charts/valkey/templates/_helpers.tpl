@@ -532,6 +532,8 @@ networkPolicy.dns.namespaceSelector networkPolicy.dns.podSelector
 backup.enabled backup.schedule backup.retention backup.persistentVolumeClaim backup.overdueSeconds
 backup.activeDeadlineSeconds backup.resources.limits.cpu backup.resources.limits.memory
 restoreFrom.persistentVolumeClaim restoreFrom.file
+migrateFrom.host migrateFrom.port migrateFrom.username migrateFrom.existingSecret migrateFrom.secretKey
+migrateFrom.switch migrateFrom.egressTo
 pdb.enabled probes.startupFailureThreshold probes.livenessPeriodSeconds probes.livenessFailureThreshold
 probes.readinessPeriodSeconds probes.readinessTimeoutSeconds metrics.enabled metrics.image.registry
 metrics.image.repository metrics.image.tag metrics.image.digest metrics.image.pullPolicy metrics.port
@@ -573,6 +575,7 @@ template renders, so Helm reports every refusal there.
 {{- define "valkey.validate" -}}
 {{- if not (hasKey . "_valkeyHAValidated") -}}
 {{- $_ := set . "_valkeyHAValidated" true -}}
+{{- include "valkey.checkKeys" (dict "v" .Values "n" (include "valkey.knownKeys" . | fromJson) "p" "") -}}
 {{- include "valkey.checkNulls" (dict "values" .Values "paths" (regexSplit "\\s+" (trim (include "valkey.defaultedValues" .)) -1)) -}}
 {{- include "valkey.validateFormats" . -}}
 {{- include "valkey.validateNames" . -}}
@@ -581,6 +584,7 @@ template renders, so Helm reports every refusal there.
 {{- include "valkey.validateSentinel" . -}}
 {{- include "valkey.validateStop" . -}}
 {{- include "valkey.validateUsers" . -}}
+{{- include "valkey.validateMigrate" . -}}
 {{- include "valkey.validateTLS" . -}}
 {{- include "valkey.validateLabels" . -}}
 {{- include "valkey.validateCommon" . -}}
@@ -624,10 +628,46 @@ template renders, so Helm reports every refusal there.
 {{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$" $r.file) -}}
 {{- fail (printf "restoreFrom.file: %q is not a file name on the volume (letters, digits, '.', '_' and '-', no directories); for example cache-valkey-20261203T030000Z.rdb" $r.file) -}}
 {{- end -}}
+{{- if hasSuffix ".rdb.json" $r.file -}}
+{{- fail (printf "restoreFrom.file: %q is the backup's metadata file; name the snapshot beside it, %s" $r.file (trimSuffix ".json" $r.file)) -}}
+{{- end -}}
+{{- if not (hasSuffix ".rdb" $r.file) -}}
+{{- fail (printf "restoreFrom.file: %q names no RDB snapshot (a directory or another file cannot be restored); name the .rdb file itself, for example cache-valkey-20261203T030000Z.rdb" $r.file) -}}
+{{- end -}}
 {{- $s := include "valkey.sizing" . | fromJson -}}
 {{- if not $s.persistence -}}
 {{- fail "restoreFrom: needs persistence.enabled: without a volume, node 0 would lose the restored data on its next restart and load the backup again" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* migrateFrom (README "Migration"): what node 0's boot step and the controller need to follow and switch. */}}
+{{- define "valkey.validateMigrate" -}}
+{{- $m := .Values.migrateFrom -}}
+{{- if $m.host -}}
+{{- if not (regexMatch "^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$" $m.host) -}}
+{{- fail (printf "migrateFrom.host: %q is not a host name or IPv4 address (e.g. old-redis-master.apps.svc.cluster.local)" $m.host) -}}
+{{- end -}}
+{{- if not $m.existingSecret -}}
+{{- fail "migrateFrom.existingSecret: required with migrateFrom.host; name the Secret of this namespace with the source's password (Bitnami: <release>-redis)" -}}
+{{- end -}}
+{{- if not $m.secretKey -}}
+{{- fail "migrateFrom.secretKey: required with migrateFrom.host; name the password's key in migrateFrom.existingSecret (Bitnami: redis-password)" -}}
+{{- end -}}
+{{- if not (and .Values.controller.enabled (eq .Values.controller.mode "dedicated")) -}}
+{{- fail "migrateFrom: needs controller.enabled with controller.mode dedicated: the instance's own controller holds the topology while migrating and runs the switch" -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- fail "migrateFrom: not supported with tls.enabled yet (node 0 replicates from the source without TLS); migrate first, then enable TLS" -}}
+{{- end -}}
+{{- if .Values.restoreFrom.file -}}
+{{- fail "migrateFrom: not with restoreFrom: node 0 takes its data from the source; drop one of them" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not $m.egressTo) -}}
+{{- fail "migrateFrom.egressTo: required with networkPolicy.enabled: name the source's pods (e.g. [{podSelector: {matchLabels: {app.kubernetes.io/instance: old-redis}}}]) so the NetworkPolicy lets node 0 reach them" -}}
+{{- end -}}
+{{- else if $m.switch -}}
+{{- fail "migrateFrom.switch: needs migrateFrom.host (switch over from which source?)" -}}
 {{- end -}}
 {{- end -}}
 
@@ -1159,7 +1199,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- fail (printf "users[%d].%s[%d]: %q is not a pattern the ACL file can hold: 1 to 64 characters without spaces, quotes or backslashes; for example app:*" $i $what $j (toString $p)) -}}
 {{- end -}}
 {{- if regexMatch "[()]" (toString $p) -}}
-{{- fail (printf "users[%d].%s[%d]: %q holds a parenthesis, which opens an ACL selector (rules that add to the user's), so the live sync refuses every users.json that carries one; drop the parentheses, for example app:*" $i $what $j (toString $p)) -}}
+{{- fail (printf "users[%d].%s[%d]: %q holds a parenthesis, which opens an ACL selector (rules that add to the user's), so the live sync refuses a user whose rules carry one; drop the parentheses, for example app:*" $i $what $j (toString $p)) -}}
 {{- end -}}
 {{- $prefix := ternary "~" "&" (eq $what "keys") -}}
 {{- if or (hasPrefix $prefix (toString $p)) (and (eq $what "keys") (hasPrefix "%" (toString $p))) -}}

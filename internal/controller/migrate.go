@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/valkey-ha/valkey-ha/internal/migrate"
+	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+)
+
+// MigrateOptions make the instance controller run a migration from a primary outside the chart (charts/valkey
+// migrateFrom; README "Migration"; internal/migrate). Only with --instance (one instance per controller).
+type MigrateOptions struct {
+	// Host and Port are the source; User its ACL user (empty: default), PasswordFile the file with its password
+	// (the user's Secret, mounted).
+	Host         string
+	Port         int
+	User         string
+	PasswordFile string
+	// Switch is migrateFrom.switch: switch over once node 0 is caught up.
+	Switch bool
+}
+
+// migrating runs the migration part of a pass. While the migration runs (the plan says anything but
+// Switched), the pass takes no topology step, sets no role label and rolls nothing: node 0 follows a primary
+// that is not a node, which every repair would "fix". It reports the migration's state (Event once per change
+// of state, the message in the status) and, when the switch is asked and node 0 caught up, switches. It
+// returns true while the migration holds the rest of the pass.
+func (c *InstanceController) migrating(ctx context.Context, key string, desc *corev1.ConfigMap, in spec.Instance, mem *instanceMemory) bool {
+	m := c.opts.Migrate
+	if m == nil || len(in.Nodes) == 0 {
+		return false
+	}
+	pw, err := os.ReadFile(m.PasswordFile)
+	cfg := migrate.Config{SourceHost: m.Host, SourcePort: m.Port,
+		Source:    valkey.Options{Username: m.User, Password: strings.TrimSpace(string(pw)), DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout},
+		Node0Addr: in.Addr(in.Nodes[0]), Node0: c.opOptions(in, mem)}
+	d := migrate.Plan(migrate.Observe(ctx, cfg, m.Switch))
+	if err != nil {
+		d = migrate.Decision{State: migrate.Refused, Behind: -1, Message: "migrateFrom: the source's password file: " + err.Error()}
+	}
+	mem.migration = d.Message
+	if d.State == migrate.Switched {
+		if c.reported.changed(key+"/migration", string(d.State)) {
+			c.recorder.Event(desc, corev1.EventTypeNormal, "MigrationSwitched", d.Message+"; remove migrateFrom from the values")
+		}
+		return false
+	}
+	typ := corev1.EventTypeNormal
+	if d.State == migrate.Refused {
+		typ = corev1.EventTypeWarning
+	}
+	if c.reported.changed(key+"/migration", string(d.State)) {
+		c.recorder.Event(desc, typ, "Migrating", d.Message)
+	}
+	if d.State != migrate.Ready {
+		return true
+	}
+	// node 0's own masteruser/masterauth come back from its first-sync guard once it is primary (_operator has no
+	// CONFIG SET), or at its next boot
+	res, err := migrate.Switch(ctx, cfg, c.log.With("instance", in.Name))
+	if err != nil {
+		var se *migrate.Error
+		reason := migrate.Reason("")
+		if errors.As(err, &se) {
+			reason = se.Reason
+		}
+		c.recorder.Event(desc, corev1.EventTypeWarning, "MigrationSwitchFailed", err.Error())
+		mem.migration = "migrateFrom: switch failed: " + err.Error()
+		c.log.Warn("migration switch failed", "instance", in.Name, "reason", string(reason), "err", err)
+		return true
+	}
+	c.log.Info("migration switched", "instance", in.Name, "offset", res.Offset, "paused", res.Paused.String())
+	return true // observe again at once: node 0 is the primary now
+}

@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/migrate"
+	"github.com/valkey-ha/valkey-ha/internal/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/topology"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+)
+
+// TestMigrationHoldsThenSwitches (issue 28.3, real processes): an unmonitored instance whose node 0 follows a
+// source outside the chart (node 1 follows node 0). With --migrate-from and no switch, the instance
+// controller reports "migrating: N bytes behind" (status and a Migrating Event) and takes no topology step
+// for longer than topology.PromoteAfter: node 0 is never promoted nor repointed and no pod is labelled
+// primary (without the hold, the controller promotes node 0 after PromoteAfter, a second writable primary
+// next to the source). Restarted with the switch (as a helm upgrade with migrateFrom.switch: true restarts it),
+// it switches: node 0 primary with every key of the source, the source fenced (NOREPLICAS), node 0 labelled
+// primary, Event MigrationSwitched.
+func TestMigrationHoldsThenSwitches(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: -1})
+	top := e.Top
+	app, mig := valkeytest.RandomPassword(t), valkeytest.RandomPassword(t)
+	source := valkeytest.StartServer(t, valkeytest.Valkey91, valkeytest.ServerConfig{Lines: []string{
+		"requirepass " + app, "user migrator on >" + mig + " ~* &* -@all " + migrate.SourceRights}})
+	ctx := context.Background()
+	sc := source.Client(valkey.Options{Password: app})
+	for i := 0; i < 500; i++ {
+		require.NoError(t, sc.Set(ctx, "k"+strconv.Itoa(i), "v", 0))
+	}
+	// node 0 restarted as its boot step writes it for a migration (bootstrap TestBootMigratingChain)
+	top.Nodes[0].Kill()
+	f, err := os.OpenFile(top.Nodes[0].ConfPath, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(f, "masteruser migrator\nmasterauth %s\nreplicaof %s %d\n", mig, valkeytest.Host, source.Port)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	top.Nodes[0].Start()
+	n0 := top.Nodes[0].Client(top.Options(acl.Operator))
+	pwFile := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(pwFile, []byte(mig), 0o600))
+	mo := &MigrateOptions{Host: valkeytest.Host, Port: source.Port, User: "migrator", PasswordFile: pwFile}
+
+	events := testenv.RecordEvents(t, e.Rec)
+	var repointed atomic.Int64
+	stopSample := valkeytest.Sample(100*time.Millisecond, func() {
+		if r, err := n0.InfoReplication(ctx); err == nil && (r.Role != valkey.RoleReplica || r.PrimaryPort != source.Port) {
+			repointed.Add(1)
+		}
+	})
+	stop := testenv.Run(t, func(ctx context.Context) error {
+		c := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk", Resync: 300 * time.Millisecond, Migrate: mo}, metrics.New(), e.Rec, quietLog())
+		return c.Run(ctx, nil)
+	})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "status says migrating", func() error {
+		m, _ := e.StatusDoc()["migration"].(string)
+		if !strings.Contains(m, "bytes behind") {
+			return fmt.Errorf("migration %q", m)
+		}
+		return nil
+	})
+	held := time.Now()
+	time.Sleep(topology.PromoteAfter + time.Second) // the claim is "nothing happens for longer than PromoteAfter"
+	stopSample()
+	stop()
+	assert.Zero(t, repointed.Load(), "node 0 left the source while migrating")
+	for pod, role := range e.RoleLabels() {
+		assert.NotEqual(t, "primary", role, pod)
+	}
+	all := events.All()
+	assert.LessOrEqual(t, events.Count("Migrating"), 2, "one Migrating Event per state (Syncing, Migrating), not per pass: %v", all)
+	assert.Contains(t, strings.Join(all, "\n"), "Migrating migrating from "+source.Addr()+": 0 bytes behind")
+	t.Logf("held %s with node 0 following the source", time.Since(held).Round(time.Millisecond))
+
+	mo.Switch = true
+	testenv.Run(t, func(ctx context.Context) error {
+		c := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk", Resync: 300 * time.Millisecond, Migrate: mo}, metrics.New(), e.Rec, quietLog())
+		return c.Run(ctx, nil)
+	})
+	var k int64
+	valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "switched and labelled", func() error {
+		if events.Count("MigrationSwitched") != 1 {
+			return fmt.Errorf("events %v", events.All())
+		}
+		return e.LabelsMatch(top.Nodes[0].Port)
+	})
+	k, err = n0.DBSize(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 500, k)
+	assert.ErrorContains(t, sc.Set(ctx, "late", "x", 0), "NOREPLICAS")
+	valkeytest.Eventually(t, 5*time.Second, 100*time.Millisecond, "status says migrated", func() error {
+		if m, _ := e.StatusDoc()["migration"].(string); !strings.Contains(m, "migrated from") {
+			return fmt.Errorf("migration %q", m)
+		}
+		return nil
+	})
+}
