@@ -347,6 +347,11 @@ func renderMarkdown(figs []*figure, took time.Duration, load0, load1, root strin
 	if text := explanations(figs); text != "" {
 		w("## Missed targets: explanation\n\n%s\n", text)
 	}
+	// figures measured outside the suite (they need the local cluster, or a test package's own harness) are
+	// kept in bench/outside.md, by hand, with their date and machine: copied so that a rewrite keeps them
+	if text, err := os.ReadFile(filepath.Join(root, "bench", "outside.md")); err == nil {
+		w("%s", text)
+	}
 	return b.String()
 }
 

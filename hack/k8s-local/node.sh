@@ -11,6 +11,9 @@
 #   node.sh start NODE                    bring a killed node back (up.sh --no-check: starts what is missing)
 #   node.sh crash NODE CONTAINER-ID       SIGKILL one container's main process (a crash the kubelet restarts,
 #                                         with or without the API server)
+#   node.sh signal NODE CONTAINER-ID STOP|CONT  pause (SIGSTOP) or resume (SIGCONT) one container's main process:
+#                                         a frozen process whose connections stay open (from inside the
+#                                         container PID 1 ignores SIGSTOP)
 #   node.sh partition ID NODE... [--api] [--keep-dns] [--ttl S]
 #                                         cut the pods of the listed nodes off from the pods of every other node
 #                                         (both ways, Service traffic included); --api also cuts those nodes
@@ -33,7 +36,7 @@ set -euo pipefail
 [[ $(id -u) == 0 ]] || die "must run as root"
 FAULTS=$RUN/faults
 CHAIN_PREFIX=K8SLF- # chains K8SLF-<id>-FWD/-IN/-OUT (iptables allows 28 characters)
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 
 node_index() { # name-or-index -> index (of a node of the current count)
   local a=$1 n i
@@ -106,6 +109,18 @@ cmd_crash() { # node container-id (containerd://<id> or <id>)
   [[ -n $pid ]] || die "container $id has no running task on $(node_name "$i")"
   kill -KILL "$pid"
   log "container ${id:0:12} on $(node_name "$i"): process $pid killed"
+}
+
+cmd_signal() { # node container-id STOP|CONT
+  local i id sig pid
+  i=$(node_index "${1:?signal: which node?}")
+  id=${2:?signal: which container?}; id=${id#containerd://}
+  sig=${3:?signal: STOP or CONT?}
+  [[ $sig == STOP || $sig == CONT ]] || die "signal: STOP or CONT (got '$sig')"
+  pid=$(nctr "$i" tasks ls 2>/dev/null | awk -v id="$id" '$1 == id {print $2}')
+  [[ -n $pid ]] || die "container $id has no running task on $(node_name "$i")"
+  kill -"$sig" "$pid"
+  log "container ${id:0:12} on $(node_name "$i"): process $pid SIG$sig"
 }
 
 # ---- partitions ---------------------------------------------------------------------------------------------
@@ -243,6 +258,7 @@ case $sub in
   kill) cmd_kill "$@" ;;
   start) cmd_start "$@" ;;
   crash) cmd_crash "$@" ;;
+  signal) cmd_signal "$@" ;;
   partition) cmd_partition "$@" ;;
   isolate-api) cmd_partition --api-only "$@" ;;
   heal) cmd_heal "$@" ;;

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,8 +35,15 @@ func (e *env) labelledPrimary() (string, error) {
 
 // startMetricsInstanceController is startInstanceController with the metrics returned.
 func (e *env) startMetricsInstanceController() *metrics.Metrics {
+	return e.startHeldInstanceController(false)
+}
+
+// startHeldInstanceController starts the instance controller; labelsOnly sets the keepDemotedClients knob
+// (the figure's baseline: the controller moves the labels but closes no connection).
+func (e *env) startHeldInstanceController(labelsOnly bool) *metrics.Metrics {
 	m := metrics.New()
 	c := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk", Resync: 200 * time.Millisecond}, m, e.Rec, quietLog())
+	c.keepDemotedClients = labelsOnly
 	e.Run(func(ctx context.Context) error { return c.Run(ctx, nil) })
 	return m
 }
@@ -128,25 +136,37 @@ func TestRepairWhenClientsCannotBeClosed(t *testing.T) {
 
 // TestPausedPrimaryFailoverMovesHeldClients (issue 30): the primary is paused (SIGSTOP) with ten clients of
 // the primary Service writing (500 ms command timeout); Sentinel fails over, the controller relabels, and
-// the old primary resumes 1 s after the switch, when Sentinel demotes it (and closes its normal clients
-// itself). Every client writes to the new primary within 1 s of the switch (its timeout makes it redial the
-// Service, which the relabel points at the new primary), and the old primary acknowledges no write after its
-// demotion. Writes it acknowledged between its resumption and its demotion are reported, not asserted: the
-// bound for those is min-replicas-to-write (see README, "Clients without Sentinel").
+// the old primary resumes 1 s after the switch, when Sentinel (or the controller's repair) demotes it and
+// closes its normal clients. Every client writes to the new primary within 1 s of the switch (p95: its
+// timeout makes it redial the Service, which the relabel points at the new primary), and the old primary
+// acknowledges no write after its demotion. Before the fix the relabel waited for the paused node's INFO:
+// the pass in flight at the switch until the old primary resumed (or the 3 s command timeout), so every
+// client reached the new primary 1.02-1.33 s after the switch (6 runs); now a +switch-master abandons a
+// gather still waiting for a node, and a gather stops waiting 250 ms after the Sentinels' primary answered
+// (plan.PrimaryAnswered). Writes the old primary acknowledged between its resumption and its demotion are
+// reported, not asserted: the bound for those is min-replicas-to-write (see README, "Clients without
+// Sentinel").
 func TestPausedPrimaryFailoverMovesHeldClients(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		extra []string
 	}{{"default", nil}, {"min-replicas-to-write", []string{"min-replicas-to-write 1", "min-replicas-max-lag 10"}}} {
-		t.Run(tc.name, func(t *testing.T) { testPausedPrimaryFailover(t, tc.extra) })
+		t.Run(tc.name, func(t *testing.T) {
+			s, after := pausedPrimaryFailover(t, tc.extra, false)
+			assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
+			assert.LessOrEqual(t, s.Quantile(0.95), time.Second, "p95 within 1 s of the switch, the old primary still paused")
+			assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
+		})
 	}
 }
 
-func testPausedPrimaryFailover(t *testing.T, extra []string) {
+// pausedPrimaryFailover runs the scenario of TestPausedPrimaryFailoverMovesHeldClients and returns the held
+// clients' summary from the switch and from the old primary's demotion.
+func pausedPrimaryFailover(t *testing.T, extra []string, labelsOnly bool) (s, after testenv.HeldSummary) {
 	e := newEnv(t, valkeytest.TopologyConfig{ExtraServerLines: extra})
 	e.PublishSentinels()
 	pw := testenv.AddAppUser(t, e.Top)
-	e.startMetricsInstanceController()
+	e.startHeldInstanceController(labelsOnly)
 	old := e.Top.Nodes[0]
 	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
 	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond,
@@ -173,15 +193,11 @@ func testPausedPrimaryFailover(t *testing.T, extra []string) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	held.Stop()
-	s := held.Summarize(at, old.Addr(), newAddr.Addr())
-	after := held.Summarize(demotedAt, old.Addr(), newAddr.Addr())
+	s = held.Summarize(at, old.Addr(), newAddr.Addr())
+	after = held.Summarize(demotedAt, old.Addr(), newAddr.Addr())
 	t.Logf("held clients after the switch: %s; old primary demoted %s after the switch, acked by it after its demotion: %d",
 		s, demotedAt.Sub(at).Round(time.Millisecond), after.AckedByOld)
-	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
-	// not yet within 1 s: the controller's pass waits for the paused node's INFO (CommandTimeout, 3 s) before it
-	// relabels, so the Service points at the new primary only when the old one answers or that times out
-	assert.LessOrEqual(t, s.Quantile(0.95), 4*time.Second, "p95 within the controller's INFO timeout plus 1 s")
-	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
+	return s, after
 }
 
 // TestSentinelFailoverMovesHeldClients (issue 30): SENTINEL FAILOVER of a healthy primary with ten clients of
@@ -190,10 +206,19 @@ func testPausedPrimaryFailover(t *testing.T, extra []string) {
 // more, so every client writes to the new primary within 1 s of the switch, and the old primary acknowledges
 // no write after its demotion.
 func TestSentinelFailoverMovesHeldClients(t *testing.T) {
+	s, after := sentinelFailoverHeld(t, false)
+	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
+	assert.LessOrEqual(t, s.Quantile(0.95), time.Second, "p95 within 1 s of the switch")
+	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
+}
+
+// sentinelFailoverHeld runs the scenario of TestSentinelFailoverMovesHeldClients and returns the held
+// clients' summary from the switch and from the old primary's demotion.
+func sentinelFailoverHeld(t *testing.T, labelsOnly bool) (s, after testenv.HeldSummary) {
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	e.PublishSentinels()
 	pw := testenv.AddAppUser(t, e.Top)
-	m := e.startMetricsInstanceController()
+	m := e.startHeldInstanceController(labelsOnly)
 	old := e.Top.Nodes[0]
 	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
 	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond,
@@ -217,13 +242,11 @@ func TestSentinelFailoverMovesHeldClients(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	held.Stop()
-	s := held.Summarize(at, old.Addr(), newNode.Addr())
-	after := held.Summarize(demotedAt, old.Addr(), newNode.Addr())
+	s = held.Summarize(at, old.Addr(), newNode.Addr())
+	after = held.Summarize(demotedAt, old.Addr(), newNode.Addr())
 	t.Logf("held clients after the switch: %s; old primary demoted %s after the switch; closed by the controller: %v",
 		s, demotedAt.Sub(at).Round(time.Millisecond), testutil.ToFloat64(m.DemotedClientsClosed.WithLabelValues(ns+"/vk")))
-	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
-	assert.LessOrEqual(t, s.Quantile(0.95), time.Second, "p95 within 1 s of the switch")
-	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
+	return s, after
 }
 
 func TestCloseOnRelabel(t *testing.T) {
@@ -251,4 +274,71 @@ func TestCloseOnRelabel(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, closeOnRelabel(tc.n, tc.a, tc.tp), tc.name)
 	}
+}
+
+// TestHeldClientsFigure (issue 30, outside CI: VALKEY_HA_HELD_FIGURE=1) prints, per switch kind, the held
+// plain clients' time from +switch-master until each writes to the new primary, side by side for "labels
+// only" (the controller's keepDemotedClients knob: labels move, no connection is closed by the controller;
+// Sentinel still closes normal clients on a node it reconfigures itself) and for the closing the project does.
+// The planned handoff's figure is internal/handoff's TestRunMovesHeldClients (the handoff itself closes).
+func TestHeldClientsFigure(t *testing.T) {
+	if os.Getenv("VALKEY_HA_HELD_FIGURE") == "" {
+		t.Skip("the figure runs only with VALKEY_HA_HELD_FIGURE=1 (about 2 minutes; its numbers are in BENCHMARKS.md)")
+	}
+	type row struct {
+		kind  string
+		modes [2]testenv.HeldSummary
+	}
+	var rows []row
+	for _, k := range []struct {
+		name string
+		run  func(t *testing.T, labelsOnly bool) testenv.HeldSummary
+	}{
+		{"SENTINEL FAILOVER", func(t *testing.T, lo bool) testenv.HeldSummary { s, _ := sentinelFailoverHeld(t, lo); return s }},
+		{"paused primary (resumed 1 s after)", func(t *testing.T, lo bool) testenv.HeldSummary { s, _ := pausedPrimaryFailover(t, nil, lo); return s }},
+	} {
+		r := row{kind: k.name}
+		for i, lo := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/labelsOnly=%v", k.name, lo), func(t *testing.T) { r.modes[i] = k.run(t, lo) })
+		}
+		rows = append(rows, r)
+	}
+	ms := func(d time.Duration) string {
+		if d < 0 {
+			return "never"
+		}
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	t.Logf("%-36s | %-44s | %s", "switch kind", "labels only: median / p95 / worst, errors", "ours: median / p95 / worst, errors")
+	for _, r := range rows {
+		cell := func(s testenv.HeldSummary) string {
+			return fmt.Sprintf("%s / %s / %s, %d errors, %d acked by old", ms(s.Quantile(0.5)), ms(s.Quantile(0.95)), ms(s.Worst()), s.Errors, s.AckedByOld)
+		}
+		t.Logf("%-36s | %-44s | %s", r.kind, cell(r.modes[0]), cell(r.modes[1]))
+	}
+}
+
+// TestClosedByServer: a pooled connection that the server closed (CLIENT KILL TYPE normal, as Sentinel sends
+// to a node it promotes) reads as closedByServer, so the gather dials once more instead of recording the new
+// primary unreachable (seen in 1 of 14 paused-primary runs: the pass then waited for the paused old primary);
+// a refused or timed-out command does not.
+func TestClosedByServer(t *testing.T) {
+	p := valkeytest.StartServer(t, valkeytest.Default, valkeytest.ServerConfig{})
+	ctx := context.Background()
+	held := p.Client(valkey.Options{})
+	_, err := held.InfoReplication(ctx)
+	require.NoError(t, err)
+	killer := p.Client(valkey.Options{})
+	out, err := p.CLI("", "", "CLIENT", "KILL", "TYPE", "normal")
+	require.NoError(t, err, out)
+	_, err = held.InfoReplication(ctx)
+	require.Error(t, err)
+	assert.True(t, closedByServer(err), "killed connection: %v", err)
+	_, err = killer.InfoReplication(ctx) // killed too (its own CLIENT KILL was from valkey-cli)
+	assert.True(t, closedByServer(err), "killed connection: %v", err)
+	fresh := p.Client(valkey.Options{})
+	_, err = fresh.Info(ctx, "no-such-section")
+	assert.False(t, closedByServer(err))
+	assert.False(t, closedByServer(context.DeadlineExceeded))
+	assert.False(t, closedByServer(nil))
 }

@@ -11,10 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
@@ -104,6 +107,10 @@ type InstanceController struct {
 	sentinelAuth quorumCredentials
 	// resetFallback remembers why SENTINEL RESET last fell back to _instance (resetClient)
 	resetFallback fallbackMemory
+	// keepDemotedClients is a test knob, set only by this package's tests: the controller's repair and
+	// relabel do not close a demoted node's connections (the "labels only" baseline of the held-clients
+	// figure, TestHeldClientsFigure)
+	keepDemotedClients bool
 }
 
 // instanceMemory is what the controller remembers between passes of one instance. Nothing here is needed
@@ -128,6 +135,30 @@ type instanceMemory struct {
 	// backupListedAt is when the backup pods were last listed; lastBackup the newest backup seen (backups.go)
 	backupListedAt time.Time
 	lastBackup     backup.Meta
+	// switchC is closed (and replaced) at each +switch-master of the monitor (signalSwitch); a gather waiting
+	// for a silent node gives up on it (errSuperseded)
+	switchMu sync.Mutex
+	switchC  chan struct{}
+}
+
+// switchSignal returns a channel closed at the next +switch-master of the instance's monitor.
+func (m *instanceMemory) switchSignal() <-chan struct{} {
+	m.switchMu.Lock()
+	defer m.switchMu.Unlock()
+	if m.switchC == nil {
+		m.switchC = make(chan struct{})
+	}
+	return m.switchC
+}
+
+// signalSwitch closes the channel switchSignal returned (a +switch-master arrived).
+func (m *instanceMemory) signalSwitch() {
+	m.switchMu.Lock()
+	defer m.switchMu.Unlock()
+	if m.switchC != nil {
+		close(m.switchC)
+		m.switchC = nil
+	}
 }
 
 // NewInstanceController wires informers (label-filtered) and the queue. Call Run to start.
@@ -343,6 +374,11 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 	gctx, cancel := c.observeContext(ctx)
 	w, err := c.gather(gctx, in, mem)
 	cancel()
+	if errors.Is(err, errSuperseded) {
+		c.log.Info("pass abandoned: +switch-master arrived while a node had not answered INFO; observing again", "instance", key)
+		c.queue.Add(key)
+		return true, nil
+	}
 	if err != nil {
 		return true, err
 	}
@@ -381,6 +417,9 @@ var (
 	errGone = errors.New("descriptor gone")
 	// errInvalid: the descriptor was refused (reported on it and in the status).
 	errInvalid = errors.New("descriptor refused")
+	// errSuperseded: a +switch-master arrived while the gather still waited for a node (issue 30); the pass
+	// decides nothing from the pre-switch observation and the next pass starts at once.
+	errSuperseded = errors.New("observation superseded by +switch-master")
 )
 
 // descriptor reads and checks the descriptor <name>-instance of namespace ns. A refused one is reported
@@ -414,8 +453,18 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	}
 	opts := valkey.Options{Username: acl.Operator, Password: pw, DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout}.
 		WithTLS(in.TLS.Enabled, c.opts.TLSCAFile)
+	switched := mem.switchSignal()
 	w.Nodes = make([]plan.Node, len(in.Nodes))
-	var wg sync.WaitGroup
+	answered := make([]bool, len(in.Nodes)) // w.Nodes[i] holds its INFO answer (or why there is none)
+	type reply struct {
+		i    int
+		repl valkey.Replication
+		err  error
+	}
+	replies := make(chan reply, len(in.Nodes)) // buffered: a node given up on still reports, to nobody
+	nctx, cancelNodes := context.WithCancel(ctx)
+	defer cancelNodes()
+	waiting := 0
 	for i, n := range in.Nodes {
 		nw := &w.Nodes[i]
 		nw.Node = n
@@ -424,23 +473,30 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 			return w, err
 		}
 		if !running {
+			answered[i] = true
 			continue
 		}
-		wg.Go(func() {
+		waiting++
+		go func() {
 			addr := in.Addr(n)
-			cl, err := c.pool.get(ctx, addr, opts)
-			if err == nil {
-				nw.Repl, err = cl.InfoReplication(ctx)
-				if err != nil {
-					c.pool.drop(addr)
+			var r valkey.Replication
+			var err error
+			// twice when the pooled connection turns out closed by the server: Sentinel closes every normal
+			// connection of a node it promotes or reconfigures (CLIENT KILL TYPE normal), and the new
+			// primary's answer is what the pass waits for (issue 30)
+			for try := 0; try < 2; try++ {
+				var cl *valkey.Client
+				if cl, err = c.pool.get(nctx, addr, opts); err == nil {
+					if r, err = cl.InfoReplication(nctx); err != nil {
+						c.pool.drop(addr)
+					}
+				}
+				if !closedByServer(err) {
+					break
 				}
 			}
-			if err != nil {
-				nw.Err = err.Error()
-				return
-			}
-			nw.Reachable = true
-		})
+			replies <- reply{i, r, err}
+		}()
 	}
 	if in.Monitored() {
 		w.SentinelInfo, w.SentinelInfoErr = c.sentinelInfo(in)
@@ -449,9 +505,56 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	if w.SentinelInfo != nil {
 		c.gatherSentinels(ctx, &w)
 	}
-	wg.Wait()
+	// wait for every node's INFO, except (issue 30): once the Sentinels' agreed primary answered as master
+	// (plan.PrimaryAnswered), a node still silent stragglerGrace later is recorded as not answering (a paused
+	// old primary would hold the new one's relabel for the whole command timeout); and a +switch-master
+	// arriving while a node is still silent abandons the pass (errSuperseded: the next one starts at once,
+	// from the new topology). A node given up on has its pooled connection closed (in the background: its
+	// command may be stuck).
+	giveUp := func(why string) {
+		for i := range w.Nodes {
+			if !answered[i] {
+				w.Nodes[i].Err = why
+				c.pool.abandon(in.Addr(w.Nodes[i].Node))
+			}
+		}
+	}
+	var grace <-chan time.Time
+	for ; waiting > 0; waiting-- {
+		if grace == nil && plan.PrimaryAnswered(w, answered) {
+			grace = time.After(stragglerGrace)
+		}
+		select {
+		case r := <-replies:
+			nw := &w.Nodes[r.i]
+			if r.err != nil {
+				nw.Err = r.err.Error()
+			} else {
+				nw.Repl, nw.Reachable = r.repl, true
+			}
+			answered[r.i] = true
+		case <-grace:
+			giveUp(fmt.Sprintf("no answer to INFO replication within %s of the Sentinels' primary's", stragglerGrace))
+			return w, nil
+		case <-switched:
+			giveUp("+switch-master arrived before its INFO replication answered")
+			return w, errSuperseded
+		}
+	}
 	return w, nil
 }
+
+// closedByServer reports an error of a connection the server closed (EOF, reset): a pooled connection
+// killed since its last use, worth one fresh dial.
+func closedByServer(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed))
+}
+
+// stragglerGrace is how long a pass waits for a node's INFO once the Sentinels' agreed primary has answered
+// as master (plan.PrimaryAnswered): a healthy node answers within milliseconds, a paused or partitioned one
+// only at the command timeout.
+const stragglerGrace = 250 * time.Millisecond
 
 // gatherPod fills a node's pod and StatefulSet from the caches and reports whether its server may be asked
 // (the pod exists, runs and is not being deleted).
@@ -683,6 +786,9 @@ func closeOnRelabel(n topology.NodeState, a topology.Action, tp topology.Plan) b
 // handoff.CloseTimeout.
 func (c *InstanceController) closeClients(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, mem *instanceMemory,
 	n spec.Node, why string) {
+	if c.keepDemotedClients {
+		return
+	}
 	addr := in.Addr(n)
 	key := in.Namespace + "/" + in.Name
 	cctx, cancel := context.WithTimeout(ctx, handoff.CloseTimeout)

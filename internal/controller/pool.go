@@ -67,6 +67,19 @@ func (p *pool) drop(addr string) {
 	}
 }
 
+// abandon removes addr's clients like drop but closes them in the background: valkey-go's Close waits for
+// the commands in flight, and a node given up on (a paused process) answers them only at their timeout.
+func (p *pool) abandon(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, c := range p.clients {
+		if k.addr == addr {
+			go c.c.Close()
+			delete(p.clients, k)
+		}
+	}
+}
+
 // size is the number of clients held.
 func (p *pool) size() int {
 	p.mu.Lock()

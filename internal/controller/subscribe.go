@@ -47,6 +47,9 @@ func (c *InstanceController) ensureSubscription(name string, in spec.Instance, s
 		func(ctx context.Context) valkey.Options { return c.sentinelOpts(ctx, in, info) },
 		func(ev valkey.MonitorEvent) {
 			c.log.Info("Sentinel event", "instance", name, "event", ev.Channel, "message", ev.Payload)
+			if ev.Channel == "+switch-master" {
+				mem.signalSwitch() // a gather still waiting for a node gives up (issue 30)
+			}
 			c.queue.Add(name)
 		})}
 }

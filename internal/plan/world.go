@@ -172,3 +172,28 @@ type Memory struct {
 // HandoffRefusal is a handoff refused because no replica could be promoted, with the print of the
 // observation it was refused under.
 type HandoffRefusal struct{ Print, Why string }
+
+// PrimaryAnswered reports whether a pass still waiting for some nodes' INFO already has what the primary
+// Service needs: the primary the Sentinels name (SentinelView, as topology.Build reads it: the most named,
+// a Sentinel that has not heard of the switch yet or a failover still reconfiguring replicas notwithstanding)
+// is a node of the instance, and that node answered (answered[i]: w.Nodes[i] is final) reporting role master. Then the
+// nodes still silent are not waited for beyond a short grace: a paused or partitioned old primary would
+// otherwise hold the relabel of the new one for the whole command timeout (issue 30). A node given up on
+// is unreachable for that pass: it loses its role label and no repair touches it. False for an unmonitored
+// instance (its primary is the nodes' own view: every node is waited for).
+func PrimaryAnswered(w World, answered []bool) bool {
+	v := w.SentinelView()
+	if !v.Monitored || !v.Known {
+		return false
+	}
+	n, ok := w.Instance.NodeByAddr(v.PrimaryHost, v.PrimaryPort)
+	if !ok {
+		return false
+	}
+	for i, st := range w.Nodes {
+		if st.Node.Index == n.Index {
+			return i < len(answered) && answered[i] && st.Reachable && st.Repl.Role == valkey.RolePrimary
+		}
+	}
+	return false
+}

@@ -30,6 +30,10 @@ type HeldOptions struct {
 	Timeout  time.Duration
 	// Prefix of the keys written (default "__valkey-ha:held"): each write sets its own key <Prefix>:<conn>:<n>.
 	Prefix string
+	// ServerAddr records, as each write's Addr, the server's own address of the connection (laddr of CLIENT
+	// INFO, asked once per connection) instead of the address dialled: through a Service every connection
+	// dials the same ClusterIP, and only the server tells which pod it reached.
+	ServerAddr bool
 }
 
 // HeldWrite is one write attempt of a held connection.
@@ -174,7 +178,36 @@ func (h *HeldClients) connect(conn int) (string, net.Conn, *bufio.Reader, error)
 			return addr, nil, nil, err
 		}
 	}
+	if h.opts.ServerAddr {
+		laddr, err := serverAddr(c, r, h.opts.Timeout)
+		if err != nil {
+			c.Close()
+			return addr, nil, nil, err
+		}
+		addr = laddr
+	}
 	return addr, c, r, nil
+}
+
+// serverAddr asks CLIENT INFO (a bulk string "id=.. addr=.. laddr=<ip:port> ...") and returns its laddr.
+func serverAddr(c net.Conn, r *bufio.Reader, timeout time.Duration) (string, error) {
+	head, err := roundTrip(c, r, timeout, "CLIENT", "INFO")
+	if err != nil {
+		return "", fmt.Errorf("CLIENT INFO: %w", err)
+	}
+	if !strings.HasPrefix(head, "$") {
+		return "", fmt.Errorf("CLIENT INFO: %s", head)
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("CLIENT INFO: %w", err)
+	}
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "laddr="); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("CLIENT INFO: no laddr in %q", strings.TrimSpace(line))
 }
 
 // roundTrip sends one command and reads a one-line reply ("+OK", "-READONLY ...", ":1").
