@@ -4,7 +4,7 @@ GO    ?= go
 export GOTOOLCHAIN := local
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 
-.PHONY: deps build quick test unit engines e2e e2e-deletions chaos chaos-ci chaos-cluster demo images lint bench clean
+.PHONY: deps build quick test unit engines e2e e2e-deletions e2e-clients chaos chaos-ci chaos-cluster demo images lint bench clean
 
 # The engine matrix: everything runs against valkey 9.1 (the default); internal/valkey and the chart render
 # tests cover every engine themselves; these boot, roll, orphan-repair and failover-label tests run again
@@ -59,6 +59,11 @@ e2e: deps ## the e2e suite on the local cluster (or $$KUBECONFIG)
 # failover within down-after + failover-timeout (about 6 minutes); the e2e suite runs one (forced)
 e2e-deletions: deps ## the repeated primary-pod deletion test on the local cluster, 10 deletions (E2E_PRIMARY_DELETIONS)
 	E2E_PRIMARY_DELETIONS=$${E2E_PRIMARY_DELETIONS:-10} hack/e2e.sh -run '^TestPrimaryPodDeletedRepeatedly$$' -v
+
+# issue 30: 20 connections held through F-primary follow four kinds of switch (about 2.5 min; prints median, p95 and
+# worst per kind; kept out of make test for time, its numbers in BENCHMARKS.md)
+e2e-clients: deps ## the held-connections measurement on the local cluster (TestPrimaryServiceClientsFollowEverySwitch)
+	E2E_HELD_CLIENTS=1 hack/e2e.sh -run '^TestPrimaryServiceClientsFollowEverySwitch$$' -v
 
 chaos: deps ## the loopback chaos test (issue 12): 50 rounds of random faults under both controllers, real processes; prints its numbers and writes them into RELIABILITY.md (about 30 min; CHAOS_ROUNDS, CHAOS_SEED)
 	CHAOS_UPDATE=1 CHAOS_ROUNDS=$${CHAOS_ROUNDS:-50} $(GO) test -count=1 -timeout 120m -run '^TestChaos$$' -v ./chaos/

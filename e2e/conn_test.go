@@ -40,7 +40,14 @@ type connRound struct {
 // the pod) and the old primary acknowledges no write after its demotion. The time from the first +switch-master
 // until each connection's first acknowledged write on the new primary is logged (median, p95, worst) with the
 // errors seen; the figure is in BENCHMARKS.md.
+//
+// It measures more than it asserts (about 2.5 min), so `make test` leaves it out to stay within 60 minutes:
+// `make e2e-clients` runs it (E2E_HELD_CLIENTS=1). The real-process tests of internal/controller
+// (TestPausedPrimaryFailoverMovesHeldClients and the held-clients scenarios) run in CI.
 func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
+	if envOr("E2E_HELD_CLIENTS", "0") != "1" {
+		t.Skip("a measurement outside make test: make e2e-clients (E2E_HELD_CLIENTS=1)")
+	}
 	maybeParallel(t)
 	d := Deploy(t, "conn", DeployOpts{DataExtra: appUsers})
 	in := d.I()
