@@ -672,7 +672,7 @@ template renders, so Helm reports every refusal there.
 {{- fail "migrateFrom: not with restoreFrom: node 0 takes its data from the source; drop one of them" -}}
 {{- end -}}
 {{- if and .Values.networkPolicy.enabled (not $m.egressTo) -}}
-{{- fail "migrateFrom.egressTo: required with networkPolicy.enabled: name the source's pods (e.g. [{podSelector: {matchLabels: {app.kubernetes.io/instance: old-redis}}}]) so the NetworkPolicy lets node 0 reach them" -}}
+{{- fail "migrateFrom.egressTo: required with networkPolicy.enabled: name the source's pods (e.g. [{podSelector: {matchLabels: {app.kubernetes.io/instance: old}}}], the old release's name) so the NetworkPolicy lets node 0 reach them" -}}
 {{- end -}}
 {{- else if $m.switch -}}
 {{- fail "migrateFrom.switch: needs migrateFrom.host (switch over from which source?)" -}}
