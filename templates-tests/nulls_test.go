@@ -86,8 +86,8 @@ func TestNullRefusedWhereTheChartHasADefault(t *testing.T) {
 				_, err := renderChart(t, chart, nulled(t, p), renderOpts{})
 				if assert.Error(t, err, "%s: null was rendered", p) {
 					assert.Contains(t, err.Error(), p+": null (or nothing after the colon) deletes the chart's default instead of keeping it "+
-						"(Helm drops null values); give it a value, or delete the line to keep the default; after helm upgrade --reuse-values "+
-						"(the previous chart's defaults, without this key) upgrade with -f VALUES or --reset-then-reuse-values", p)
+						"(Helm drops null values); give it a value, or delete the line to keep the default; if it came from helm upgrade --reuse-values "+
+						"(the previous chart's defaults, without this key), upgrade with -f VALUES or --reset-then-reuse-values", p)
 				}
 			}
 			t.Logf("%s: %d paths refused in %s", chart, len(want), time.Since(start).Round(time.Millisecond))

@@ -634,7 +634,7 @@ other keys would crash a template. A key the chart added since is missing the sa
 {{- if kindIs "map" $v -}}
 {{- $seen = append $seen $k -}}
 {{- if or (not (hasKey $v $k)) (kindIs "invalid" (get $v $k)) -}}
-{{- fail (printf "%s: null (or nothing after the colon) deletes the chart's default instead of keeping it (Helm drops null values); give it a value, or delete the line to keep the default; after helm upgrade --reuse-values (the previous chart's defaults, without this key) upgrade with -f VALUES or --reset-then-reuse-values" (join "." $seen)) -}}
+{{- fail (printf "%s: null (or nothing after the colon) deletes the chart's default instead of keeping it (Helm drops null values); give it a value, or delete the line to keep the default; if it came from helm upgrade --reuse-values (the previous chart's defaults, without this key), upgrade with -f VALUES or --reset-then-reuse-values" (join "." $seen)) -}}
 {{- end -}}
 {{- $v = get $v $k -}}
 {{- end -}}

@@ -654,7 +654,7 @@ template renders, so Helm reports every refusal there.
 {{- $m := .Values.migrateFrom -}}
 {{- if $m.host -}}
 {{- if not (regexMatch "^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$" $m.host) -}}
-{{- fail (printf "migrateFrom.host: %q is not a host name or IPv4 address (e.g. old-redis-master.apps.svc.cluster.local)" $m.host) -}}
+{{- fail (printf "migrateFrom.host: %q is not a host name or IPv4 address (e.g. old-redis-master.apps.svc.cluster.local)%s" $m.host (ternary "; give the host alone: no scheme, the port goes into migrateFrom.port" "" (contains ":" $m.host))) -}}
 {{- end -}}
 {{- if not $m.existingSecret -}}
 {{- fail "migrateFrom.existingSecret: required with migrateFrom.host; name the Secret of this namespace with the source's password (Bitnami: <release>-redis)" -}}
@@ -808,7 +808,7 @@ template renders, so Helm reports every refusal there.
 {{- fail (printf "fullnameOverride: the full name %q%s cannot name the Services F, F-primary and F-<i>: a Service name starts with a letter and holds only lowercase letters, digits and '-'. Set fullnameOverride (e.g. cache)%s" $F $from (ternary "" ", or choose another release name" (not (empty .Values.fullnameOverride)))) -}}
 {{- end -}}
 {{- if gt (len $F) 40 -}}
-{{- fail (printf "fullnameOverride: the full name %q is %d characters; at most 40 fit the per-node names (StatefulSet F-<i>, Service F-replicas). Set fullnameOverride to a shorter name" $F (len $F)) -}}
+{{- fail (printf "fullnameOverride: the full name %q%s is %d characters; at most 40 fit the per-node names (StatefulSet F-<i>, Service F-replicas). Set fullnameOverride to a shorter name%s" $F (ternary "" " (from the release name)" (not (empty .Values.fullnameOverride))) (len $F) (ternary "" ", or choose a shorter release name" (not (empty .Values.fullnameOverride)))) -}}
 {{- end -}}
 {{- if gt (int .Values.replicas) 99 -}}
 {{- fail "replicas: at most 99 replicas (node names F-<i> must stay short); lower replicas" -}}
