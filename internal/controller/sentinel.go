@@ -427,7 +427,8 @@ func MonitorRenameRefusal(old, wanted string) string {
 }
 
 // resolve reads the _sentinel credential and finds where to register: the address most of our Sentinels name
-// (internal/vote), else the data node that reports role primary with the most replicas.
+// (internal/vote), else the data node that reports role primary with the most replicas and is not loading its
+// data set (Wanted.PrimaryLoading).
 func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sentinels []registration.SentinelState) (registration.Wanted, error) {
 	w := registration.Wanted{Instance: in, AuthUser: in.SentinelAuth.User, Quorum: in.Quorum}
 	if w.Quorum == 0 {
@@ -463,8 +464,13 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 			continue
 		}
 		r, err := cl.InfoReplication(ctx)
+		loading := err == nil && r.Role == valkey.RolePrimary && stillLoading(ctx, cl)
 		cl.Close()
 		if err != nil {
+			continue
+		}
+		if loading {
+			w.PrimaryLoading = in.Addr(n)
 			continue
 		}
 		if r.Role == valkey.RolePrimary && len(r.Replicas) > bestReplicas {
@@ -481,6 +487,13 @@ func (c *SentinelController) resolve(ctx context.Context, in spec.Instance, sent
 	// observed, not guessed: a primary with connected replicas, or the only node of a one-node instance
 	w.PrimaryObserved = w.PrimaryHost != "" && (bestReplicas > 0 || len(in.Nodes) == 1)
 	return w, nil
+}
+
+// stillLoading reports whether the node answers INFO persistence with loading:1 (it is loading its data set:
+// INFO is one of the commands a loading server serves). Any error reads as not loading, as before this check.
+func stillLoading(ctx context.Context, cl *valkey.Client) bool {
+	f, err := cl.Info(ctx, "persistence")
+	return err == nil && f["loading"] == "1"
 }
 
 // someNamesOther reports whether a reachable Sentinel names another address than host:port for monitor.

@@ -33,6 +33,10 @@ type Wanted struct {
 	// PrimaryObserved is true when PrimaryHost/Port reported role master itself this pass, with connected
 	// replicas (or as the instance's only node): what a Restore needs (never a guess from Sentinel).
 	PrimaryObserved bool
+	// PrimaryLoading names a node that reports role master but is still loading its data set (INFO
+	// persistence loading:1, e.g. a restore or a restart with a large RDB): never a registration target while
+	// it loads, because a Sentinel that then saw it fail would promote a replica without the data. Empty: none.
+	PrimaryLoading string
 }
 
 // SentinelState is one Sentinel pod as observed.
@@ -207,6 +211,10 @@ func Build(o Observation) Plan {
 			if !has {
 				if w.PrimaryHost == "" {
 					p.Held[name] = "no primary known yet to register"
+					if w.PrimaryLoading != "" {
+						p.Held[name] = fmt.Sprintf("%s reports role master but is still loading its data set: registered once "+
+							"loaded (a failover meanwhile would promote a replica without the data)", w.PrimaryLoading)
+					}
 					continue
 				}
 				all := append([][2]string{{"auth-user", w.AuthUser}, {"auth-pass", w.AuthPass}}, pairs...)

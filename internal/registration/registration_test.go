@@ -99,6 +99,15 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// TestLoadingPrimaryHeldUntilLoaded: the only node reporting role master is still loading its data set (a
+// restore, a restart with a large RDB): no MONITOR, and the held reason names it and says why.
+func TestLoadingPrimaryHeldUntilLoaded(t *testing.T) {
+	w := Wanted{Instance: spec.Instance{MonitorName: "c"}, Quorum: 2, PrimaryLoading: "c-0-0.x:6379"}
+	p := Build(Observation{Wanted: []Wanted{w}, Sentinels: []SentinelState{sentinel("s-0", nil)}})
+	assert.Empty(t, p.Actions)
+	assert.Contains(t, p.Held["c"], "c-0-0.x:6379 reports role master but is still loading its data set")
+}
+
 func TestMonitorCarriesCredentialsAndSortedKeys(t *testing.T) {
 	w := wanted("a")
 	w.Instance.SentinelConfig["failover-timeout"] = "15000"
