@@ -12,6 +12,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/backup"
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/status"
 )
 
 // backupListEvery bounds the API reads of the backup gauges: one pod List per instance and minute (the
@@ -40,6 +41,14 @@ func (c *InstanceController) observeBackups(ctx context.Context, in spec.Instanc
 	}
 	mem.lastBackup = m
 	c.metrics.ObserveBackup(in.Namespace+"/"+in.Name, m.Size, m.DurationSeconds, m.FinishedAt)
+}
+
+// backupStatus is the status document's view of the newest backup seen: nil before the first.
+func backupStatus(m backup.Meta) *status.Backup {
+	if m.FinishedAt.IsZero() {
+		return nil
+	}
+	return &status.Backup{File: m.File, FinishedAt: m.FinishedAt, SizeBytes: m.Size, DurationSeconds: m.DurationSeconds}
 }
 
 // latestBackup returns the metadata of the newest successful backup of instance among pods: a Succeeded pod

@@ -20,6 +20,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/status"
 )
 
 // backupPod is a backup Job pod of instance vk as the kubelet reports it: its phase and the backup
@@ -41,7 +42,7 @@ func metaJSON(t *testing.T, instance string, size int64, dur float64, end time.T
 }
 
 // TestBackupMetricsFromTheJobPods: the last successful backup's size, duration and end time become the
-// valkey_ha_backup_* gauges, read from the newest succeeded backup pod's termination message; failed pods,
+// valkey_ha_backup_* gauges and the status document's lastBackup, read from the newest succeeded backup pod's termination message; failed pods,
 // garbage messages and another instance's backups are skipped; the pods are listed at most once a minute, a
 // failed List changes nothing, and the gauges keep the newest backup once its pod is gone.
 func TestBackupMetricsFromTheJobPods(t *testing.T) {
@@ -62,6 +63,9 @@ func TestBackupMetricsFromTheJobPods(t *testing.T) {
 	assert.Equal(t, 2048.0, testutil.ToFloat64(m.BackupLastSizeBytes.WithLabelValues(key)))
 	assert.Equal(t, 3.25, testutil.ToFloat64(m.BackupLastDurationSeconds.WithLabelValues(key)))
 	assert.Equal(t, float64(end.Unix()), testutil.ToFloat64(m.BackupLastSuccess.WithLabelValues(key)))
+	assert.Equal(t, &status.Backup{File: "vk-20261203T030000Z.rdb", FinishedAt: end, SizeBytes: 2048, DurationSeconds: 3.25},
+		backupStatus(mem.lastBackup), "the status document's lastBackup")
+	assert.Nil(t, backupStatus(backup.Meta{}), "no lastBackup before the first backup")
 
 	lists := func() int {
 		n := 0

@@ -1075,6 +1075,7 @@ func (c *InstanceController) writeStatus(ctx context.Context, desc *corev1.Confi
 	prev, prevAnn := c.readStatus(w.Instance)
 	st := plan.InstanceStatus(w, d, out, prev, c.opts.Version)
 	st.Migration = mem.migration
+	st.LastBackup = backupStatus(mem.lastBackup)
 	ann := map[string]string{}
 	switch prevAnn {
 	case "":

@@ -115,6 +115,15 @@ type Monitoring struct {
 	Quorum    int `json:"quorum,omitempty"`
 }
 
+// Backup is one successful backup as its Job's metadata reports it (internal/backup.Meta): the snapshot's
+// file name, when it finished, its size in bytes and how long the snapshot took in seconds.
+type Backup struct {
+	File            string    `json:"file"`
+	FinishedAt      time.Time `json:"finishedAt"`
+	SizeBytes       int64     `json:"sizeBytes"`
+	DurationSeconds float64   `json:"durationSeconds"`
+}
+
 // Instance is the document in <F>-status, key status.json.
 type Instance struct {
 	Name           string       `json:"name"`
@@ -137,7 +146,9 @@ type Instance struct {
 	Refused string `json:"refused,omitempty"`
 	// Migration is where a migration from a primary outside the chart stands (migrateFrom), e.g. "migrating
 	// from old-redis-master.apps.svc:6379: 120 bytes behind; ...": "" without one.
-	Migration       string    `json:"migration,omitempty"`
+	Migration string `json:"migration,omitempty"`
+	// LastBackup is the newest successful backup the instance controller saw (backup.*), nil before one.
+	LastBackup      *Backup   `json:"lastBackup,omitempty"`
 	DesiredAccess   string    `json:"desiredAccessRevision,omitempty"`
 	AppliedAccess   string    `json:"appliedAccessRevision,omitempty"`
 	ObservedAt      time.Time `json:"observedAt"`
