@@ -656,6 +656,10 @@ template renders, so Helm reports every refusal there.
 {{- if not (regexMatch "^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$" $m.host) -}}
 {{- fail (printf "migrateFrom.host: %q is not a host name or IPv4 address (e.g. old-redis-master.apps.svc.cluster.local)%s" $m.host (ternary "; give the host alone: no scheme, the port goes into migrateFrom.port" "" (contains ":" $m.host))) -}}
 {{- end -}}
+{{- $F := include "valkey.fullname" . -}}
+{{- if regexMatch (printf "^%[1]s(-primary|-replicas|-[0-9]+|-[0-9]+-0\\.%[1]s-[0-9]+)?(\\.%[2]s(\\..*)?)?$" $F .Release.Namespace) $m.host -}}
+{{- fail (printf "migrateFrom.host: %q is this release's own Service or node (%s...); name the primary of the release you migrate from (e.g. old-redis-master.%s.svc.cluster.local)" $m.host $F .Release.Namespace) -}}
+{{- end -}}
 {{- if not $m.existingSecret -}}
 {{- fail "migrateFrom.existingSecret: required with migrateFrom.host; name the Secret of this namespace with the source's password (Bitnami: <release>-redis)" -}}
 {{- end -}}
@@ -698,6 +702,9 @@ template renders, so Helm reports every refusal there.
 {{- end -}}
 {{- if and $s3.prefix (not (regexMatch "^[A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]*$" $s3.prefix)) -}}
 {{- fail (printf "%[1]s.prefix: %[2]q is not an object name prefix (letters, digits, '/', '!', '-', '_', '.', '*', quotes and parentheses; no leading '/'); for example valkey/cache" $p $s3.prefix) -}}
+{{- end -}}
+{{- if and $s3.caSecret (hasPrefix "http://" $s3.endpoint) -}}
+{{- fail (printf "%[1]s.caSecret: set, but %[1]s.endpoint %[2]q is plain http, so the CA would be ignored; use https:// or remove %[1]s.caSecret" $p $s3.endpoint) -}}
 {{- end -}}
 {{- else if or $s3.bucket $s3.existingSecret $s3.prefix $s3.caSecret -}}
 {{- fail (printf "%[1]s.endpoint: required with the other %[1]s values; set the server URL (https://host:port) or remove them" $p) -}}
