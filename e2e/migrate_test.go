@@ -27,7 +27,14 @@ import (
 // installed with migrateFrom follows it (status "bytes behind", not registered by the quorum); helm upgrade with
 // migrateFrom.switch: true switches; the writer moves to node 0 at its first NOREPLICAS from the source, and
 // every acknowledged write is on node 0 afterwards; the quorum registers the instance.
-func TestMigrateFromPlainValkey(t *testing.T) {
+func TestMigrateFromPlainValkey(t *testing.T) { migrateFromPlain(t, valkeyImage, "valkey-server") }
+
+// TestMigrateFromPlainRedis is TestMigrateFromPlainValkey with a redis 7.0 server as the other chart's primary
+// (the Bitnami redis chart's engine): node 0 (valkey 9.1) loads its RDB and follows it, then switches.
+func TestMigrateFromPlainRedis(t *testing.T) { migrateFromPlain(t, redisImage, "redis-server") }
+
+// migrateFromPlain runs the migration e2e with the source server of image (its binary server).
+func migrateFromPlain(t *testing.T, image, server string) {
 	maybeParallel(t)
 	start := time.Now()
 	WaitForCPU(t, 2*(50+dnsCacheCPU())+100+3*(50+dnsCacheCPU())+100+100, 5*time.Minute)
@@ -35,7 +42,7 @@ func TestMigrateFromPlainValkey(t *testing.T) {
 	d := &Deployment{t: t, NS: ns, Helm: NewHelm(t, ns), Label: "q1", S: "sentinel", Sentinels: 3}
 	ctx := t.Context()
 	const pw = "old-app-password-0123456789"
-	startSource(t, ns, pw)
+	startSource(t, ns, pw, image, server)
 
 	in := &Instance{d: d, Release: "new", F: valkeyFullname("new"), Replicas: 1, Extra: `
 users: [{name: app, access: readwrite, keys: ["*"]}]
@@ -143,9 +150,9 @@ func migration(ctx context.Context, in *Instance) (string, error) {
 	return st.Migration, err
 }
 
-// startSource runs the stand-in for another chart's primary: Deployment and Service "old", valkey with
-// requirepass from Secret "old" (key password), restricted pod security.
-func startSource(t *testing.T, ns, pw string) {
+// startSource runs the stand-in for another chart's primary: Deployment and Service "old", a server of image
+// (valkey or redis, binary server) with requirepass from Secret "old" (key password), restricted pod security.
+func startSource(t *testing.T, ns, pw, image, server string) {
 	t.Helper()
 	ctx := t.Context()
 	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "old"},
@@ -160,8 +167,8 @@ func startSource(t *testing.T, ns, pw string) {
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			Containers: []corev1.Container{{Name: "valkey", Image: valkeyImage,
-				Command: []string{"valkey-server", "--requirepass", "$(PW)", "--save", "", "--appendonly", "no", "--dir", "/tmp"},
+			Containers: []corev1.Container{{Name: "server", Image: image,
+				Command: []string{server, "--requirepass", "$(PW)", "--save", "", "--appendonly", "no", "--dir", "/tmp"},
 				Env: []corev1.EnvVar{{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "old"}, Key: "password"}}}},
 				Ports:     []corev1.ContainerPort{{ContainerPort: 6379}},
