@@ -36,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/valkey-ha/valkey-ha/internal/backup"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -148,7 +149,7 @@ func Plan(o Observation) Decision {
 	}
 	srcRDB, okSrc := RDBVersion(o.Source.Engine, o.Source.Version)
 	maxRDB, okOurs := RDBVersion(o.Node0.Engine, o.Node0.Version)
-	if okSrc && okOurs && !Loads(maxRDB, srcRDB) {
+	if okSrc && okOurs && !backup.LoadsRDB(maxRDB, srcRDB) {
 		return refused(src, fmt.Sprintf("the source runs %s %s, which writes RDB version %d; node 0 runs %s %s, which "+
 			"loads up to %d: pick an engine at least as new as the source's (image.tag / engine)",
 			o.Source.Engine, o.Source.Version, srcRDB, o.Node0.Engine, o.Node0.Version, maxRDB))
@@ -204,9 +205,8 @@ func sameHost(a, b string) bool {
 }
 
 // RDBVersion returns the RDB format version that an engine ("valkey" or "redis") of the given version
-// ("9.1.2") writes, which is also the newest it loads: Valkey 9+ 80, Valkey 7.2 to 8.x 11, Redis 7.4+ 12,
-// Redis 7.2 11, Redis 7.0 10, Redis 6.x 9 (Valkey source rdb.h RDB_VERSION; Redis 7.x rdb.h; the same table
-// as backup.MaxRDBVersion). ok is false for a version it does not know: the server then decides alone.
+// ("9.1.2") writes, which is also the newest it loads (backup.RDBVersionOf). ok is false for a version it does
+// not know: the server then decides alone.
 func RDBVersion(engine, version string) (int, bool) {
 	parts := strings.SplitN(version, ".", 3)
 	if len(parts) < 2 {
@@ -217,33 +217,7 @@ func RDBVersion(engine, version string) (int, bool) {
 	if err1 != nil || err2 != nil {
 		return 0, false
 	}
-	switch {
-	case engine == "valkey" && major >= 9:
-		return 80, true
-	case engine == "valkey" && (major > 7 || major == 7 && minor >= 2):
-		return 11, true
-	case engine != "redis":
-		return 0, false
-	case major > 7 || major == 7 && minor >= 4:
-		return 12, true
-	case major == 7 && minor >= 2:
-		return 11, true
-	case major == 7:
-		return 10, true
-	case major == 6:
-		return 9, true
-	}
-	return 0, false
-}
-
-// Loads reports whether a server that writes RDB version ours loads RDB version theirs: not newer, and for
-// Valkey 9+ (80) not in 12..79, the range Redis 7.4+ uses and Valkey refuses as foreign (Valkey source rdb.h
-// RDB_FOREIGN_VERSION_MIN/MAX).
-func Loads(ours, theirs int) bool {
-	if ours >= 80 && theirs >= 12 && theirs < 80 {
-		return false
-	}
-	return theirs <= ours
+	return backup.RDBVersionOf(engine, major, minor)
 }
 
 // EngineOf returns the engine and version of an INFO server reply: "valkey" and valkey_version when it has
