@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/backup"
@@ -89,15 +90,21 @@ is left as it was (no partial file). See internal/backup.`,
 	f.StringVar(&o.CLI, "cli", "valkey-cli", "the engine's command-line client (valkey-cli or redis-cli)")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on finding a replica (the snapshot itself is bounded by the Job's activeDeadlineSeconds)")
 	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a failure's reason (or a success's metadata) is written")
-	f.StringVar(&o.S3.Endpoint, "s3-endpoint", "", "S3-compatible server URL (http:// or https://); empty: no upload")
-	f.StringVar(&o.S3.Bucket, "s3-bucket", "", "existing bucket")
-	f.StringVar(&o.S3.Prefix, "s3-prefix", "", "object name prefix (a folder)")
-	f.StringVar(&o.S3.Region, "s3-region", "", "bucket region")
-	f.BoolVar(&o.S3.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
-	f.StringVar(&o.S3.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
-	f.StringVar(&o.S3CredentialsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
+	addS3Flags(f, &o.S3, &o.S3CredentialsDir, "S3-compatible server URL (http:// or https://); empty: no upload", "existing bucket")
 	f.BoolVar(&o.Scratch, "scratch", false, "--dir is scratch space: remove the snapshot from it after the upload")
 	return cmd
+}
+
+// addS3Flags declares the --s3-* flags of the backup and restore commands into t and credsDir; endpoint and
+// bucket are the help texts that differ between the two.
+func addS3Flags(f *pflag.FlagSet, t *backup.S3Target, credsDir *string, endpoint, bucket string) {
+	f.StringVar(&t.Endpoint, "s3-endpoint", "", endpoint)
+	f.StringVar(&t.Bucket, "s3-bucket", "", bucket)
+	f.StringVar(&t.Prefix, "s3-prefix", "", "object name prefix (a folder)")
+	f.StringVar(&t.Region, "s3-region", "", "bucket region")
+	f.BoolVar(&t.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
+	f.StringVar(&t.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
+	f.StringVar(credsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
 }
 
 // s3 reads the credentials and builds the S3 target, or returns nil without --s3-endpoint.
@@ -224,13 +231,7 @@ directory that holds data is never touched. A refusal writes "start refused: <re
 	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "the server config (appendonly, dbfilename, appenddirname)")
 	f.StringVar(&o.Server, "server", "valkey-server", "the server program (its --version decides which RDB versions it reads)")
 	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a refusal's reason is written")
-	f.StringVar(&o.S3.Endpoint, "s3-endpoint", "", "download --from's file name from this S3-compatible server first (http:// or https://)")
-	f.StringVar(&o.S3.Bucket, "s3-bucket", "", "bucket holding the backup")
-	f.StringVar(&o.S3.Prefix, "s3-prefix", "", "object name prefix (a folder)")
-	f.StringVar(&o.S3.Region, "s3-region", "", "bucket region")
-	f.BoolVar(&o.S3.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
-	f.StringVar(&o.S3.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
-	f.StringVar(&o.S3CredentialsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
+	addS3Flags(f, &o.S3, &o.S3CredentialsDir, "download --from's file name from this S3-compatible server first (http:// or https://)", "bucket holding the backup")
 	return cmd
 }
 
