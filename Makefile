@@ -34,7 +34,7 @@ CHAOS_CI_SEED ?= 7
 # -short skips every test that starts a process: valkeytest.Require and RequireFaults skip (Engine.Command panics
 # if a test starts an engine without them), templates-tests' skipProcesses skips the shell, promtool and release
 # workflow runs. What is left renders, parses, plans and uses fake clientsets and in-process sockets.
-quick: ## the pure tests (no processes, no cluster, no deps installed): go test -short, about a minute on 2 cores (64 s at load 2)
+quick: ## the pure tests (no processes, no cluster, no deps installed): go test -short, about one to two minutes on 2 cores (64-101 s measured)
 	$(GO) test -short -count=1 ./...
 
 # Three test packages at a time (go test's default is one per core, 2 here): the long packages wait on server and
