@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
 // RestoredMarker is the file Restore leaves in a data directory it filled (its content names the backup): a
@@ -70,7 +71,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		return RestoreResult{}, fmt.Errorf("%w: %s is corrupt: %d bytes with SHA-256 %s, its metadata says %d bytes with %s",
 			ErrRefused, filepath.Base(o.From), got.Size, got.SHA256, meta.Size, meta.SHA256)
 	}
-	if max, ok := MaxRDBVersion(o.ServerVersion); ok && !LoadsRDB(max, got.RDBVersion) {
+	if max, ok := MaxRDBVersion(o.ServerVersion); ok && !valkey.LoadsRDB(max, got.RDBVersion) {
 		return RestoreResult{}, fmt.Errorf("%w: %s was written by %s %s in RDB format %d; this server (%s) reads up to RDB %d (Valkey 9: 11 and 80): restore it with that engine and version or newer",
 			ErrRefused, filepath.Base(o.From), got.Engine, got.EngineVersion, got.RDBVersion, strings.TrimSpace(o.ServerVersion), max)
 	}
@@ -189,39 +190,5 @@ func MaxRDBVersion(serverVersion string) (int, bool) {
 	if m[1] == "Valkey" {
 		engine = "valkey"
 	}
-	return RDBVersionOf(engine, major, minor)
-}
-
-// RDBVersionOf returns the RDB format version that an engine ("valkey" or "redis") of version major.minor
-// writes, which is also the newest it loads: Valkey 9+ 80, Valkey 7.2 to 8.x 11, Redis 7.4+ 12, Redis 7.2 11,
-// Redis 7.0 10, Redis 6.x 9 (Valkey source rdb.h RDB_VERSION; Redis 7.x rdb.h). ok is false for an engine or
-// version it does not know.
-func RDBVersionOf(engine string, major, minor int) (int, bool) {
-	switch {
-	case engine == "valkey" && major >= 9:
-		return 80, true
-	case engine == "valkey" && (major > 7 || major == 7 && minor >= 2):
-		return 11, true
-	case engine != "redis":
-		return 0, false
-	case major > 7 || major == 7 && minor >= 4:
-		return 12, true
-	case major == 7 && minor >= 2:
-		return 11, true
-	case major == 7:
-		return 10, true
-	case major == 6:
-		return 9, true
-	}
-	return 0, false
-}
-
-// LoadsRDB reports whether a server that writes RDB version ours loads RDB version theirs: not newer, and for
-// Valkey 9+ (80) not in 12..79, the range Redis 7.4+ uses and Valkey refuses as foreign (Valkey source rdb.h
-// RDB_FOREIGN_VERSION_MIN/MAX).
-func LoadsRDB(ours, theirs int) bool {
-	if ours >= 80 && theirs >= 12 && theirs < 80 {
-		return false
-	}
-	return theirs <= ours
+	return valkey.RDBVersionOf(engine, major, minor)
 }

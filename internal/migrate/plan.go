@@ -36,7 +36,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/valkey-ha/valkey-ha/internal/backup"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -149,7 +148,7 @@ func Plan(o Observation) Decision {
 	}
 	srcRDB, okSrc := RDBVersion(o.Source.Engine, o.Source.Version)
 	maxRDB, okOurs := RDBVersion(o.Node0.Engine, o.Node0.Version)
-	if okSrc && okOurs && !backup.LoadsRDB(maxRDB, srcRDB) {
+	if okSrc && okOurs && !valkey.LoadsRDB(maxRDB, srcRDB) {
 		return refused(src, fmt.Sprintf("the source runs %s %s, which writes RDB version %d; node 0 runs %s %s, which "+
 			"loads up to %d: pick an engine at least as new as the source's (image.tag / engine)",
 			o.Source.Engine, o.Source.Version, srcRDB, o.Node0.Engine, o.Node0.Version, maxRDB))
@@ -205,7 +204,7 @@ func sameHost(a, b string) bool {
 }
 
 // RDBVersion returns the RDB format version that an engine ("valkey" or "redis") of the given version
-// ("9.1.2") writes, which is also the newest it loads (backup.RDBVersionOf). ok is false for a version it does
+// ("9.1.2") writes, which is also the newest it loads (valkey.RDBVersionOf). ok is false for a version it does
 // not know: the server then decides alone.
 func RDBVersion(engine, version string) (int, bool) {
 	parts := strings.SplitN(version, ".", 3)
@@ -217,7 +216,7 @@ func RDBVersion(engine, version string) (int, bool) {
 	if err1 != nil || err2 != nil {
 		return 0, false
 	}
-	return backup.RDBVersionOf(engine, major, minor)
+	return valkey.RDBVersionOf(engine, major, minor)
 }
 
 // EngineOf returns the engine and version of an INFO server reply: "valkey" and valkey_version when it has

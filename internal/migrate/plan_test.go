@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/valkey-ha/valkey-ha/internal/backup"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -93,11 +92,11 @@ func TestRDBVersion(t *testing.T) {
 		assert.Equal(t, c.want, got, c.engine+" "+c.version)
 		assert.Equal(t, c.ok, ok, c.engine+" "+c.version)
 	}
-	assert.True(t, backup.LoadsRDB(80, 10), "valkey 9 loads redis 7.0")
-	assert.True(t, backup.LoadsRDB(80, 11), "valkey 9 loads valkey 8")
-	assert.False(t, backup.LoadsRDB(80, 12), "valkey 9 refuses redis 7.4+ (foreign range)")
-	assert.True(t, backup.LoadsRDB(80, 80))
-	assert.False(t, backup.LoadsRDB(10, 11), "redis 7.0 refuses valkey 8")
+	assert.True(t, valkey.LoadsRDB(80, 10), "valkey 9 loads redis 7.0")
+	assert.True(t, valkey.LoadsRDB(80, 11), "valkey 9 loads valkey 8")
+	assert.False(t, valkey.LoadsRDB(80, 12), "valkey 9 refuses redis 7.4+ (foreign range)")
+	assert.True(t, valkey.LoadsRDB(80, 80))
+	assert.False(t, valkey.LoadsRDB(10, 11), "redis 7.0 refuses valkey 8")
 	assert.Equal(t, [2]string{"valkey", "9.1.2"}, func() [2]string {
 		e, v := EngineOf(map[string]string{"redis_version": "7.2.4", "valkey_version": "9.1.2", "server_name": "valkey"})
 		return [2]string{e, v}
