@@ -48,6 +48,7 @@ func TestContractNames(t *testing.T) {
 		assert.True(t, ok && got == f, "InstanceOf(%q) = %q, %v", cm.Name, got, ok)
 		assert.Equal(t, contract.ComponentInstance, cm.Labels[contract.LabelComponent])
 		assert.Contains(t, cm.Data, contract.KeyInstance)
+		v.configMap(t, contract.Config(f))
 	})
 
 	t.Run("data nodes", func(t *testing.T) {
@@ -115,6 +116,7 @@ func TestContractNames(t *testing.T) {
 		}
 		assert.NotEmpty(t, sts.Spec.Template.Annotations[contract.AnnotationConfigHash], "%s pod template %s", sts.Name, contract.AnnotationConfigHash)
 		assert.True(t, hasPort(sts.Spec.Template.Spec, contract.SentinelPort), "%s: a container port %d", sts.Name, contract.SentinelPort)
+		q.configMap(t, contract.Config(s)) // owner of the Secrets sentinel-credentials generates
 		cm := q.configMap(t, contract.Quorum(s))
 		assert.Equal(t, contract.ComponentQuorum, cm.Labels[contract.LabelComponent])
 		assert.Contains(t, cm.Data, contract.KeyQuorum)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/credentials"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -141,9 +142,9 @@ func oneLinePassword(s *corev1.Secret) (string, error) {
 }
 
 func ensureSentinelAuthOnce(ctx context.Context, cs kubernetes.Interface, namespace, release string, log *slog.Logger) (string, error) {
-	owner, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, release+"-config", metav1.GetOptions{})
+	owner, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, contract.Config(release), metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("get configmap %s/%s-config (owner of the generated Secrets): %w", namespace, release, err)
+		return "", fmt.Errorf("get configmap %s/%s (owner of the generated Secrets): %w", namespace, contract.Config(release), err)
 	}
 	admin := ""
 	for _, u := range sentinelUsers {

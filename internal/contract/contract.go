@@ -109,19 +109,25 @@ const (
 
 // Names of charts/valkey's objects of instance F.
 const (
-	descriptorSuffix = "-instance"
+	// DescriptorSuffix ends the name of every descriptor ConfigMap, F-instance (Descriptor, InstanceOf).
+	DescriptorSuffix = "-instance"
 	statusSuffix     = "-status"
 	sentinelsSuffix  = "-sentinels"
 )
 
 // Descriptor is the name of F's descriptor ConfigMap, F-instance.
-func Descriptor(f string) string { return f + descriptorSuffix }
+func Descriptor(f string) string { return f + DescriptorSuffix }
 
 // InstanceOf returns F for a descriptor name F-instance (false for any other name).
 func InstanceOf(descriptor string) (string, bool) {
-	f, ok := strings.CutSuffix(descriptor, descriptorSuffix)
+	f, ok := strings.CutSuffix(descriptor, DescriptorSuffix)
 	return f, ok && f != ""
 }
+
+// Config is the name of the ConfigMap with the rendered server config of an instance F or the Sentinel config
+// of a quorum S (F-config, S-config). S-config owns the Secrets `sentinel-credentials` generates, so
+// helm uninstall removes them.
+func Config(name string) string { return name + "-config" }
 
 // Status is the name of the status ConfigMap of an instance F or a quorum S (F-status, S-status).
 func Status(name string) string { return name + statusSuffix }

@@ -12,6 +12,8 @@ func TestNames(t *testing.T) {
 	f, s := "cache-valkey", "sentinel"
 	for got, want := range map[string]string{
 		Descriptor(f):                   "cache-valkey-instance",
+		Config(f):                       "cache-valkey-config",
+		Config(s):                       "sentinel-config",
 		Status(f):                       "cache-valkey-status",
 		SentinelInfo(f):                 "cache-valkey-sentinels",
 		SystemSecret(f):                 "cache-valkey-system",
