@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -80,10 +82,27 @@ func TestContractNames(t *testing.T) {
 			assert.Equal(t, contract.ManagedBy, sec.Labels[contract.LabelManagedBy], "Secret %s %s", name, contract.LabelManagedBy)
 		}
 		assert.Contains(t, v.secret(t, contract.SentinelAuthSecret(f)).Data, contract.KeyPassword)
+		aclData := v.secret(t, contract.ACLSecret(f)).Data
+		assert.Contains(t, aclData, contract.KeyUsers)
+		assert.Contains(t, aclData, contract.KeyACLFile)
 		us := v.secret(t, contract.UserSecret(f, user))
 		assert.Equal(t, user, us.Labels[contract.LabelUser])
 		assert.Contains(t, us.Data, contract.KeyUsername)
 		assert.Contains(t, us.Data, contract.KeyPassword)
+	})
+
+	t.Run("credentials Jobs", func(t *testing.T) {
+		for _, objs := range []objects{v, q} {
+			jobs := objs.ofKind("Job")
+			n := 0
+			for _, o := range jobs {
+				if job := o.(*batchv1.Job); strings.Contains(job.Name, "-credentials-") {
+					n++
+					assert.Equal(t, contract.ComponentCredentials, job.Labels[contract.LabelComponent], "Job %s %s", job.Name, contract.LabelComponent)
+				}
+			}
+			assert.Equal(t, 1, n, "one credentials Job per release")
+		}
 	})
 
 	t.Run("instance controller and Roles", func(t *testing.T) {

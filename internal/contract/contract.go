@@ -58,6 +58,9 @@ const (
 	ComponentStatus       = "status"        // F-status, S-status
 	ComponentTest         = "test"
 	ComponentBackup       = "backup" // the backup Job's pods
+	// ComponentCredentials is on the credentials Jobs and on the Secrets they and `sentinel-credentials`
+	// generate at run time.
+	ComponentCredentials = "credentials"
 )
 
 // Annotations.
@@ -84,7 +87,12 @@ const (
 	KeySentinels = "sentinels.json" // in F-sentinels (written by the sentinel controller)
 	KeyStatus    = "status.json"    // in F-status and S-status (written by the controllers)
 	KeyPassword  = "password"       // in F-sentinel-auth and S-auth-<user>
-	KeyUsername  = "username"       // in S-auth-<user> and F-user-<name>
+	// KeyUsers (users.json: the desired users, acl.DesiredUser list, that the instance controller applies live
+	// and the boot step turns into the runtime ACL file) and KeyACLFile (users.acl: the server's ACL file) are
+	// in F-acl, written by the credentials Job; the data pods mount them side by side.
+	KeyUsers    = "users.json"
+	KeyACLFile  = "users.acl"
+	KeyUsername = "username" // in S-auth-<user> and F-user-<name>
 	// KeyNamespace and KeyRelease are in F-quorum-auth (QuorumCopy): the namespace and fullname of the quorum
 	// that wrote the credential, the only Sentinels it may be sent to.
 	KeyNamespace = "namespace"
