@@ -39,7 +39,7 @@ type BootstrapOptions struct {
 	Exec           string
 	WaitLimit      time.Duration
 	Retry          time.Duration
-	// ClusterDomain, when set, makes the boot step refuse a descriptor that does not describe this pod with
+	// ClusterDomain, unless empty, makes the boot step refuse a descriptor that does not describe this pod with
 	// the chart's canonical names and FQDNs (bootstrap.CheckIdentity); the chart always sets it.
 	ClusterDomain string
 	// SentinelAuthDir holds the quorum's _instance password (bootstrap.Config.SentinelAuthDir).
@@ -187,7 +187,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.StringVar(&o.MigrateUser, "migrate-user", "", "the source's ACL user (empty: default)")
 	f.StringVar(&o.MigratePasswordFile, "migrate-password-file", "", "file holding the source user's password (node 0 only)")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
-	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods")
+	clusterDomainFlag(f, &o.ClusterDomain)
 	return cmd
 }
 

@@ -91,7 +91,7 @@ internal/prestop.`,
 	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with the _probe password (reads of the replicas)")
 	f.StringVar(&o.RuntimeDir, "runtime-dir", "/etc/valkey-ha/runtime", "runtime directory where the bootstrap wrote the node-local _prestop password")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password; empty: no Sentinel credentials)")
-	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "send the Sentinel password only to the quorum's own pods <S>-<i>.<S>-headless.<namespace>.svc.<domain>")
+	clusterDomainFlag(f, &o.ClusterDomain)
 	f.DurationVar(&o.Timeout, "timeout", 20*time.Second, "bound of the whole hook (keep it below terminationGracePeriodSeconds minus the server's shutdown-timeout)")
 	f.DurationVar(&o.DialTimeout, "dial-timeout", time.Second, "bound of each connection and command")
 	f.StringVar(&o.LogFile, "log-file", "", "also write the log here (the chart: /proc/1/fd/1, the container's stdout)")

@@ -107,7 +107,7 @@ is given that long.`,
 	f.StringVar(&o.Instance, "instance", "", "instance fullname F to check")
 	f.StringVar(&o.SentinelRelease, "sentinel-release", "", "Sentinel quorum fullname S to check")
 	f.IntVar(&o.Replicas, "replicas", 3, "number of Sentinel pods (with --sentinel-release)")
-	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainDefaulted, "the Sentinel hosts; with --instance, the domain every node host of the descriptor must use")
+	clusterDomainFlag(f, &o.ClusterDomain)
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-check timeout (replication read-back)")
 	f.DurationVar(&o.Retry, "retry", 60*time.Second, "keep retrying failed checks this long")
 	f.StringVar(&o.SentinelUser, "sentinel-user", acl.SentinelClient, "Sentinel user (with --sentinel-release; password in $SENTINEL_PASSWORD, unset: no credentials)")
