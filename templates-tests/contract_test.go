@@ -26,7 +26,7 @@ func TestContractNames(t *testing.T) {
 	const f, s, nodes = valkeyF, sentinelRel, 3
 	const user = "app"
 	// a quorum in another namespace, so the instance's copy of the quorum credential (QuorumCopy) is rendered too
-	v := installedValkey(t, fmt.Sprintf("replicas: %d\nusers:\n  - {name: %s, access: readwrite, keys: [\"*\"]}\nsentinel: {release: %s, namespace: other}\n", nodes-1, user, s))
+	v := installedValkey(t, fmt.Sprintf("replicas: %d\npersistence: {enabled: true}\nusers:\n  - {name: %s, access: readwrite, keys: [\"*\"]}\nsentinel: {release: %s, namespace: other}\n", nodes-1, user, s))
 	sameNS := decode(t, mustRender(t, "valkey", fmt.Sprintf("sentinel: {release: %s}\n", s)))
 	q := decode(t, mustRender(t, "valkey-sentinel", ""))
 
@@ -67,6 +67,9 @@ func TestContractNames(t *testing.T) {
 			}
 			assert.NotEmpty(t, sts.Spec.Template.Annotations[contract.AnnotationConfigHash], "%s pod template %s", sts.Name, contract.AnnotationConfigHash)
 			assert.True(t, hasPort(sts.Spec.Template.Spec, contract.DataPort), "%s: a container port %d", sts.Name, contract.DataPort)
+			if assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "%s: persistence on", sts.Name) {
+				assert.Equal(t, contract.DataClaim, sts.Spec.VolumeClaimTemplates[0].Name, "%s volumeClaimTemplate (the PVC %s)", sts.Name, contract.Claim(contract.NodePod(f, i)))
+			}
 		}
 		for svc, role := range map[string]string{f + "-primary": contract.RolePrimary, f + "-replicas": contract.RoleReplica} {
 			sel := v.service(t, svc).Spec.Selector

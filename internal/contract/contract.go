@@ -161,6 +161,13 @@ func NodeStatefulSet(f string, i int) string { return fmt.Sprintf("%s-%d", f, i)
 // NodePod is the name of node i's pod, F-i-0.
 func NodePod(f string, i int) string { return NodeStatefulSet(f, i) + "-0" }
 
+// DataClaim is the name of the data StatefulSets' volumeClaimTemplate (persistence on).
+const DataClaim = "data"
+
+// Claim is the name of the PersistentVolumeClaim of data pod pod (F-i-0): data-F-i-0, as Kubernetes names a
+// StatefulSet's claims <template>-<pod>.
+func Claim(pod string) string { return DataClaim + "-" + pod }
+
 // NodeHost is node i's stable FQDN, F-i-0.F-i.ns.svc.domain.
 func NodeHost(f string, i int, ns, domain string) string {
 	return fmt.Sprintf("%s.%s.%s.svc.%s", NodePod(f, i), NodeStatefulSet(f, i), ns, domain)

@@ -564,7 +564,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 			UpdateRevision: sts.Status.UpdateRevision}
 		s.ReleaseRevision, s.HasReleaseRevision = sts.Annotations[contract.AnnotationReleaseRevision]
 		for _, v := range sts.Spec.VolumeClaimTemplates {
-			if v.Name == "data" {
+			if v.Name == contract.DataClaim {
 				q := v.Spec.Resources.Requests[corev1.ResourceStorage]
 				s.Claims = &spec.Claims{Size: q.String(), StorageClass: ptr.Deref(v.Spec.StorageClassName, "")}
 			}
