@@ -118,6 +118,8 @@ func TestContractNames(t *testing.T) {
 		}
 		assert.True(t, grants(rules, "pods", "delete", pods...), "%s may delete the pods %v", contract.Controller(f), pods)
 		assert.True(t, grants(rules, "configmaps", "update", contract.Status(f)), "%s may update %s", contract.Controller(f), contract.Status(f))
+		assert.True(t, grants(rules, "leases", "update", contract.Controller(f)), "%s may renew its Lease %s", contract.Controller(f), contract.Controller(f))
+		assert.True(t, grants(rules, "secrets", "get", contract.SystemSecret(f), contract.ACLSecret(f)), "%s reads %s and %s", contract.Controller(f), contract.SystemSecret(f), contract.ACLSecret(f))
 		grant := v.get(t, "Role", f+"-sentinel-grant").(*rbacv1.Role).Rules
 		assert.True(t, grants(grant, "configmaps", "update", contract.SentinelInfo(f)), "the quorum's controller may write %s", contract.SentinelInfo(f))
 		assert.True(t, grants(grant, "secrets", "update", contract.QuorumCopy(f)), "the quorum's controller may fill %s", contract.QuorumCopy(f))
@@ -151,7 +153,11 @@ func TestContractNames(t *testing.T) {
 		}
 		assert.True(t, grants(rules, "pods", "delete", pods...), "%s may delete the Sentinel pods %v", contract.Controller(s), pods)
 		assert.True(t, grants(rules, "secrets", "get", contract.QuorumSecret(s, acl.SentinelAdmin)), "%s reads %s", contract.Controller(s), contract.QuorumSecret(s, acl.SentinelAdmin))
+		assert.True(t, grants(rules, "leases", "update", contract.Controller(s)), "%s may renew its Lease %s", contract.Controller(s), contract.Controller(s))
+		assert.True(t, grants(rules, "configmaps", "update", contract.Status(s)), "%s may update %s", contract.Controller(s), contract.Status(s))
+		assert.True(t, grants(rules, "statefulsets", "get", contract.SentinelStatefulSet(s)), "%s reads StatefulSet %s", contract.Controller(s), contract.SentinelStatefulSet(s))
 		creds := q.get(t, "Role", s+"-credentials").(*rbacv1.Role).Rules
+		assert.True(t, grants(creds, "configmaps", "get", contract.Config(s)), "the quorum's credentials Job reads the owner %s", contract.Config(s))
 		for _, u := range acl.SentinelUsers {
 			name := contract.QuorumSecret(s, u.Name)
 			assert.True(t, grants(creds, "secrets", "get", name), "the quorum's credentials Job writes %s", name)
