@@ -78,6 +78,21 @@ func TestContractNames(t *testing.T) {
 		}
 	})
 
+	t.Run("data pod mounts", func(t *testing.T) {
+		assert.Contains(t, v.configMap(t, contract.Config(f)).Data, contract.KeyServerConfig)
+		spec := &v.get(t, "StatefulSet", contract.NodeStatefulSet(f, 0)).(*appsv1.StatefulSet).Spec.Template.Spec
+		server := container(t, spec, "valkey")
+		for object, dir := range map[string]string{contract.Config(f): contract.MountConfig, contract.Descriptor(f): contract.MountInstance,
+			contract.SentinelInfo(f): contract.MountSentinels, contract.SystemSecret(f): contract.MountSystem} {
+			assert.Equal(t, dir, mountPathOf(spec, server, object), "the server container mounts %s at %s", object, dir)
+		}
+		runtime := false
+		for _, m := range server.VolumeMounts {
+			runtime = runtime || (m.MountPath == contract.MountRuntime && !m.ReadOnly)
+		}
+		assert.True(t, runtime, "the server container mounts a writable %s", contract.MountRuntime)
+	})
+
 	t.Run("instance Secrets", func(t *testing.T) {
 		for _, name := range []string{contract.SystemSecret(f), contract.SentinelAuthSecret(f), contract.ACLSecret(f), contract.UserSecret(f, user), contract.QuorumCopy(f)} {
 			sec := v.secret(t, name)
@@ -216,4 +231,19 @@ func mountsSecret(objs objects, key, name string) bool {
 		}
 	}
 	return false
+}
+
+// mountPathOf returns where container c of the pod spec mounts the ConfigMap or Secret named object ("" when it
+// does not).
+func mountPathOf(spec *corev1.PodSpec, c *corev1.Container, object string) string {
+	for _, vol := range spec.Volumes {
+		if (vol.ConfigMap != nil && vol.ConfigMap.Name == object) || (vol.Secret != nil && vol.Secret.SecretName == object) {
+			for _, m := range c.VolumeMounts {
+				if m.Name == vol.Name {
+					return m.MountPath
+				}
+			}
+		}
+	}
+	return ""
 }

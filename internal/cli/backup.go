@@ -83,7 +83,7 @@ is left as it was (no partial file). See internal/backup.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.InstanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor (the nodes)")
+	f.StringVar(&o.InstanceFile, "instance-file", defaultInstanceFile, "instance descriptor (the nodes)")
 	f.StringVar(&o.PasswordFile, "password-file", "/etc/valkey-ha/backup-auth/password", "the _backup user's password")
 	f.StringVar(&o.Dir, "dir", "/backup", "target directory (the backup volume)")
 	f.IntVar(&o.Retention, "retention", 7, "backups of this instance to keep")
@@ -228,7 +228,7 @@ directory that holds data is never touched. A refusal writes "start refused: <re
 	f := cmd.Flags()
 	f.StringVar(&o.From, "from", "", "the backup file (on the mounted restore volume)")
 	f.StringVar(&o.DataDir, "data-dir", "/data", "the node's data directory")
-	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "the server config (appendonly, dbfilename, appenddirname)")
+	f.StringVar(&o.ConfigTemplate, "config-template", defaultConfigTemplate, "the server config (appendonly, dbfilename, appenddirname)")
 	f.StringVar(&o.Server, "server", "valkey-server", "the server program (its --version decides which RDB versions it reads)")
 	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a refusal's reason is written")
 	addS3Flags(f, &o.S3, &o.S3CredentialsDir, "download --from's file name from this S3-compatible server first (http:// or https://)", "bucket holding the backup")

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"path"
+
 	"github.com/spf13/pflag"
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
@@ -17,3 +19,11 @@ const clusterDomainUsage = "cluster DNS domain, the <domain> of every node and S
 func clusterDomainFlag(f *pflag.FlagSet, p *string) {
 	f.StringVar(p, "cluster-domain", contract.DefaultClusterDomain, clusterDomainUsage)
 }
+
+// The in-pod steps' file flags default to where charts/valkey mounts each object (contract.Mount*).
+var (
+	defaultInstanceFile   = path.Join(contract.MountInstance, contract.KeyInstance)
+	defaultSentinelsFile  = path.Join(contract.MountSentinels, contract.KeySentinels)
+	defaultConfigTemplate = path.Join(contract.MountConfig, contract.KeyServerConfig)
+	defaultConfigOut      = path.Join(contract.MountRuntime, contract.KeyServerConfig)
+)

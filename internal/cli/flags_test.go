@@ -30,3 +30,27 @@ func TestClusterDomainFlagDefaults(t *testing.T) {
 	}
 	assert.Empty(t, want, "subcommands not found")
 }
+
+// The in-pod steps' file flags default to where charts/valkey mounts each object (templates-tests
+// TestContractNames checks the mounts against the same contract.Mount* constants).
+func TestInPodFileFlagDefaults(t *testing.T) {
+	want := map[string]map[string]string{
+		"bootstrap": {"instance-file": "/etc/valkey-ha/instance/instance.json", "sentinels-file": "/etc/valkey-ha/sentinels/sentinels.json",
+			"secrets-dir": "/etc/valkey-ha/system", "config-template": "/etc/valkey-ha/config/valkey.conf", "config-out": "/etc/valkey-ha/runtime/valkey.conf"},
+		"prestop": {"instance-file": "/etc/valkey-ha/instance/instance.json", "sentinels-file": "/etc/valkey-ha/sentinels/sentinels.json",
+			"secrets-dir": "/etc/valkey-ha/system", "runtime-dir": "/etc/valkey-ha/runtime"},
+		"first-sync-guard": {"instance-file": "/etc/valkey-ha/instance/instance.json"},
+		"backup":           {"instance-file": "/etc/valkey-ha/instance/instance.json"},
+		"restore":          {"config-template": "/etc/valkey-ha/config/valkey.conf"},
+	}
+	root := NewRoot()
+	for _, cmd := range root.Commands() {
+		for flag, def := range want[cmd.Name()] {
+			if f := cmd.Flags().Lookup(flag); assert.NotNil(t, f, "%s --%s", cmd.Name(), flag) {
+				assert.Equal(t, def, f.DefValue, "%s --%s default", cmd.Name(), flag)
+			}
+		}
+		delete(want, cmd.Name())
+	}
+	assert.Empty(t, want, "subcommands not found")
+}

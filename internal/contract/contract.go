@@ -99,6 +99,19 @@ const (
 	KeyRelease   = "release"
 )
 
+// Where a data pod's containers mount what the in-pod steps (bootstrap, prestop, first-sync-guard, backup,
+// restore) read and write (charts/valkey statefulset.yaml); the steps' flags default to these paths, and the
+// chart passes them anyway.
+const (
+	MountConfig    = "/etc/valkey-ha/config"    // Config(F): the server config template, key KeyServerConfig
+	MountInstance  = "/etc/valkey-ha/instance"  // Descriptor(F), key KeyInstance
+	MountSentinels = "/etc/valkey-ha/sentinels" // SentinelInfo(F), key KeySentinels; optional (absent: not monitored)
+	MountSystem    = "/etc/valkey-ha/system"    // SystemSecret(F): one file per system password the pod uses
+	MountRuntime   = "/etc/valkey-ha/runtime"   // an emptyDir: the runtime config KeyServerConfig, node-local passwords
+	// KeyServerConfig is the server config in F-config, and the runtime config the bootstrap writes from it.
+	KeyServerConfig = "valkey.conf"
+)
+
 // Ports and failover modes.
 const (
 	DataPort     = 6379
