@@ -1,4 +1,4 @@
-// Package contract is every name, label, annotation, key, port and default that charts/valkey,
+// Package contract is every name, label, annotation, key, port, mount path and default that charts/valkey,
 // charts/valkey-sentinel and valkey-sentinel-ctl share (docs/contract.md, which lists them for people). It is
 // the one place the Go side spells them: the controllers, the boot step, the helm-test checks, the test
 // environment and the e2e suite all call it. The charts' _helpers.tpl spell the same names in templates;
