@@ -35,6 +35,17 @@ type Config struct {
 	PauseBudget time.Duration
 	// Poll is the pause between node 0's INFO replication reads during the catch-up (default 10 ms).
 	Poll time.Duration
+
+	// step, when set (tests only), is called as Switch reaches each step ("paused": the source's writes are
+	// paused; "caught-up": node 0 reached the paused offset, before the fence), so a test can inject a fault
+	// at that exact moment.
+	step func(name string)
+}
+
+func (cfg Config) at(name string) {
+	if cfg.step != nil {
+		cfg.step(name)
+	}
 }
 
 // Reason says why a switch did not happen.
@@ -167,6 +178,7 @@ func Switch(ctx context.Context, cfg Config, log *slog.Logger) (Result, error) {
 		return Result{}, &Error{Reason: SourceRefused, Message: "the source's user needs +client|pause", Err: err}
 	}
 	paused := time.Now()
+	cfg.at("paused")
 	unpause := func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
@@ -196,6 +208,8 @@ func Switch(ctx context.Context, cfg Config, log *slog.Logger) (Result, error) {
 		}
 		time.Sleep(cfg.Poll)
 	}
+
+	cfg.at("caught-up")
 
 	// 4. fence the source: every write from now on (the held ones too) gets NOREPLICAS
 	if err := src.ConfigSet(ctx, "min-replicas-to-write", "2147483647", "min-replicas-max-lag", "10"); err != nil {
