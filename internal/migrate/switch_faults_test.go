@@ -32,7 +32,7 @@ func TestSwitchUnderFaults(t *testing.T) {
 		delay time.Duration
 		// before runs just before Switch; step at each step of it (Config.step)
 		before func(m *migration, link *valkeytest.Link)
-		step   func(m *migration, name string)
+		step   func(m *migration, link *valkeytest.Link, name string)
 		// refused: the switch must be refused (a Reason); "": it must complete; "either": either is fine
 		refused Reason
 	}{
@@ -40,34 +40,44 @@ func TestSwitchUnderFaults(t *testing.T) {
 		{name: "replication blackholed at the switch", before: func(_ *migration, l *valkeytest.Link) { l.Blackhole() }, refused: NotCaughtUp},
 		{name: "source stopped when the switch starts", before: func(m *migration, _ *valkeytest.Link) { m.source.PauseFor(1500 * time.Millisecond) }, refused: NotReady},
 		{name: "source stopped after the pause, past it", delay: 50 * time.Millisecond, refused: "either",
-			step: func(m *migration, name string) {
+			step: func(m *migration, _ *valkeytest.Link, name string) {
 				if name == "paused" {
 					m.source.PauseFor(stall)
 				}
 			}},
 		{name: "source stopped before the fence, past the pause", delay: 50 * time.Millisecond, refused: "either",
-			step: func(m *migration, name string) {
+			step: func(m *migration, _ *valkeytest.Link, name string) {
 				if name == "caught-up" {
 					m.source.PauseFor(stall)
 				}
 			}},
 		{name: "switching process stalled before the fence, past the pause", delay: 50 * time.Millisecond, refused: "either",
-			step: func(_ *migration, name string) {
+			step: func(_ *migration, _ *valkeytest.Link, name string) {
 				if name == "caught-up" {
 					time.Sleep(stall) // a GC-like freeze or a throttled controller: the source's pause ends meanwhile
+				}
+			}},
+		// the writes taken after the pause ended cannot reach node 0: the switch lifts its fence and gives up
+		{name: "switching process stalled past the pause, then node 0's link blackholed", delay: 50 * time.Millisecond, refused: NotCaughtUp,
+			step: func(_ *migration, link *valkeytest.Link, name string) {
+				if name == "caught-up" {
+					link.Blackhole()
+					time.Sleep(stall)
 				}
 			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m, link := startMigrationLinked(t, valkeytest.Valkey91, valkeytest.Valkey91, sourceRights, true)
-			m.cfg.PauseBudget = budget
+			// a writer at full speed is more than DefaultMaxLag behind through a delayed link: let the switch
+			// start anyway (the MaxLag refusal is TestPlan's), so that each case reaches the steps it stresses
+			m.cfg.PauseBudget, m.cfg.MaxLag = budget, 64<<20
 			m.cfg.Source.CommandTimeout = 2 * stall // a stopped source answers late, not never
 			m.cfg.Node0.CommandTimeout = 2 * stall
 			if c.name == "source stopped when the switch starts" {
 				m.cfg.Source.CommandTimeout = 500 * time.Millisecond
 			}
 			if c.step != nil {
-				m.cfg.step = func(name string) { c.step(m, name) }
+				m.cfg.step = func(name string) { c.step(m, link, name) }
 			}
 			link.Delay(c.delay)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
