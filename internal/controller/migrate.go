@@ -26,6 +26,17 @@ type MigrateOptions struct {
 	Switch bool
 }
 
+// closeMigrations closes the migration connections of every instance (Run's end).
+func (c *InstanceController) closeMigrations() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.state {
+		if st.migrateObs != nil {
+			st.migrateObs.Close()
+		}
+	}
+}
+
 // migrating runs the migration part of a pass. While the migration runs (the plan says anything but
 // Switched), the pass takes no topology step, sets no role label and rolls nothing: node 0 follows a primary
 // that is not a node, which every repair would "fix". It reports the migration's state (Event once per change
@@ -40,9 +51,15 @@ func (c *InstanceController) migrating(ctx context.Context, key string, desc *co
 	cfg := migrate.Config{SourceHost: m.Host, SourcePort: m.Port,
 		Source:    valkey.Options{Username: m.User, Password: strings.TrimSpace(string(pw)), DialTimeout: c.opts.DialTimeout, CommandTimeout: c.opts.CommandTimeout},
 		Node0Addr: in.Addr(in.Nodes[0]), Node0: c.opOptions(in, mem)}
-	d := migrate.Plan(migrate.Observe(ctx, cfg, m.Switch))
+	var d migrate.Decision
 	if err != nil {
 		d = migrate.Decision{State: migrate.Refused, Behind: -1, Message: "migrateFrom: the source's password file: " + err.Error()}
+	} else {
+		// one kept connection to the source across passes (another team's primary: no dial per pass)
+		if mem.migrateObs == nil {
+			mem.migrateObs = migrate.NewObserver()
+		}
+		d = migrate.Plan(mem.migrateObs.Observe(ctx, cfg, m.Switch))
 	}
 	mem.migration = d.Message
 	if d.State == migrate.Switched {

@@ -55,6 +55,14 @@ func TestMigrationHoldsThenSwitches(t *testing.T) {
 	require.NoError(t, os.WriteFile(pwFile, []byte(mig), 0o600))
 	mo := &MigrateOptions{Host: valkeytest.Host, Port: source.Port, User: "migrator", PasswordFile: pwFile}
 
+	sourceConns := func() int {
+		info, err := sc.Info(ctx, "stats")
+		require.NoError(t, err)
+		n, err := strconv.Atoi(info["total_connections_received"])
+		require.NoError(t, err)
+		return n
+	}
+	connsBefore := sourceConns()
 	events := testenv.RecordEvents(t, e.Rec)
 	var repointed atomic.Int64
 	stopSample := valkeytest.Sample(100*time.Millisecond, func() {
@@ -62,6 +70,7 @@ func TestMigrationHoldsThenSwitches(t *testing.T) {
 			repointed.Add(1)
 		}
 	})
+	start := time.Now()
 	stop := testenv.Run(t, func(ctx context.Context) error {
 		c := NewInstanceController(e.CS, InstanceOptions{Namespace: ns, Instance: "vk", Resync: 300 * time.Millisecond, Migrate: mo}, metrics.New(), e.Rec, quietLog())
 		return c.Run(ctx, nil)
@@ -77,6 +86,11 @@ func TestMigrationHoldsThenSwitches(t *testing.T) {
 	time.Sleep(topology.PromoteAfter + time.Second) // the claim is "nothing happens for longer than PromoteAfter"
 	stopSample()
 	stop()
+	ran := time.Since(start)
+	// one kept connection to the source, not one per pass (another team's primary: migrate.Observer)
+	dials := sourceConns() - connsBefore
+	t.Logf("connections opened on the source in %s of passes every 300 ms: %d", ran.Round(time.Millisecond), dials)
+	assert.LessOrEqual(t, dials, 2, "the controller re-dialled the source while migrating")
 	assert.Zero(t, repointed.Load(), "node 0 left the source while migrating")
 	for pod, role := range e.RoleLabels() {
 		assert.NotEqual(t, "primary", role, pod)
