@@ -123,6 +123,11 @@ type instanceMemory struct {
 	// migrateObs keeps the migration's connections to the source and node 0 between passes (nil until the
 	// first migration pass; closed by forget and when Run ends)
 	migrateObs *migrate.Observer
+	// switchRetryAt is when a failed migration switch may be tried again; switchBackoff the current wait
+	// (MinSwitchBackoff doubling to MaxSwitchBackoff; both zero after a success)
+	switchRetryAt time.Time
+	switchBackoff time.Duration
+	switchFailed  string
 	// sub is the +switch-master subscription (nil: none)
 	sub *subscription
 	// addrs are the node and Sentinel addresses of the last pass (closed in the pool when forgotten)

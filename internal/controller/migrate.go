@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -25,6 +27,14 @@ type MigrateOptions struct {
 	// Switch is migrateFrom.switch: switch over once node 0 is caught up.
 	Switch bool
 }
+
+// The wait between two attempts of a migration switch that failed: each attempt may hold the source's writes for
+// its pause budget (5 s), so a switch that cannot complete (node 0 not catching up, a right missing) is not
+// tried every pass. The wait doubles from MinSwitchBackoff to MaxSwitchBackoff.
+const (
+	MinSwitchBackoff = 10 * time.Second
+	MaxSwitchBackoff = 5 * time.Minute
+)
 
 // closeMigrations closes the migration connections of every instance (Run's end).
 func (c *InstanceController) closeMigrations() {
@@ -78,6 +88,11 @@ func (c *InstanceController) migrating(ctx context.Context, key string, desc *co
 	if d.State != migrate.Ready {
 		return true
 	}
+	if time.Now().Before(mem.switchRetryAt) {
+		// a failed switch paused the source's writes (up to its budget) or was refused by it: not every pass
+		mem.migration = mem.switchFailed
+		return true
+	}
 	// node 0's own masteruser/masterauth come back from its first-sync guard once it is primary (_operator has no
 	// CONFIG SET), or at its next boot
 	res, err := migrate.Switch(ctx, cfg, c.log.With("instance", in.Name))
@@ -87,11 +102,16 @@ func (c *InstanceController) migrating(ctx context.Context, key string, desc *co
 		if errors.As(err, &se) {
 			reason = se.Reason
 		}
+		mem.switchBackoff = min(max(2*mem.switchBackoff, MinSwitchBackoff), MaxSwitchBackoff)
+		mem.switchRetryAt = time.Now().Add(mem.switchBackoff)
+		// an absolute time: the status is rewritten only when its text changes
+		mem.switchFailed = fmt.Sprintf("migrateFrom: switch failed: %v; next attempt at %s", err, mem.switchRetryAt.UTC().Format(time.RFC3339))
 		c.recorder.Event(desc, corev1.EventTypeWarning, "MigrationSwitchFailed", err.Error())
-		mem.migration = "migrateFrom: switch failed: " + err.Error()
-		c.log.Warn("migration switch failed", "instance", in.Name, "reason", string(reason), "err", err)
+		mem.migration = mem.switchFailed
+		c.log.Warn("migration switch failed", "instance", in.Name, "reason", string(reason), "retryIn", mem.switchBackoff.String(), "err", err)
 		return true
 	}
+	mem.switchBackoff, mem.switchRetryAt, mem.switchFailed = 0, time.Time{}, ""
 	c.log.Info("migration switched", "instance", in.Name, "offset", res.Offset, "paused", res.Paused.String())
 	return true // observe again at once: node 0 is the primary now
 }
