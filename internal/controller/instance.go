@@ -42,6 +42,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/migrate"
 	"github.com/valkey-ha/valkey-ha/internal/nscache"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
@@ -120,6 +121,14 @@ type instanceMemory struct {
 	plan plan.Memory
 	// migration is the last migration message (migrateFrom; migrate.go), "" without one
 	migration string
+	// migrateObs keeps the migration's connections to the source and node 0 between passes (nil until the
+	// first migration pass; closed by forget and when Run ends)
+	migrateObs *migrate.Observer
+	// switchRetryAt is when a failed migration switch may be tried again; switchBackoff the current wait
+	// (MinSwitchBackoff doubling to MaxSwitchBackoff; both zero after a success)
+	switchRetryAt time.Time
+	switchBackoff time.Duration
+	switchFailed  string
 	// sub is the +switch-master subscription (nil: none)
 	sub *subscription
 	// addrs are the node and Sentinel addresses of the last pass (closed in the pool when forgotten)
@@ -276,6 +285,7 @@ func (c *InstanceController) enqueueObj(obj any) {
 func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) error {
 	defer c.queue.ShutDown()
 	defer c.pool.close()
+	defer c.closeMigrations()
 	c.runCtx = ctx
 	c.switches = newSwitchHub(ctx, c.log)
 	c.cache.Start(ctx)
@@ -1232,6 +1242,9 @@ func (c *InstanceController) forget(name string) {
 		return
 	}
 	st.sub.stop()
+	if st.migrateObs != nil {
+		st.migrateObs.Close()
+	}
 	for _, a := range st.nodeAddrs {
 		c.pool.drop(a)
 	}
