@@ -664,15 +664,24 @@ the reference would hold two hosts (ghcr.io/ghcr.io/...) and every pull fail. Ca
 {{- end -}}
 
 {{/*
-PREFIX.checkKeys: fails on the first key (sorted, depth first) that the chart does not know, naming its path and
-the nearest known key as the fix. The schema (values.schema.json) checks types but leaves objects open, because
-Helm checks it before any template and prints only "additional properties 'x' not allowed"; the known keys are
-generated from it into PREFIX.knownKeys (_keys.tpl; `go test ./templates-tests -run TestKnownKeys -update`).
-A node there is {"k": {key: node}} (an object with these keys only), {"i": node} (a list of such objects) or {}
-(anything: a value, or a free-form map such as global, commonLabels, podAnnotations or an extra* list).
-Call with (dict "v" .Values "n" (include "PREFIX.knownKeys" . | fromJson) "p" "").
+PREFIX.checkKeys: fails on the keys (sorted, depth first) that the chart does not know, all of them in one
+refusal, one line each, naming its path and the nearest known key as the fix. The schema (values.schema.json)
+checks types but leaves objects open, because Helm checks it before any template and prints only "additional
+properties 'x' not allowed"; the known keys are generated from it into PREFIX.knownKeys (_keys.tpl;
+`go test ./templates-tests -run TestKnownKeys -update`). A node there is {"k": {key: node}} (an object with these
+keys only), {"i": node} (a list of such objects) or {} (anything: a value, or a free-form map such as global,
+commonLabels, podAnnotations or an extra* list). Call with (dict "v" .Values "n" (include "PREFIX.knownKeys" . | fromJson) "p" "").
 */}}
 {{- define "PREFIX.checkKeys" -}}
+{{- $r := dict "msgs" list -}}
+{{- include "PREFIX.collectUnknownKeys" (dict "v" .v "n" .n "p" .p "r" $r) -}}
+{{- if $r.msgs -}}
+{{- fail (join "\n" $r.msgs) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* PREFIX.collectUnknownKeys: PREFIX.checkKeys' walk; appends each refusal to .r.msgs (dict "v" "n" "p" "r"). */}}
+{{- define "PREFIX.collectUnknownKeys" -}}
 {{- $v := .v -}}
 {{- $n := .n -}}
 {{- if and (hasKey $n "k") (kindIs "map" $v) -}}
@@ -680,13 +689,14 @@ Call with (dict "v" .Values "n" (include "PREFIX.knownKeys" . | fromJson) "p" ""
 {{- $field := $key -}}
 {{- if $.p -}}{{- $field = printf "%s.%s" $.p $key -}}{{- end -}}
 {{- if not (hasKey $n.k $key) -}}
-{{- fail (include "PREFIX.unknownKey" (dict "p" $.p "key" $key "known" (keys $n.k | sortAlpha))) -}}
+{{- $_ := set $.r "msgs" (append $.r.msgs (include "PREFIX.unknownKey" (dict "p" $.p "key" $key "known" (keys $n.k | sortAlpha)))) -}}
+{{- else -}}
+{{- include "PREFIX.collectUnknownKeys" (dict "v" (get $v $key) "n" (get $n.k $key) "p" $field "r" $.r) -}}
 {{- end -}}
-{{- include "PREFIX.checkKeys" (dict "v" (get $v $key) "n" (get $n.k $key) "p" $field) -}}
 {{- end -}}
 {{- else if and (hasKey $n "i") (kindIs "slice" $v) -}}
 {{- range $i, $e := $v -}}
-{{- include "PREFIX.checkKeys" (dict "v" $e "n" $n.i "p" (printf "%s[%d]" $.p $i)) -}}
+{{- include "PREFIX.collectUnknownKeys" (dict "v" $e "n" $n.i "p" (printf "%s[%d]" $.p $i) "r" $.r) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
