@@ -17,10 +17,11 @@ import (
 )
 
 // Issue 27 item 4, the leftovers of a new user's walk: several refusals reported together, a typo inside a
-// list item, values of a section that is off, and a backup schedule Kubernetes would refuse. The exact messages
+// list item, values of a section that is off (backup, migrateFrom, persistence), and a backup schedule
+// Kubernetes would refuse. The exact messages
 // are bad fixtures (testdata/bad: valkey-unknown-keys-several, valkey-inputs-several, valkey-users-item-key-typo,
 // sentinel-selector-expression-key-typo, valkey-backup-set-while-disabled, valkey-migrate-secret-without-host,
-// valkey-backup-schedule-*).
+// valkey-persistence-set-while-off, sentinel-persistence-set-while-disabled, valkey-backup-schedule-*).
 
 // TestRefusalsReportedTogether: every unknown key is named in one refusal, and so is every value the checks of
 // _inputs.tpl refuse, one line each; before, Helm stopped at the first (a user fixed one typo per install).
@@ -103,30 +104,46 @@ func TestRequiredKeysWaitForUnknownKeys(t *testing.T) {
 	assert.Equal(t, "users[0].nam: unknown key; did you mean users[0].name?", refusal(err))
 }
 
-// TestInputDefaultsMatchValues: valkey.inputDefaults (_inputs.tpl) is values.yaml's backup (but enabled) and
-// migrateFrom (but host and switch), so a value restated at its default is never refused as "set while off".
+// TestInputDefaultsMatchValues: X.inputDefaults (_inputs.tpl) is values.yaml's sections that a key turns on, but
+// that key and the keys with a refusal of their own, so a value restated at its default is never refused as "set
+// while off", and a key added to values.yaml is added there too.
 func TestInputDefaultsMatchValues(t *testing.T) {
-	tpl, err := os.ReadFile(filepath.Join(chartPath("valkey"), "templates", "_inputs.tpl"))
-	require.NoError(t, err)
-	m := regexp.MustCompile(`(?s)\{\{- define "valkey.inputDefaults" -\}\}\n(.*?)\n\{\{- end -\}\}`).FindSubmatch(tpl)
-	require.NotNil(t, m)
-	var got map[string]map[string]any
-	require.NoError(t, json.Unmarshal(m[1], &got))
-	vb, err := os.ReadFile(filepath.Join(chartPath("valkey"), "values.yaml"))
-	require.NoError(t, err)
-	var vals map[string]any
-	require.NoError(t, yaml.Unmarshal(vb, &vals))
-	backup, migrate := vals["backup"].(map[string]any), vals["migrateFrom"].(map[string]any)
-	delete(backup, "enabled")
-	delete(migrate, "host")
-	delete(migrate, "switch")
-	assert.Equal(t, backup, got["backup"])
-	assert.Equal(t, migrate, got["migrateFrom"])
+	for _, tc := range []struct {
+		chart    string
+		sections map[string][]string // section: the keys not compared
+	}{
+		{"valkey", map[string][]string{"persistence": {"enabled", "size", "storageClass", "existingClaims"},
+			"backup": {"enabled"}, "migrateFrom": {"host", "switch"}}},
+		{"valkey-sentinel", map[string][]string{"persistence": {"enabled", "storageClass"}}},
+	} {
+		tpl, err := os.ReadFile(filepath.Join(chartPath(tc.chart), "templates", "_inputs.tpl"))
+		require.NoError(t, err)
+		m := regexp.MustCompile(`(?s)\{\{- define "` + prefixOf(tc.chart) + `.inputDefaults" -\}\}\n(.*?)\n\{\{- end -\}\}`).FindSubmatch(tpl)
+		require.NotNil(t, m, tc.chart)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(m[1], &got), tc.chart)
+		vb, err := os.ReadFile(filepath.Join(chartPath(tc.chart), "values.yaml"))
+		require.NoError(t, err)
+		var vals map[string]any
+		require.NoError(t, yaml.Unmarshal(vb, &vals))
+		require.Len(t, got, len(tc.sections), tc.chart)
+		for section, skip := range tc.sections {
+			want := vals[section].(map[string]any)
+			for _, k := range skip {
+				delete(want, k)
+			}
+			assert.Equal(t, want, got[section], "%s %s", tc.chart, section)
+		}
+	}
 	// restated defaults pass; a changed one is named
-	mustRender(t, "valkey", "backup: {schedule: \"0 3 * * *\", retention: 7, resources: {limits: {memory: 128Mi}}}\nmigrateFrom: {port: 6379, egressTo: []}\n")
-	_, err = renderChart(t, "valkey", "backup: {retention: 3}\n", renderOpts{})
+	mustRender(t, "valkey", "backup: {schedule: \"0 3 * * *\", retention: 7, resources: {limits: {memory: 128Mi}}}\nmigrateFrom: {port: 6379, egressTo: []}\npersistence: {accessModes: [ReadWriteOnce], labels: {}}\n")
+	mustRender(t, "valkey-sentinel", "persistence: {size: 1Gi, annotations: {}}\n")
+	_, err := renderChart(t, "valkey", "backup: {retention: 3}\n", renderOpts{})
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(refusal(err), "backup.retention: set while backup.enabled is false"), refusal(err))
+	_, err = renderChart(t, "valkey-sentinel", "persistence: {size: 5Gi}\n", renderOpts{})
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(refusal(err), "persistence.size: set while persistence.enabled is false"), refusal(err))
 }
 
 // TestBackupScheduleAsKubernetes: the chart refuses exactly the backup.schedule values the API server refuses

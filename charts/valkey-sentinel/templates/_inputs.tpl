@@ -14,6 +14,9 @@ message names the field, what goes wrong and the fix.
 {{- if and $v.persistence.storageClass (not $v.persistence.enabled) -}}
 {{- $_ := set $r "msgs" (append $r.msgs (printf "persistence.storageClass: %q is set but persistence.enabled is false, so no volume is created and it would be ignored; set persistence.enabled: true, or remove persistence.storageClass" $v.persistence.storageClass)) -}}
 {{- end -}}
+{{- if not $v.persistence.enabled -}}
+{{- include "vs.checkUnused" (dict "r" $r "field" "persistence" "values" (omit $v.persistence "enabled" "storageClass") "defaults" (include "vs.inputDefaults" . | fromJson).persistence "why" "while persistence.enabled is false, so no volume claim is created and the chart ignores %[1]s; set persistence.enabled: true, or remove %[1]s") -}}
+{{- end -}}
 {{- /* a Service that undoes a protection */ -}}
 {{- include "vs.checkOpenLoadBalancer" (dict "r" $r "field" "service" "svc" $v.service "tls" $v.tls.enabled) -}}
 {{- /* annotations other tools act on */ -}}
@@ -29,6 +32,15 @@ message names the field, what goes wrong and the fix.
 {{- if $r.msgs -}}
 {{- fail (join "\n" $r.msgs) -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The chart's defaults of a section whose other keys only matter when one key turns it on (persistence.enabled): a
+value that differs from these while the section is off is ignored, so it is refused (vs.checkUnused).
+persistence.storageClass has its own refusal. The same as values.yaml (templates-tests TestInputDefaultsMatchValues).
+*/}}
+{{- define "vs.inputDefaults" -}}
+{"persistence": {"size": "1Gi", "accessModes": ["ReadWriteOnce"], "labels": {}, "annotations": {}}}
 {{- end -}}
 
 {{/*

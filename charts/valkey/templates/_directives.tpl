@@ -643,6 +643,38 @@ other keys would crash a template. A key the chart added since is missing the sa
 {{- end -}}
 
 {{/*
+valkey.checkUnused: the values of a section that is off (backup without backup.enabled, ...) which differ from
+the chart's defaults (valkey.inputDefaults, _inputs.tpl) and so would be ignored: one refusal naming the first
+of them (sorted, depth first), the others after "also", and the fix (.why, where %[1]s is "it" or "them").
+Appends to .r.msgs. Call with (dict "r" r "field" <path of the section> "values" <its values, without the key
+that turns it on> "defaults" <its defaults> "why" <the rest of the sentence>).
+*/}}
+{{- define "valkey.checkUnused" -}}
+{{- $set := dict "paths" list -}}
+{{- include "valkey.changedPaths" (dict "out" $set "p" .field "v" .values "d" .defaults) -}}
+{{- if $set.paths -}}
+{{- $also := ternary "" (printf " (also %s)" (join ", " (rest $set.paths))) (eq (len $set.paths) 1) -}}
+{{- $_ := set .r "msgs" (append .r.msgs (printf "%s: set%s %s" (first $set.paths) $also (printf .why (ternary "it" "them" (eq (len $set.paths) 1))))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+valkey.changedPaths: appends to .out.paths the paths under .p whose value in .v differs from .d; a map whose
+default has keys is walked, a free-form one (default {}) is one value.
+*/}}
+{{- define "valkey.changedPaths" -}}
+{{- range $k := keys .v | sortAlpha -}}
+{{- $val := get $.v $k -}}
+{{- $def := get ($.d | default dict) $k -}}
+{{- if and (kindIs "map" $val) (kindIs "map" $def) $def -}}
+{{- include "valkey.changedPaths" (dict "out" $.out "p" (printf "%s.%s" $.p $k) "v" $val "d" $def) -}}
+{{- else if ne (toJson $val) (toJson $def) -}}
+{{- $_ := set $.out "paths" (append $.out.paths (printf "%s.%s" $.p $k)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 valkey.checkImageHosts: fails when an image's repository starts with a registry host (a first path element with a
 '.' or ':', or localhost) while a registry (global.imageRegistry, else the image's own) is put in front of it:
 the reference would hold two hosts (ghcr.io/ghcr.io/...) and every pull fail. Call with (dict "values" .Values

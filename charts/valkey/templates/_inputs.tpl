@@ -15,6 +15,9 @@ what goes wrong and the fix.
 {{- if not $v.backup.enabled -}}
 {{- include "valkey.checkUnused" (dict "r" $r "field" "backup" "values" (omit $v.backup "enabled") "defaults" $defaults.backup "why" "while backup.enabled is false, so no CronJob takes a backup and the chart ignores %[1]s; set backup.enabled: true, or remove %[1]s") -}}
 {{- end -}}
+{{- if not (include "valkey.sizing" . | fromJson).persistence -}}
+{{- include "valkey.checkUnused" (dict "r" $r "field" "persistence" "values" (omit $v.persistence "enabled" "size" "storageClass" "existingClaims") "defaults" $defaults.persistence "why" (printf "while persistence is off (plan %s), so no volume claim is created and the chart ignores %%[1]s; set persistence.enabled: true, or remove %%[1]s" $v.plan)) -}}
+{{- end -}}
 {{- if not $v.migrateFrom.host -}}
 {{- include "valkey.checkUnused" (dict "r" $r "field" "migrateFrom" "values" (omit $v.migrateFrom "host" "switch") "defaults" $defaults.migrateFrom "why" "while migrateFrom.host is empty, so nothing is migrated and the chart ignores %[1]s; set migrateFrom.host to the source primary (e.g. old-redis-master.apps.svc.cluster.local), or remove %[1]s") -}}
 {{- end -}}
@@ -53,40 +56,15 @@ what goes wrong and the fix.
 {{- end -}}
 
 {{/*
-The chart's defaults of the sections whose other keys only matter when one key turns them on (backup.enabled,
-migrateFrom.host): a value that differs from these while the section is off is ignored, so it is refused.
+The chart's defaults of the sections whose other keys only matter when one key turns them on (persistence.enabled,
+backup.enabled, migrateFrom.host): a value that differs from these while the section is off is ignored, so it is
+refused (valkey.checkUnused). persistence.size, storageClass and existingClaims have their own refusals.
 The same as values.yaml (templates-tests TestInputDefaultsMatchValues).
 */}}
 {{- define "valkey.inputDefaults" -}}
-{"backup": {"schedule": "0 3 * * *", "retention": 7, "persistentVolumeClaim": "", "s3": {"endpoint": "", "bucket": "", "prefix": "", "region": "", "forcePathStyle": false, "existingSecret": "", "caSecret": ""}, "overdueSeconds": 129600, "activeDeadlineSeconds": 3600, "resources": {"limits": {"cpu": "250m", "memory": "128Mi"}}},
+{"persistence": {"accessModes": ["ReadWriteOnce"], "whenDeleted": "Retain", "whenScaled": "Retain", "labels": {}, "annotations": {}},
+ "backup": {"schedule": "0 3 * * *", "retention": 7, "persistentVolumeClaim": "", "s3": {"endpoint": "", "bucket": "", "prefix": "", "region": "", "forcePathStyle": false, "existingSecret": "", "caSecret": ""}, "overdueSeconds": 129600, "activeDeadlineSeconds": 3600, "resources": {"limits": {"cpu": "250m", "memory": "128Mi"}}},
  "migrateFrom": {"port": 6379, "username": "", "existingSecret": "", "secretKey": "", "egressTo": []}}
-{{- end -}}
-
-{{/*
-Values of a section that is off and that differ from the chart's defaults: one refusal naming the first of them
-(sorted, depth first), the others after "also", and the fix (.why, where %[1]s is "it" or "them"). Appends to .r.msgs. Call with (dict "r" r
-"field" <path of the section> "values" <its values> "defaults" <its defaults> "why" <the rest of the sentence>).
-*/}}
-{{- define "valkey.checkUnused" -}}
-{{- $set := dict "paths" list -}}
-{{- include "valkey.changedPaths" (dict "out" $set "p" .field "v" .values "d" .defaults) -}}
-{{- if $set.paths -}}
-{{- $also := ternary "" (printf " (also %s)" (join ", " (rest $set.paths))) (eq (len $set.paths) 1) -}}
-{{- $_ := set .r "msgs" (append .r.msgs (printf "%s: set%s %s" (first $set.paths) $also (printf .why (ternary "it" "them" (eq (len $set.paths) 1))))) -}}
-{{- end -}}
-{{- end -}}
-
-{{/* valkey.changedPaths: appends to .out.paths the paths under .p whose value in .v differs from .d (a map is walked). */}}
-{{- define "valkey.changedPaths" -}}
-{{- range $k := keys .v | sortAlpha -}}
-{{- $val := get $.v $k -}}
-{{- $def := get ($.d | default dict) $k -}}
-{{- if and (kindIs "map" $val) (kindIs "map" $def) -}}
-{{- include "valkey.changedPaths" (dict "out" $.out "p" (printf "%s.%s" $.p $k) "v" $val "d" $def) -}}
-{{- else if ne (toJson $val) (toJson $def) -}}
-{{- $_ := set $.out "paths" (append $.out.paths (printf "%s.%s" $.p $k)) -}}
-{{- end -}}
-{{- end -}}
 {{- end -}}
 
 {{/*
