@@ -18,10 +18,10 @@ import (
 
 // Issue 27 item 4, the leftovers of a new user's walk: several refusals reported together, a typo inside a
 // list item, values of a section that is off (backup, migrateFrom, persistence), and a backup schedule
-// Kubernetes would refuse. The exact messages
-// are bad fixtures (testdata/bad: valkey-unknown-keys-several, valkey-inputs-several, valkey-users-item-key-typo,
-// sentinel-selector-expression-key-typo, valkey-backup-set-while-disabled, valkey-migrate-secret-without-host,
-// valkey-persistence-set-while-off, sentinel-persistence-set-while-disabled, valkey-backup-schedule-*).
+// Kubernetes would refuse. The exact messages are bad fixtures (testdata/bad: valkey-unknown-keys-several,
+// valkey-inputs-several, valkey-users-item-key-typo, sentinel-selector-expression-key-typo,
+// valkey-backup-set-while-disabled, valkey-migrate-secret-without-host, valkey-persistence-set-while-off,
+// sentinel-persistence-set-while-disabled, valkey-backup-schedule-*).
 
 // TestRefusalsReportedTogether: every unknown key is named in one refusal, and so is every value the checks of
 // _inputs.tpl refuse, one line each; before, Helm stopped at the first (a user fixed one typo per install).
