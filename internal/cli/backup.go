@@ -164,7 +164,7 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 			defer os.Remove(filepath.Join(o.Dir, m.File))
 			defer os.Remove(filepath.Join(o.Dir, m.File+".json"))
 		}
-		pruned, err := s3.Upload(ctx, o.Dir, m, o.Retention)
+		pruned, err := s3.Upload(ctx, o.Dir, &m, o.Retention)
 		if err != nil {
 			if !o.Scratch {
 				err = fmt.Errorf("%w (the copy on the backup volume, %s, is kept)", err, m.File)
@@ -180,7 +180,7 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 	}
 	log.Info("backup taken", "instance", in.Name, "file", where, "node", m.Node, "engine", m.Engine,
 		"engineVersion", m.EngineVersion, "rdbVersion", m.RDBVersion, "bytes", m.Size, "sha256", m.SHA256, "replOffset", m.ReplOffset,
-		"durationSeconds", m.DurationSeconds, "pruned", res.Pruned)
+		"durationSeconds", m.DurationSeconds, "uploadSeconds", m.UploadSeconds, "pruned", res.Pruned)
 	if b, err := json.Marshal(m); err == nil {
 		// the instance controller reads it back from the pod's status (backup metrics)
 		writeTermination(o.TerminationLog, string(b))
