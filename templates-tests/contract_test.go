@@ -91,6 +91,22 @@ func TestContractNames(t *testing.T) {
 			runtime = runtime || (m.MountPath == contract.MountRuntime && !m.ReadOnly)
 		}
 		assert.True(t, runtime, "the server container mounts a writable %s", contract.MountRuntime)
+
+		const s3 = `{endpoint: "https://minio.storage.svc:9000", bucket: valkey-backups, existingSecret: s3-creds}`
+		tls := decode(t, mustRender(t, "valkey", "tls: {enabled: true, existingSecret: cache-tls}\n"))
+		spec = &tls.get(t, "StatefulSet", contract.NodeStatefulSet(f, 0)).(*appsv1.StatefulSet).Spec.Template.Spec
+		assert.Equal(t, contract.MountTLS, mountPathOf(spec, container(t, spec, "valkey"), "cache-tls"), "the server container mounts the TLS Secret at %s", contract.MountTLS)
+		b := decode(t, mustRender(t, "valkey", "persistence: {enabled: true}\nbackup: {enabled: true, s3: "+s3+"}\nrestoreFrom: {file: x.rdb, s3: "+s3+"}\n"))
+		spec = &b.get(t, "StatefulSet", contract.NodeStatefulSet(f, 0)).(*appsv1.StatefulSet).Spec.Template.Spec
+		assert.Equal(t, contract.MountS3Credentials, mountPathOf(spec, container(t, spec, "restore"), "s3-creds"), "the restore step mounts the S3 credentials at %s", contract.MountS3Credentials)
+		cjs := b.ofKind("CronJob")
+		if assert.Len(t, cjs, 1) {
+			job := &cjs[0].(*batchv1.CronJob).Spec.JobTemplate.Spec.Template.Spec
+			c := container(t, job, "backup")
+			assert.Equal(t, contract.MountInstance, mountPathOf(job, c, contract.Descriptor(f)), "the backup Job mounts %s", contract.Descriptor(f))
+			assert.Equal(t, contract.MountS3Credentials, mountPathOf(job, c, "s3-creds"), "the backup Job mounts the S3 credentials")
+			assert.Equal(t, contract.MountBackupAuth, mountPathOf(job, c, f+"-backup-auth"), "the backup Job mounts the _backup password")
+		}
 	})
 
 	t.Run("instance Secrets", func(t *testing.T) {

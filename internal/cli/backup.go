@@ -84,7 +84,7 @@ is left as it was (no partial file). See internal/backup.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.InstanceFile, "instance-file", defaultInstanceFile, "instance descriptor (the nodes)")
-	f.StringVar(&o.PasswordFile, "password-file", "/etc/valkey-ha/backup-auth/password", "the _backup user's password")
+	f.StringVar(&o.PasswordFile, "password-file", filepath.Join(contract.MountBackupAuth, contract.KeyPassword), "the _backup user's password")
 	f.StringVar(&o.Dir, "dir", "/backup", "target directory (the backup volume)")
 	f.IntVar(&o.Retention, "retention", 7, "backups of this instance to keep")
 	f.StringVar(&o.CLI, "cli", "valkey-cli", "the engine's command-line client (valkey-cli or redis-cli)")
@@ -104,7 +104,7 @@ func addS3Flags(f *pflag.FlagSet, t *backup.S3Target, credsDir *string, endpoint
 	f.StringVar(&t.Region, "s3-region", "", "bucket region")
 	f.BoolVar(&t.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
 	f.StringVar(&t.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
-	f.StringVar(credsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
+	f.StringVar(credsDir, "s3-credentials-dir", contract.MountS3Credentials, "directory with the files accessKeyId and secretAccessKey")
 }
 
 // s3 reads the credentials and builds the S3 target, or returns nil without --s3-endpoint.

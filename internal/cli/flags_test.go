@@ -39,9 +39,10 @@ func TestInPodFileFlagDefaults(t *testing.T) {
 			"secrets-dir": "/etc/valkey-ha/system", "config-template": "/etc/valkey-ha/config/valkey.conf", "config-out": "/etc/valkey-ha/runtime/valkey.conf"},
 		"prestop": {"instance-file": "/etc/valkey-ha/instance/instance.json", "sentinels-file": "/etc/valkey-ha/sentinels/sentinels.json",
 			"secrets-dir": "/etc/valkey-ha/system", "runtime-dir": "/etc/valkey-ha/runtime"},
-		"first-sync-guard": {"instance-file": "/etc/valkey-ha/instance/instance.json"},
-		"backup":           {"instance-file": "/etc/valkey-ha/instance/instance.json"},
-		"restore":          {"config-template": "/etc/valkey-ha/config/valkey.conf"},
+		"first-sync-guard": {"instance-file": "/etc/valkey-ha/instance/instance.json", "tls-ca-file": "/etc/valkey-ha/tls/ca.crt"},
+		"backup": {"instance-file": "/etc/valkey-ha/instance/instance.json", "password-file": "/etc/valkey-ha/backup-auth/password",
+			"s3-credentials-dir": "/etc/valkey-ha/s3-credentials"},
+		"restore": {"config-template": "/etc/valkey-ha/config/valkey.conf", "s3-credentials-dir": "/etc/valkey-ha/s3-credentials"},
 	}
 	root := NewRoot()
 	for _, cmd := range root.Commands() {

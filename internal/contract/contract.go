@@ -108,6 +108,11 @@ const (
 	MountSentinels = "/etc/valkey-ha/sentinels" // SentinelInfo(F), key KeySentinels; optional (absent: not monitored)
 	MountSystem    = "/etc/valkey-ha/system"    // SystemSecret(F): one file per system password the pod uses
 	MountRuntime   = "/etc/valkey-ha/runtime"   // an emptyDir: the runtime config KeyServerConfig, node-local passwords
+	MountTLS       = "/etc/valkey-ha/tls"       // the server certificate Secret (tls.enabled): ca.crt, tls.crt, tls.key
+	// MountBackupAuth (the _backup password, key KeyPassword) and MountS3Credentials (backup.s3 and
+	// restoreFrom.s3's credentials) are mounted by the backup Job; the restore init container mounts the latter.
+	MountBackupAuth    = "/etc/valkey-ha/backup-auth"
+	MountS3Credentials = "/etc/valkey-ha/s3-credentials"
 	// KeyServerConfig is the server config in F-config, and the runtime config the bootstrap writes from it.
 	KeyServerConfig = "valkey.conf"
 )
