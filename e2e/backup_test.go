@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -174,6 +175,11 @@ func startS3(t testing.TB, ns string) (waitReady func()) {
 			LocalObjectReference: corev1.LocalObjectReference{Name: s3Secret}, Key: key}}}
 	}
 	labels := map[string]string{"app": "e2e-s3"}
+	// the local build is never pulled (its name is in no registry); an E2E_S3_IMAGE of your own may be
+	image, pull := "valkey-ha-e2e/versitygw:local", corev1.PullNever
+	if v := os.Getenv("E2E_S3_IMAGE"); v != "" {
+		image, pull = v, corev1.PullIfNotPresent
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "s3", Labels: labels},
 		Spec: corev1.PodSpec{
@@ -185,7 +191,7 @@ func startS3(t testing.TB, ns string) (waitReady func()) {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
-				Name: "versitygw", Image: envOr("E2E_S3_IMAGE", "valkey-ha-e2e/versitygw:local"), ImagePullPolicy: corev1.PullIfNotPresent,
+				Name: "versitygw", Image: image, ImagePullPolicy: pull,
 				Command: []string{"/bin/sh", "-c", fmt.Sprintf("mkdir -p %s/%s && exec /versitygw --port :%d posix %s",
 					s3DataDir, s3Bucket, s3Port, s3DataDir)},
 				Env:   []corev1.EnvVar{env("ROOT_ACCESS_KEY_ID", "accessKeyId"), env("ROOT_SECRET_ACCESS_KEY", "secretAccessKey")},
