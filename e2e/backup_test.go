@@ -25,7 +25,9 @@ import (
 // through backup.s3 and a credentials Secret); the bucket then holds `<prefix>/<file>` and its metadata object.
 // Two releases installed side by side, one with restoreFrom the volume's file and one with restoreFrom.s3 that
 // object, each start with every key on every node: node 0 loaded it, node 1 replicated it. No Sentinel release
-// (the cold-start path; the monitored path is the same boot step once the data is on disk).
+// (the cold-start path; the monitored path is the same boot step once the data is on disk). NetworkPolicy: the
+// backup Job's pods are selected by no policy, and the data pods' egress to restoreFrom.s3's port is a render
+// test (templates-tests TestRestoreFromS3); the local cluster's bridge CNI enforces none.
 func TestBackupRestoreIntoNewInstance(t *testing.T) {
 	maybeParallel(t)
 	const keys = 3000
