@@ -370,6 +370,7 @@ func appUser(pws ...acl.Password) acl.DesiredUser {
 // without touching Ready; the old password stops working after previousValidUntil; Sentinel still fails
 // over afterwards.
 func TestCaseS17LiveAccessRotation(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	e := newEnv(t, valkeytest.TopologyConfig{})
 	e.PublishSentinels()
 	e.putUsers([]acl.DesiredUser{appUser(acl.Password{Hash: acl.HashPassword("old")})})

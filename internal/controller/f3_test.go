@@ -44,6 +44,7 @@ import (
 // with one Warning event per change of reason, not one per pass. A positively deselected instance is still
 // removed afterwards (the last phase), so the test would see a REMOVE if one happened.
 func TestF3ReadErrorsKeepMonitors(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true})
 	transient := kubefault.FailReads(e.CS, "secrets", "vk-sentinel-auth", kubefault.Unavailable)
 	forbidden := kubefault.FailReads(e.CS, "secrets", "vk-sentinel-auth", kubefault.Forbidden)

@@ -24,6 +24,7 @@ import (
 // Sentinel's replica list. Once the foreign replica is gone and every Sentinel flags it s_down, each
 // Sentinel is reset exactly once (one at a time) and none lists it any more; then it is quiet again.
 func TestF6ForeignReplicaNoResetLoop(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	e := newEnv(t, valkeytest.TopologyConfig{})
 	e.PublishSentinels()
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})

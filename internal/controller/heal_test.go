@@ -37,6 +37,7 @@ import (
 // changed within twice failover-timeout, or the listed replica is a node of the instance. Audited from the
 // Sentinels' own logs (+reset-master): none from the partition until 15 s after the heal.
 func TestNoResetWhenAPartitionHeals(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 2000, FailoverTimeoutMs: 5000, FaultLinks: true})
 	top := e.Top
 	p0, c := top.Nodes[0], top.Sentinels[2]

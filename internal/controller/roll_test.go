@@ -256,6 +256,7 @@ func TestCaseS22SentinelRollKeepsQuorum(t *testing.T) {
 // listing it, through SENTINEL RESET issued on one Sentinel at a time (each after the previous one has
 // rediscovered its peers and replicas), and never in steady state afterwards.
 func TestCaseS03ScaleInResetsOneSentinelAtATime(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	e := newEnv(t, valkeytest.TopologyConfig{})
 	e.PublishSentinels()
 	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
@@ -269,6 +270,7 @@ func TestCaseS03ScaleInResetsOneSentinelAtATime(t *testing.T) {
 // controller of before the fix (RESET as _instance, which these Sentinels refuse with NOPERM) no Sentinel stops
 // listing the removed replica.
 func TestScaleInResetAsControllerUserWithSentinelAuth(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	e := newEnv(t, valkeytest.TopologyConfig{SentinelAuth: true})
 	quorumSecrets(t, e, acl.SentinelInstance, acl.SentinelController)
 	e.PublishSentinels()
@@ -285,6 +287,7 @@ func TestScaleInResetAsControllerUserWithSentinelAuth(t *testing.T) {
 // Sentinel accepts, so a scale-in during the quorum's upgrade still completes, and reports the fallback once
 // (one Warning Event for three RESETs).
 func TestScaleInResetFallsBackOnAQuorumNotYetUpgraded(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	pws := map[string]string{}
 	for _, u := range acl.SentinelUsers {
 		pws[u.Name] = valkeytest.RandomPassword(t)

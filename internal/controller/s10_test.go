@@ -62,6 +62,7 @@ import (
 // stricter, not looser. On failure the Sentinels' events are logged; S10_DUMP=<dir> also saves every
 // process log there.
 func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	runs := 5
 	if v := os.Getenv("S10_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -30,6 +30,7 @@ import (
 // follow a failover; a rewritten q-sentinels that names another quorum gets no password (the condition falls
 // back).
 func TestSentinelAuthControllers(t *testing.T) {
+	t.Parallel() // timer-bound: runs beside the other long tests (make unit time)
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true, SentinelAuth: true})
 	ctx := context.Background()
 	e.In.SentinelRelease = "q"
