@@ -43,6 +43,7 @@ backup:
   s3: {endpoint: "` + s3Endpoint + `", bucket: ` + s3Bucket + `, prefix: src, forcePathStyle: true, existingSecret: ` + s3Secret + `}`})
 	src := d.I()
 	ctx := t.Context()
+	WaitForCPU(t, s3CPU, 5*time.Minute)
 	s3Ready := startS3(t, d.NS)
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "backups"},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -130,6 +131,8 @@ backup:
 		Extra: fmt.Sprintf("persistence: {enabled: true, size: 1Gi}\nrestoreFrom: {file: %s, s3: {endpoint: %q, bucket: %s, prefix: src, forcePathStyle: true, existingSecret: %s}}\n",
 			file, s3Endpoint, s3Bucket, s3Secret)}
 	d.Instances = append(d.Instances, dst, fromS3)
+	// Deploy waited for room for src only (requests = limits): two more releases of 2 lean data pods + a controller
+	WaitForCPU(t, 2*(2*(50+dnsCacheCPU())+100), 5*time.Minute)
 	t1 := time.Now()
 	d.Helm.Install(fromS3.Release, ChartPath("valkey"), fromS3.Values(), HelmOpts{Timeout: installTimeout, NoWait: true})
 	d.Helm.Install(dst.Release, ChartPath("valkey"), dst.Values(), HelmOpts{Timeout: installTimeout})
@@ -159,6 +162,7 @@ const (
 	s3Secret   = "s3-credentials"
 	s3Endpoint = "http://s3:7070" // the namespace's own Service, through the pods' DNS search list
 	s3DataDir  = "/data"          // the posix backend's root: one directory per bucket
+	s3CPU      = 100              // millicores, the pod's limit = request
 )
 
 // startS3 creates the credentials Secret, the versitygw pod (its bucket directory made before the server
@@ -203,7 +207,7 @@ func startS3(t testing.TB, ns string) (waitReady func()) {
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}},
+					corev1.ResourceCPU: *resource.NewMilliQuantity(s3CPU, resource.DecimalSI), corev1.ResourceMemory: resource.MustParse("256Mi")}},
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(s3Port)}},
 					PeriodSeconds: 1,
