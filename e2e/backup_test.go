@@ -131,8 +131,9 @@ backup:
 		Extra: fmt.Sprintf("persistence: {enabled: true, size: 1Gi}\nrestoreFrom: {file: %s, s3: {endpoint: %q, bucket: %s, prefix: src, forcePathStyle: true, existingSecret: %s}}\n",
 			file, s3Endpoint, s3Bucket, s3Secret)}
 	d.Instances = append(d.Instances, dst, fromS3)
-	// Deploy waited for room for src only (requests = limits): two more releases of 2 lean data pods + a controller
-	WaitForCPU(t, 2*(2*(50+dnsCacheCPU())+100), 5*time.Minute)
+	// Deploy waited for room for src only (requests = limits). Per restored release: node 0 250m (its restore
+	// init container's 250m outweighs its containers), node 1, the controller 100m, the credentials Job 50m.
+	WaitForCPU(t, 2*(250+(50+dnsCacheCPU())+100+50), 5*time.Minute)
 	t1 := time.Now()
 	d.Helm.Install(fromS3.Release, ChartPath("valkey"), fromS3.Values(), HelmOpts{Timeout: installTimeout, NoWait: true})
 	d.Helm.Install(dst.Release, ChartPath("valkey"), dst.Values(), HelmOpts{Timeout: installTimeout})
