@@ -23,6 +23,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -443,7 +444,7 @@ func TestRenderedDescriptorIsCanonical(t *testing.T) {
 		objs := decode(t, mustRender(t, "valkey", c.values, renderOpts{release: c.release}))
 		for _, o := range objs.ofKind("ConfigMap") {
 			cm := o.(*corev1.ConfigMap)
-			if !strings.HasSuffix(cm.Name, spec.InstanceSuffix) {
+			if !strings.HasSuffix(cm.Name, contract.DescriptorSuffix) {
 				continue
 			}
 			in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))

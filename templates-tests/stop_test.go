@@ -38,7 +38,7 @@ func preStopFlags(t *testing.T, c *corev1.Container) (string, map[string]string)
 	require.NoError(t, cmd.ParseFlags(rest), "the rendered flags are the command's own")
 	require.Empty(t, cmd.Flags().Args(), "no stray arguments")
 	out := map[string]string{}
-	for _, name := range []string{"node-index", "instance-file", "sentinels-file", "secrets-dir", "runtime-dir", "timeout", "log-file"} {
+	for _, name := range []string{"node-index", "instance-file", "sentinels-file", "secrets-dir", "runtime-dir", "timeout", "log-file", "cluster-domain"} {
 		f := cmd.Flags().Lookup(name)
 		require.NotNil(t, f, name)
 		out[name] = f.Value.String()
@@ -48,17 +48,20 @@ func preStopFlags(t *testing.T, c *corev1.Container) (string, map[string]string)
 
 // TestDataPreStopHook (issue 14): every data container runs `valkey-sentinel-ctl prestop` before it stops,
 // with its own node index, the paths the bootstrap uses, its log on the container's stdout and a timeout of
-// what terminationGracePeriodSeconds leaves after the server's shutdown-timeout and 2 s.
+// what terminationGracePeriodSeconds leaves after the server's shutdown-timeout and 2 s, and the values'
+// clusterDomain (the hook checks the Sentinel hosts against it; the flag's own default is only cluster.local).
 func TestDataPreStopHook(t *testing.T) {
 	for _, tc := range []struct {
 		vals    string
 		grace   int64
 		timeout string
+		domain  string
 	}{
-		{"", 30, "18s"},
-		{"terminationGracePeriodSeconds: 60\nconfig: {shutdown-timeout: 5}\n", 60, "53s"},
-		{"engine: redis\n", 30, "18s"},
-		{"failover: {mode: None}\nterminationGracePeriodSeconds: 20\n", 20, "8s"},
+		{"", 30, "18s", "cluster.local"},
+		{"terminationGracePeriodSeconds: 60\nconfig: {shutdown-timeout: 5}\n", 60, "53s", "cluster.local"},
+		{"engine: redis\n", 30, "18s", "cluster.local"},
+		{"failover: {mode: None}\nterminationGracePeriodSeconds: 20\n", 20, "8s", "cluster.local"},
+		{"clusterDomain: k8s.example.internal\n", 30, "18s", "k8s.example.internal"},
 	} {
 		objs := decode(t, mustRender(t, "valkey", tc.vals))
 		for i, s := range objs.statefulSets() {
@@ -68,7 +71,7 @@ func TestDataPreStopHook(t *testing.T) {
 			assert.Equal(t, "prestop", name)
 			assert.Equal(t, map[string]string{"node-index": strconv.Itoa(i), "instance-file": "/etc/valkey-ha/instance/instance.json",
 				"sentinels-file": "/etc/valkey-ha/sentinels/sentinels.json", "secrets-dir": "/etc/valkey-ha/system",
-				"runtime-dir": "/etc/valkey-ha/runtime", "timeout": tc.timeout, "log-file": "/proc/1/fd/1"}, f, "%s node %d", tc.vals, i)
+				"runtime-dir": "/etc/valkey-ha/runtime", "timeout": tc.timeout, "log-file": "/proc/1/fd/1", "cluster-domain": tc.domain}, f, "%s node %d", tc.vals, i)
 		}
 	}
 	off := decode(t, mustRender(t, "valkey", "preStop: {enabled: false}\n"))

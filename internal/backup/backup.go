@@ -57,6 +57,9 @@ type Meta struct {
 	StartedAt       time.Time `json:"startedAt"`
 	FinishedAt      time.Time `json:"finishedAt"`
 	DurationSeconds float64   `json:"durationSeconds"`
+	// UploadSeconds is how long the upload of the snapshot to S3-compatible storage took (S3.Upload: the
+	// snapshot object, in seconds); 0 for a backup kept on the volume only.
+	UploadSeconds float64 `json:"uploadSeconds,omitempty"`
 }
 
 // SnapshotOptions say where to take a snapshot from and where to put it.

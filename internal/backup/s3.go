@@ -161,19 +161,22 @@ func (s *S3) explain(op string, err error) error {
 }
 
 // Upload puts the snapshot dir/m.File and then its metadata as objects (the metadata last: it marks the backup
-// complete), then removes the oldest complete backups of m.Instance beyond keep. A failed upload removes the
-// snapshot object it may have left and prunes nothing; it returns the pruned snapshot names.
-func (s *S3) Upload(ctx context.Context, dir string, m Meta, keep int) ([]string, error) {
+// complete), then removes the oldest complete backups of m.Instance beyond keep. It sets m.UploadSeconds (the
+// snapshot object's upload) before the metadata is written, so the stored metadata carries it. A failed
+// upload removes the snapshot object it may have left and prunes nothing; it returns the pruned snapshot names.
+func (s *S3) Upload(ctx context.Context, dir string, m *Meta, keep int) ([]string, error) {
 	if keep < 1 {
 		return nil, fmt.Errorf("backup.retention: %d, keep at least 1", keep)
 	}
 	key := s.Key(m.File)
 	// one part in flight (16 MiB for snapshots up to 160 GB): the Job's memory does not grow with the dataset
+	start := time.Now()
 	if _, err := s.c.FPutObject(ctx, s.t.Bucket, key, filepath.Join(dir, m.File),
 		minio.PutObjectOptions{ContentType: "application/octet-stream", NumThreads: 1}); err != nil {
 		s.remove(key)
 		return nil, s.explain("PutObject "+key, err)
 	}
+	m.UploadSeconds = time.Since(start).Seconds()
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		s.remove(key)

@@ -57,8 +57,9 @@ func TestS3UploadRetentionAndRestore(t *testing.T) {
 		clock = clock.Add(time.Hour)
 		res, err := backup.Snapshot(ctx, o)
 		require.NoError(t, err)
-		_, err = s3.Upload(ctx, dir, res.Meta, 2)
+		_, err = s3.Upload(ctx, dir, &res.Meta, 2)
 		require.NoError(t, err)
+		assert.Positive(t, res.Meta.UploadSeconds, "the upload's duration (issue 28: backup status duration)")
 		names = append(names, res.Meta.File)
 	}
 	complete, orphans, err = s3.Backups(ctx, "cache")
@@ -78,6 +79,7 @@ func TestS3UploadRetentionAndRestore(t *testing.T) {
 	meta, err := backup.ReadMeta(path + ".json")
 	require.NoError(t, err)
 	assert.Equal(t, names[2], meta.File)
+	assert.Positive(t, meta.UploadSeconds, "the stored metadata carries the upload's duration")
 	data := t.TempDir()
 	files := bootstrap.ServerFiles{AppendOnly: true, DBFilename: "dump.rdb", AppendDirname: "appendonlydir", AppendFilename: "appendonly.aof"}
 	out, err := e.Command(e.Server, "--version").Output()
@@ -146,7 +148,7 @@ func TestS3RefusesBadTarget(t *testing.T) {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "cache-20261203T100000Z.rdb"), []byte("REDIS0011"), 0o644))
-	_, err = s3.Upload(ctx, dir, backup.Meta{Instance: "cache", File: "cache-20261203T100000Z.rdb"}, 2)
+	_, err = s3.Upload(ctx, dir, &backup.Meta{Instance: "cache", File: "cache-20261203T100000Z.rdb"}, 2)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "refused the credentials")
 	assert.Empty(t, srv.Objects(t, "backups"))

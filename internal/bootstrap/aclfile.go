@@ -10,11 +10,8 @@ import (
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
-
-// UsersJSON is the live-sync desired state the credentials step puts next to users.acl in Secret F-acl
-// (docs/contract.md).
-const UsersJSON = "users.json"
 
 // RenderRuntimeACL returns the ACL file a node starting at now must load: the default user off, then every
 // user of users.json with only the passwords still valid at now (a user whose every password expired is off).
@@ -43,16 +40,16 @@ func rewriteACLFile(text, configOut string, now time.Time, extra ...string) (str
 			continue
 		}
 		src := strings.Trim(f[1], `"`)
-		b, err := os.ReadFile(filepath.Join(filepath.Dir(src), UsersJSON))
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(src), contract.KeyUsers))
 		if os.IsNotExist(err) {
 			return text, nil
 		}
 		if err != nil {
-			return "", fmt.Errorf("read %s next to aclfile %s: %w", UsersJSON, src, err)
+			return "", fmt.Errorf("read %s next to aclfile %s: %w", contract.KeyUsers, src, err)
 		}
 		content, err := RenderRuntimeACL(b, now)
 		if err != nil {
-			return "", fmt.Errorf("runtime ACL file from %s: %w", UsersJSON, err)
+			return "", fmt.Errorf("runtime ACL file from %s: %w", contract.KeyUsers, err)
 		}
 		line, err := preStopUser(filepath.Dir(configOut))
 		if err != nil {
@@ -62,7 +59,7 @@ func rewriteACLFile(text, configOut string, now time.Time, extra ...string) (str
 		for _, l := range extra {
 			content += l + "\n"
 		}
-		out := filepath.Join(filepath.Dir(configOut), "users.acl")
+		out := filepath.Join(filepath.Dir(configOut), contract.KeyACLFile)
 		if err := writeAtomic(out, content); err != nil {
 			return "", err
 		}

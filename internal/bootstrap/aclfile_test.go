@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
 func TestRenderRuntimeACLDropsExpiredPasswords(t *testing.T) {
@@ -56,7 +57,7 @@ func TestRewriteACLFile(t *testing.T) {
 	assert.Equal(t, text, same, "no users.json next to the aclfile: unchanged (older charts)")
 
 	b, _ := json.Marshal([]acl.DesiredUser{{Name: "app", Rules: "resetkeys resetchannels nocommands +ping", Passwords: []acl.Password{{Hash: acl.HashPassword("p")}}}})
-	require.NoError(t, os.WriteFile(filepath.Join(aclDir, UsersJSON), b, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(aclDir, contract.KeyUsers), b, 0o600))
 	got, err := rewriteACLFile(text, out, time.Now())
 	require.NoError(t, err)
 	runtimeACL := filepath.Join(dir, "runtime", "users.acl")
@@ -65,7 +66,7 @@ func TestRewriteACLFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(content), "user app on resetpass #"+acl.HashPassword("p"))
 
-	require.NoError(t, os.WriteFile(filepath.Join(aclDir, UsersJSON), []byte("not json"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(aclDir, contract.KeyUsers), []byte("not json"), 0o600))
 	_, err = rewriteACLFile(text, out, time.Now())
 	assert.Error(t, err, "a broken users.json stops the boot: never guess the users")
 }

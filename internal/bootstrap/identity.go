@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"fmt"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
@@ -19,5 +20,5 @@ func CheckIdentity(in spec.Instance, nodeIndex int, hostname, clusterDomain stri
 	if pod := in.Nodes[nodeIndex].Pod; pod != hostname {
 		return fmt.Errorf("instance.json: nodes[%d].pod is %q but this pod is %q: the descriptor does not describe this pod", nodeIndex, pod, hostname)
 	}
-	return in.CheckCanonical(in.Name+spec.InstanceSuffix, in.Namespace, clusterDomain)
+	return in.CheckCanonical(contract.Descriptor(in.Name), in.Namespace, clusterDomain)
 }

@@ -55,9 +55,9 @@ func Failed(rs []Result) []Result {
 // any password is sent. It reads the descriptor, F-sentinels, the system Secret and each data pod by name
 // (the chart's F-test Role allows exactly that).
 func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clusterDomain string, timeout time.Duration) ([]Result, error) {
-	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name+"-instance", metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, contract.Descriptor(name), metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get descriptor %s-instance: %w", name, err)
+		return nil, fmt.Errorf("get descriptor %s: %w", contract.Descriptor(name), err)
 	}
 	in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
 	if err != nil {
@@ -183,9 +183,9 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clu
 
 func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.Instance, p spec.Node, clusterDomain string) Result {
 	const name = "sentinels-agree"
-	info, err := cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, in.Name+"-sentinels", metav1.GetOptions{})
+	info, err := cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, contract.SentinelInfo(in.Name), metav1.GetOptions{})
 	if err != nil {
-		return fail(name, "no Sentinel info %s-sentinels (is a quorum selecting this instance?): %v", in.Name, err)
+		return fail(name, "no Sentinel info %s (is a quorum selecting this instance?): %v", contract.SentinelInfo(in.Name), err)
 	}
 	si, err := spec.ParseSentinelInfo([]byte(info.Data[spec.SentinelsKey]))
 	if err != nil {

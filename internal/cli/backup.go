@@ -83,8 +83,8 @@ is left as it was (no partial file). See internal/backup.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.InstanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor (the nodes)")
-	f.StringVar(&o.PasswordFile, "password-file", "/etc/valkey-ha/backup-auth/password", "the _backup user's password")
+	f.StringVar(&o.InstanceFile, "instance-file", defaultInstanceFile, "instance descriptor (the nodes)")
+	f.StringVar(&o.PasswordFile, "password-file", filepath.Join(contract.MountBackupAuth, contract.KeyPassword), "the _backup user's password")
 	f.StringVar(&o.Dir, "dir", "/backup", "target directory (the backup volume)")
 	f.IntVar(&o.Retention, "retention", 7, "backups of this instance to keep")
 	f.StringVar(&o.CLI, "cli", "valkey-cli", "the engine's command-line client (valkey-cli or redis-cli)")
@@ -104,7 +104,7 @@ func addS3Flags(f *pflag.FlagSet, t *backup.S3Target, credsDir *string, endpoint
 	f.StringVar(&t.Region, "s3-region", "", "bucket region")
 	f.BoolVar(&t.ForcePathStyle, "s3-force-path-style", false, "address the bucket as <endpoint>/<bucket>")
 	f.StringVar(&t.CAFile, "s3-ca-file", "", "PEM bundle verifying an https endpoint")
-	f.StringVar(credsDir, "s3-credentials-dir", "/etc/valkey-ha/s3-credentials", "directory with the files accessKeyId and secretAccessKey")
+	f.StringVar(credsDir, "s3-credentials-dir", contract.MountS3Credentials, "directory with the files accessKeyId and secretAccessKey")
 }
 
 // s3 reads the credentials and builds the S3 target, or returns nil without --s3-endpoint.
@@ -164,7 +164,7 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 			defer os.Remove(filepath.Join(o.Dir, m.File))
 			defer os.Remove(filepath.Join(o.Dir, m.File+".json"))
 		}
-		pruned, err := s3.Upload(ctx, o.Dir, m, o.Retention)
+		pruned, err := s3.Upload(ctx, o.Dir, &m, o.Retention)
 		if err != nil {
 			if !o.Scratch {
 				err = fmt.Errorf("%w (the copy on the backup volume, %s, is kept)", err, m.File)
@@ -180,7 +180,7 @@ func (o *BackupOptions) run(cmd *cobra.Command) error {
 	}
 	log.Info("backup taken", "instance", in.Name, "file", where, "node", m.Node, "engine", m.Engine,
 		"engineVersion", m.EngineVersion, "rdbVersion", m.RDBVersion, "bytes", m.Size, "sha256", m.SHA256, "replOffset", m.ReplOffset,
-		"durationSeconds", m.DurationSeconds, "pruned", res.Pruned)
+		"durationSeconds", m.DurationSeconds, "uploadSeconds", m.UploadSeconds, "pruned", res.Pruned)
 	if b, err := json.Marshal(m); err == nil {
 		// the instance controller reads it back from the pod's status (backup metrics)
 		writeTermination(o.TerminationLog, string(b))
@@ -228,7 +228,7 @@ directory that holds data is never touched. A refusal writes "start refused: <re
 	f := cmd.Flags()
 	f.StringVar(&o.From, "from", "", "the backup file (on the mounted restore volume)")
 	f.StringVar(&o.DataDir, "data-dir", "/data", "the node's data directory")
-	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "the server config (appendonly, dbfilename, appenddirname)")
+	f.StringVar(&o.ConfigTemplate, "config-template", defaultConfigTemplate, "the server config (appendonly, dbfilename, appenddirname)")
 	f.StringVar(&o.Server, "server", "valkey-server", "the server program (its --version decides which RDB versions it reads)")
 	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "where a refusal's reason is written")
 	addS3Flags(f, &o.S3, &o.S3CredentialsDir, "download --from's file name from this S3-compatible server first (http:// or https://)", "bucket holding the backup")

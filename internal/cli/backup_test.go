@@ -95,6 +95,7 @@ func TestBackupCommandToS3(t *testing.T) {
 	assert.Equal(t, "cache", m.Instance)
 	assert.Equal(t, replica.Addr(), m.Node)
 	assert.Positive(t, m.Size)
+	assert.Positive(t, m.UploadSeconds, "the termination message carries the upload's duration")
 	assert.ElementsMatch(t, []string{"valkey/cache/" + m.File, "valkey/cache/" + m.File + ".json"}, srv.Objects(t, "backups"))
 	got, err := os.ReadFile(filepath.Join(srv.Dir, "backups", "valkey", "cache", m.File))
 	require.NoError(t, err)

@@ -39,7 +39,7 @@ type BootstrapOptions struct {
 	Exec           string
 	WaitLimit      time.Duration
 	Retry          time.Duration
-	// ClusterDomain, when set, makes the boot step refuse a descriptor that does not describe this pod with
+	// ClusterDomain, unless empty, makes the boot step refuse a descriptor that does not describe this pod with
 	// the chart's canonical names and FQDNs (bootstrap.CheckIdentity); the chart always sets it.
 	ClusterDomain string
 	// SentinelAuthDir holds the quorum's _instance password (bootstrap.Config.SentinelAuthDir).
@@ -173,11 +173,11 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.NodeIndex, "node-index", -1, "index of this node in the descriptor's nodes")
-	f.StringVar(&o.InstanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
-	f.StringVar(&o.SentinelsFile, "sentinels-file", "/etc/valkey-ha/sentinels/sentinels.json", "Sentinel info (absent = not monitored)")
-	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with one file per system user password")
-	f.StringVar(&o.ConfigTemplate, "config-template", "/etc/valkey-ha/config/valkey.conf", "server config from the ConfigMap")
-	f.StringVar(&o.ConfigOut, "config-out", "/etc/valkey-ha/runtime/valkey.conf", "writable server config to write")
+	f.StringVar(&o.InstanceFile, "instance-file", defaultInstanceFile, "instance descriptor")
+	f.StringVar(&o.SentinelsFile, "sentinels-file", defaultSentinelsFile, "Sentinel info (absent = not monitored)")
+	f.StringVar(&o.SecretsDir, "secrets-dir", contract.MountSystem, "directory with one file per system user password")
+	f.StringVar(&o.ConfigTemplate, "config-template", defaultConfigTemplate, "server config from the ConfigMap")
+	f.StringVar(&o.ConfigOut, "config-out", defaultConfigOut, "writable server config to write")
 	f.StringVar(&o.TerminationLog, "termination-log", "/dev/termination-log", "file a refused start writes its reason to (the container's terminationMessagePath)")
 	f.StringVar(&o.DataDir, "data-dir", "/data", "data directory (checked for persisted data)")
 	f.StringVar(&o.Exec, "exec", "", "server binary to exec with the written config (valkey-server or redis-server)")
@@ -187,7 +187,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 	f.StringVar(&o.MigrateUser, "migrate-user", "", "the source's ACL user (empty: default)")
 	f.StringVar(&o.MigratePasswordFile, "migrate-password-file", "", "file holding the source user's password (node 0 only)")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password, Secret <S>-auth-instance; empty or missing: no Sentinel credentials)")
-	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "refuse a descriptor that is not this pod's instance with the chart's names and <pod>.<statefulset>.<namespace>.svc.<domain> hosts, and send the Sentinel password only to the quorum's own pods")
+	clusterDomainFlag(f, &o.ClusterDomain)
 	return cmd
 }
 
@@ -280,7 +280,7 @@ func newFirstSyncGuardCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&nodeIndex, "node-index", -1, "index of this node in the descriptor's nodes")
-	f.StringVar(&instanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
+	f.StringVar(&instanceFile, "instance-file", defaultInstanceFile, "instance descriptor")
 	f.Int64Var(&priority, "priority", firstsync.DefaultPriority, "replica-priority to restore")
 	f.StringVar(&caFile, "tls-ca-file", valkey.DefaultCAFile, "CA of the server's certificate (TLS instances)")
 	f.StringVar(&authFile, "masterauth-file", "", "the _replication password, set as masterauth once the server is primary (node 0 of a migration)")

@@ -275,7 +275,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 	cmd.Flags().StringVar(&o.Instance, "instance", "", "instance (release fullname) to manage; empty = every instance in the namespace")
 	cmd.Flags().DurationVar(&o.Resync, "resync", contract.DefaultInstanceResync, "polling period per instance")
 	cmd.Flags().BoolVar(&o.NoSubscribe, "no-subscribe", false, "do not subscribe to +switch-master (polling only)")
-	clusterDomainFlag(cmd.Flags(), &o.ClusterDomain, clusterDomainDefaulted, "a descriptor whose node hosts are not <pod>.<statefulset>.<namespace>.svc.<domain> is refused")
+	clusterDomainFlag(cmd.Flags(), &o.ClusterDomain)
 	cmd.Flags().StringVar(&o.SharedIdentity, "shared-identity", "", "run as the shared instance controller <namespace>/<serviceAccount>: serve every instance whose descriptor names it (controller.mode shared)")
 	cmd.Flags().IntVar(&o.Workers, "workers", 0, "parallel passes at most (0: one worker lane per instance, so a stuck instance never delays another)")
 	cmd.Flags().StringVar(&o.MigrateFrom, "migrate-from", "", "host:port of a primary outside the chart this instance migrates from (README \"Migration\"; needs --instance)")
@@ -371,7 +371,7 @@ data pods, refuses an instance another quorum already monitors, and never remove
 	o.bind(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.Release, "release", "", "the quorum's fullname S")
-	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainDefaulted, "the hosts of the descriptors and of the quorum's own pods")
+	clusterDomainFlag(f, &o.ClusterDomain)
 	f.StringVar(&o.Selector, "selector", "", "label selector over instance descriptors; empty matches nothing")
 	f.DurationVar(&o.Resync, "resync", contract.DefaultSentinelResync, "polling period")
 	// read from the quorum document S-quorum and the StatefulSet now; an older chart still passes them

@@ -1,26 +1,29 @@
 package cli
 
 import (
+	"path"
+
 	"github.com/spf13/pflag"
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// Whether a subcommand's --cluster-domain has a default (the controllers and `test` always check hosts) or is
-// optional (the in-pod steps check only when the chart passes it).
-const (
-	clusterDomainDefaulted = false
-	clusterDomainOptional  = true
-)
+// clusterDomainUsage is the help text of --cluster-domain, the same in every subcommand that has it.
+const clusterDomainUsage = "cluster DNS domain, the <domain> of every node and Sentinel host <pod>.<service>.<namespace>.svc.<domain>: " +
+	"a descriptor, quorum document or Sentinel info that names a host outside it (or, for the in-pod steps, not this pod's instance) " +
+	"is refused before a password is sent; the charts pass clusterDomain (empty: no host check)"
 
-// clusterDomainFlag declares --cluster-domain (the cluster's DNS domain, the <domain> of
-// <pod>.<statefulset>.<namespace>.svc.<domain>) on f: the one declaration every subcommand uses. A defaulted flag
-// starts at contract.DefaultClusterDomain; an optional one at "" (no host check: the chart always passes it, a
-// hand-run step may leave the check out). checks says what the domain is checked against.
-func clusterDomainFlag(f *pflag.FlagSet, p *string, optional bool, checks string) {
-	def, usage := contract.DefaultClusterDomain, "cluster DNS domain: "+checks
-	if optional {
-		def, usage = "", usage+" (empty: no check)"
-	}
-	f.StringVar(p, "cluster-domain", def, usage)
+// clusterDomainFlag declares --cluster-domain on f: the one declaration every subcommand uses (instance,
+// sentinel, test, bootstrap, prestop), with one default, contract.DefaultClusterDomain (the charts' clusterDomain
+// default), and one help text. An explicit empty value turns the host checks off (tests on loopback).
+func clusterDomainFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "cluster-domain", contract.DefaultClusterDomain, clusterDomainUsage)
 }
+
+// The in-pod steps' file flags default to where charts/valkey mounts each object (contract.Mount*).
+var (
+	defaultInstanceFile   = path.Join(contract.MountInstance, contract.KeyInstance)
+	defaultSentinelsFile  = path.Join(contract.MountSentinels, contract.KeySentinels)
+	defaultConfigTemplate = path.Join(contract.MountConfig, contract.KeyServerConfig)
+	defaultConfigOut      = path.Join(contract.MountRuntime, contract.KeyServerConfig)
+)

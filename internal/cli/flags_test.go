@@ -9,29 +9,47 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// Every subcommand declares --cluster-domain through clusterDomainFlag, with the default it had before: the
-// controllers and `test` check hosts against contract.DefaultClusterDomain, the in-pod steps only when the chart
-// passes the flag; no other subcommand has it.
+// Every subcommand that has --cluster-domain declares it through clusterDomainFlag: one default
+// (contract.DefaultClusterDomain, the charts' clusterDomain default) and one help text; the subcommands that check
+// hosts have it and no other does.
 func TestClusterDomainFlagDefaults(t *testing.T) {
-	want := map[string]string{
-		"instance":  contract.DefaultClusterDomain,
-		"sentinel":  contract.DefaultClusterDomain,
-		"test":      contract.DefaultClusterDomain,
-		"bootstrap": "",
-		"prestop":   "",
-	}
+	want := map[string]bool{"instance": true, "sentinel": true, "test": true, "bootstrap": true, "prestop": true}
 	root := NewRoot()
-	require.Nil(t, root.PersistentFlags().Lookup("cluster-domain"), "not a root flag: the defaults differ by subcommand")
+	require.Nil(t, root.PersistentFlags().Lookup("cluster-domain"), "a subcommand flag, not a root flag")
 	for _, cmd := range root.Commands() {
 		f := cmd.Flags().Lookup("cluster-domain")
-		def, ok := want[cmd.Name()]
-		if !ok {
+		if !want[cmd.Name()] {
 			assert.Nil(t, f, "%s has no --cluster-domain", cmd.Name())
 			continue
 		}
 		if assert.NotNil(t, f, "%s declares --cluster-domain", cmd.Name()) {
-			assert.Equal(t, def, f.DefValue, "%s --cluster-domain default", cmd.Name())
-			assert.Contains(t, f.Usage, "cluster DNS domain: ", "%s: declared by clusterDomainFlag", cmd.Name())
+			assert.Equal(t, contract.DefaultClusterDomain, f.DefValue, "%s --cluster-domain default", cmd.Name())
+			assert.Equal(t, clusterDomainUsage, f.Usage, "%s --cluster-domain help: declared by clusterDomainFlag", cmd.Name())
+		}
+		delete(want, cmd.Name())
+	}
+	assert.Empty(t, want, "subcommands not found")
+}
+
+// The in-pod steps' file flags default to where charts/valkey mounts each object (templates-tests
+// TestContractNames checks the mounts against the same contract.Mount* constants).
+func TestInPodFileFlagDefaults(t *testing.T) {
+	want := map[string]map[string]string{
+		"bootstrap": {"instance-file": "/etc/valkey-ha/instance/instance.json", "sentinels-file": "/etc/valkey-ha/sentinels/sentinels.json",
+			"secrets-dir": "/etc/valkey-ha/system", "config-template": "/etc/valkey-ha/config/valkey.conf", "config-out": "/etc/valkey-ha/runtime/valkey.conf"},
+		"prestop": {"instance-file": "/etc/valkey-ha/instance/instance.json", "sentinels-file": "/etc/valkey-ha/sentinels/sentinels.json",
+			"secrets-dir": "/etc/valkey-ha/system", "runtime-dir": "/etc/valkey-ha/runtime"},
+		"first-sync-guard": {"instance-file": "/etc/valkey-ha/instance/instance.json", "tls-ca-file": "/etc/valkey-ha/tls/ca.crt"},
+		"backup": {"instance-file": "/etc/valkey-ha/instance/instance.json", "password-file": "/etc/valkey-ha/backup-auth/password",
+			"s3-credentials-dir": "/etc/valkey-ha/s3-credentials"},
+		"restore": {"config-template": "/etc/valkey-ha/config/valkey.conf", "s3-credentials-dir": "/etc/valkey-ha/s3-credentials"},
+	}
+	root := NewRoot()
+	for _, cmd := range root.Commands() {
+		for flag, def := range want[cmd.Name()] {
+			if f := cmd.Flags().Lookup(flag); assert.NotNil(t, f, "%s --%s", cmd.Name(), flag) {
+				assert.Equal(t, def, f.DefValue, "%s --%s default", cmd.Name(), flag)
+			}
 		}
 		delete(want, cmd.Name())
 	}

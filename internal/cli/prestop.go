@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/prestop"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
@@ -86,12 +87,12 @@ internal/prestop.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.NodeIndex, "node-index", -1, "index of this node in the descriptor's nodes")
-	f.StringVar(&o.InstanceFile, "instance-file", "/etc/valkey-ha/instance/instance.json", "instance descriptor")
-	f.StringVar(&o.SentinelsFile, "sentinels-file", "/etc/valkey-ha/sentinels/sentinels.json", "Sentinel info (absent = not monitored)")
-	f.StringVar(&o.SecretsDir, "secrets-dir", "/etc/valkey-ha/system", "directory with the _probe password (reads of the replicas)")
-	f.StringVar(&o.RuntimeDir, "runtime-dir", "/etc/valkey-ha/runtime", "runtime directory where the bootstrap wrote the node-local _prestop password")
+	f.StringVar(&o.InstanceFile, "instance-file", defaultInstanceFile, "instance descriptor")
+	f.StringVar(&o.SentinelsFile, "sentinels-file", defaultSentinelsFile, "Sentinel info (absent = not monitored)")
+	f.StringVar(&o.SecretsDir, "secrets-dir", contract.MountSystem, "directory with the _probe password (reads of the replicas)")
+	f.StringVar(&o.RuntimeDir, "runtime-dir", contract.MountRuntime, "runtime directory where the bootstrap wrote the node-local _prestop password")
 	f.StringVar(&o.SentinelAuthDir, "sentinel-auth-dir", "", "directory with the quorum's _instance password (file password; empty: no Sentinel credentials)")
-	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainOptional, "send the Sentinel password only to the quorum's own pods <S>-<i>.<S>-headless.<namespace>.svc.<domain>")
+	clusterDomainFlag(f, &o.ClusterDomain)
 	f.DurationVar(&o.Timeout, "timeout", 20*time.Second, "bound of the whole hook (keep it below terminationGracePeriodSeconds minus the server's shutdown-timeout)")
 	f.DurationVar(&o.DialTimeout, "dial-timeout", time.Second, "bound of each connection and command")
 	f.StringVar(&o.LogFile, "log-file", "", "also write the log here (the chart: /proc/1/fd/1, the container's stdout)")

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/credentials"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -129,7 +130,7 @@ func retry(ctx context.Context, interval time.Duration, log *slog.Logger, what s
 // data pods and instance controllers read _instance trimmed, so such a password would be refused by some and
 // not others (the chart's start step refuses it with the same words).
 func oneLinePassword(s *corev1.Secret) (string, error) {
-	pw := string(s.Data["password"])
+	pw := string(s.Data[contract.KeyPassword])
 	switch trimmed := strings.TrimRight(pw, "\r\n"); {
 	case trimmed == "" || strings.ContainsAny(trimmed, "\r\n"):
 		return "", fmt.Errorf("secret %s/%s: key password is empty or holds a line break; give it one line (or delete the Secret to have one generated)", s.Namespace, s.Name)
@@ -141,9 +142,9 @@ func oneLinePassword(s *corev1.Secret) (string, error) {
 }
 
 func ensureSentinelAuthOnce(ctx context.Context, cs kubernetes.Interface, namespace, release string, log *slog.Logger) (string, error) {
-	owner, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, release+"-config", metav1.GetOptions{})
+	owner, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, contract.Config(release), metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("get configmap %s/%s-config (owner of the generated Secrets): %w", namespace, release, err)
+		return "", fmt.Errorf("get configmap %s/%s (owner of the generated Secrets): %w", namespace, contract.Config(release), err)
 	}
 	admin := ""
 	for _, u := range sentinelUsers {
@@ -152,11 +153,11 @@ func ensureSentinelAuthOnce(ctx context.Context, cs kubernetes.Interface, namesp
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
 				// the labels of the instances' credentials Job (never app.kubernetes.io/instance: GitOps tools
 				// would take a run-time Secret for part of the application and prune it)
-				Labels: map[string]string{spec.LabelPartOf: spec.PartOfValue, "app.kubernetes.io/managed-by": "valkey-sentinel-ctl",
-					spec.LabelComponent: "credentials", spec.LabelSentinel: release},
+				Labels: map[string]string{contract.LabelPartOf: contract.PartOf, contract.LabelManagedBy: contract.ManagedBy,
+					contract.LabelComponent: contract.ComponentCredentials, contract.LabelSentinel: release},
 				OwnerReferences: []metav1.OwnerReference{kube.OwnerRef(owner)}},
 			Type: corev1.SecretTypeOpaque,
-			Data: map[string][]byte{"username": []byte(u), "password": []byte(credentials.GeneratePassword())},
+			Data: map[string][]byte{contract.KeyUsername: []byte(u), contract.KeyPassword: []byte(credentials.GeneratePassword())},
 		}
 		s, created, err := kube.EnsureSecret(ctx, cs, want)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/check"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -67,7 +69,7 @@ is given that long.`,
 				} else {
 					addrs := make([]string, o.Replicas)
 					for i := range addrs {
-						addrs[i] = net.JoinHostPort(fmt.Sprintf("%s-%d.%s-headless.%s.svc.%s", o.SentinelRelease, i, o.SentinelRelease, o.Namespace, o.ClusterDomain), "26379")
+						addrs[i] = net.JoinHostPort(contract.SentinelHost(o.SentinelRelease, i, o.Namespace, o.ClusterDomain), strconv.Itoa(contract.SentinelPort))
 					}
 					so := valkey.Options{}.WithTLS(o.TLS, valkey.DefaultCAFile)
 					if pw := os.Getenv("SENTINEL_PASSWORD"); pw != "" {
@@ -105,7 +107,7 @@ is given that long.`,
 	f.StringVar(&o.Instance, "instance", "", "instance fullname F to check")
 	f.StringVar(&o.SentinelRelease, "sentinel-release", "", "Sentinel quorum fullname S to check")
 	f.IntVar(&o.Replicas, "replicas", 3, "number of Sentinel pods (with --sentinel-release)")
-	clusterDomainFlag(f, &o.ClusterDomain, clusterDomainDefaulted, "the Sentinel hosts; with --instance, the domain every node host of the descriptor must use")
+	clusterDomainFlag(f, &o.ClusterDomain)
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-check timeout (replication read-back)")
 	f.DurationVar(&o.Retry, "retry", 60*time.Second, "keep retrying failed checks this long")
 	f.StringVar(&o.SentinelUser, "sentinel-user", acl.SentinelClient, "Sentinel user (with --sentinel-release; password in $SENTINEL_PASSWORD, unset: no credentials)")

@@ -1,4 +1,4 @@
-// Package contract is every name, label, annotation, key, port and default that charts/valkey,
+// Package contract is every name, label, annotation, key, port, mount path and default that charts/valkey,
 // charts/valkey-sentinel and valkey-sentinel-ctl share (docs/contract.md, which lists them for people). It is
 // the one place the Go side spells them: the controllers, the boot step, the helm-test checks, the test
 // environment and the e2e suite all call it. The charts' _helpers.tpl spell the same names in templates;
@@ -58,6 +58,9 @@ const (
 	ComponentStatus       = "status"        // F-status, S-status
 	ComponentTest         = "test"
 	ComponentBackup       = "backup" // the backup Job's pods
+	// ComponentCredentials is on the credentials Jobs and on the Secrets they and `sentinel-credentials`
+	// generate at run time.
+	ComponentCredentials = "credentials"
 )
 
 // Annotations.
@@ -84,11 +87,34 @@ const (
 	KeySentinels = "sentinels.json" // in F-sentinels (written by the sentinel controller)
 	KeyStatus    = "status.json"    // in F-status and S-status (written by the controllers)
 	KeyPassword  = "password"       // in F-sentinel-auth and S-auth-<user>
-	KeyUsername  = "username"       // in S-auth-<user> and F-user-<name>
+	// KeyUsers (users.json: the desired users, acl.DesiredUser list, that the instance controller applies live
+	// and the boot step turns into the runtime ACL file) and KeyACLFile (users.acl: the server's ACL file) are
+	// in F-acl, written by the credentials Job; the data pods mount them side by side.
+	KeyUsers    = "users.json"
+	KeyACLFile  = "users.acl"
+	KeyUsername = "username" // in S-auth-<user> and F-user-<name>
 	// KeyNamespace and KeyRelease are in F-quorum-auth (QuorumCopy): the namespace and fullname of the quorum
 	// that wrote the credential, the only Sentinels it may be sent to.
 	KeyNamespace = "namespace"
 	KeyRelease   = "release"
+)
+
+// Where a data pod's containers mount what the in-pod steps (bootstrap, prestop, first-sync-guard, backup,
+// restore) read and write (charts/valkey statefulset.yaml); the steps' flags default to these paths, and the
+// chart passes them anyway.
+const (
+	MountConfig    = "/etc/valkey-ha/config"    // Config(F): the server config template, key KeyServerConfig
+	MountInstance  = "/etc/valkey-ha/instance"  // Descriptor(F), key KeyInstance
+	MountSentinels = "/etc/valkey-ha/sentinels" // SentinelInfo(F), key KeySentinels; optional (absent: not monitored)
+	MountSystem    = "/etc/valkey-ha/system"    // SystemSecret(F): one file per system password the pod uses
+	MountRuntime   = "/etc/valkey-ha/runtime"   // an emptyDir: the runtime config KeyServerConfig, node-local passwords
+	MountTLS       = "/etc/valkey-ha/tls"       // the server certificate Secret (tls.enabled): ca.crt, tls.crt, tls.key
+	// MountBackupAuth (the _backup password, key KeyPassword) and MountS3Credentials (backup.s3 and
+	// restoreFrom.s3's credentials) are mounted by the backup Job; the restore init container mounts the latter.
+	MountBackupAuth    = "/etc/valkey-ha/backup-auth"
+	MountS3Credentials = "/etc/valkey-ha/s3-credentials"
+	// KeyServerConfig is the server config in F-config, and the runtime config the bootstrap writes from it.
+	KeyServerConfig = "valkey.conf"
 )
 
 // Ports and failover modes.
@@ -109,19 +135,25 @@ const (
 
 // Names of charts/valkey's objects of instance F.
 const (
-	descriptorSuffix = "-instance"
+	// DescriptorSuffix ends the name of every descriptor ConfigMap, F-instance (Descriptor, InstanceOf).
+	DescriptorSuffix = "-instance"
 	statusSuffix     = "-status"
 	sentinelsSuffix  = "-sentinels"
 )
 
 // Descriptor is the name of F's descriptor ConfigMap, F-instance.
-func Descriptor(f string) string { return f + descriptorSuffix }
+func Descriptor(f string) string { return f + DescriptorSuffix }
 
 // InstanceOf returns F for a descriptor name F-instance (false for any other name).
 func InstanceOf(descriptor string) (string, bool) {
-	f, ok := strings.CutSuffix(descriptor, descriptorSuffix)
+	f, ok := strings.CutSuffix(descriptor, DescriptorSuffix)
 	return f, ok && f != ""
 }
+
+// Config is the name of the ConfigMap with the rendered server config of an instance F or the Sentinel config
+// of a quorum S (F-config, S-config). S-config owns the Secrets `sentinel-credentials` generates, so
+// helm uninstall removes them.
+func Config(name string) string { return name + "-config" }
 
 // Status is the name of the status ConfigMap of an instance F or a quorum S (F-status, S-status).
 func Status(name string) string { return name + statusSuffix }
@@ -146,6 +178,13 @@ func NodeStatefulSet(f string, i int) string { return fmt.Sprintf("%s-%d", f, i)
 
 // NodePod is the name of node i's pod, F-i-0.
 func NodePod(f string, i int) string { return NodeStatefulSet(f, i) + "-0" }
+
+// DataClaim is the name of the data StatefulSets' volumeClaimTemplate (persistence on).
+const DataClaim = "data"
+
+// Claim is the name of the PersistentVolumeClaim of data pod pod (F-i-0): data-F-i-0, as Kubernetes names a
+// StatefulSet's claims <template>-<pod>.
+func Claim(pod string) string { return DataClaim + "-" + pod }
 
 // NodeHost is node i's stable FQDN, F-i-0.F-i.ns.svc.domain.
 func NodeHost(f string, i int, ns, domain string) string {

@@ -12,6 +12,8 @@ func TestNames(t *testing.T) {
 	f, s := "cache-valkey", "sentinel"
 	for got, want := range map[string]string{
 		Descriptor(f):                   "cache-valkey-instance",
+		Config(f):                       "cache-valkey-config",
+		Config(s):                       "sentinel-config",
 		Status(f):                       "cache-valkey-status",
 		SentinelInfo(f):                 "cache-valkey-sentinels",
 		SystemSecret(f):                 "cache-valkey-system",
@@ -20,6 +22,7 @@ func TestNames(t *testing.T) {
 		UserSecret(f, "app"):            "cache-valkey-user-app",
 		NodeStatefulSet(f, 2):           "cache-valkey-2",
 		NodePod(f, 2):                   "cache-valkey-2-0",
+		Claim(NodePod(f, 2)):            "data-cache-valkey-2-0",
 		NodeHost(f, 2, "ns", "c.l"):     "cache-valkey-2-0.cache-valkey-2.ns.svc.c.l",
 		Controller(f):                   "cache-valkey-controller",
 		Quorum(s):                       "sentinel-quorum",

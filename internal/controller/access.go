@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -43,7 +44,7 @@ func (c *InstanceController) syncAccess(ctx context.Context, desc *corev1.Config
 		if err != nil {
 			return plan.Access{Message: fmt.Sprintf("read secret %s: %v", in.ACLSecret, err)}
 		}
-		users, refused, err := acl.SplitUsers(s.Data["users.json"])
+		users, refused, err := acl.SplitUsers(s.Data[contract.KeyUsers])
 		if err != nil {
 			return plan.Access{Message: err.Error()}
 		}

@@ -40,7 +40,7 @@ func (c *InstanceController) observeBackups(ctx context.Context, in spec.Instanc
 		return
 	}
 	mem.lastBackup = m
-	c.metrics.ObserveBackup(in.Namespace+"/"+in.Name, m.Size, m.DurationSeconds, m.FinishedAt)
+	c.metrics.ObserveBackup(in.Namespace+"/"+in.Name, m.Size, m.DurationSeconds, m.UploadSeconds, m.FinishedAt)
 }
 
 // backupStatus is the status document's view of the newest backup seen: nil before the first.
@@ -48,7 +48,7 @@ func backupStatus(m backup.Meta) *status.Backup {
 	if m.FinishedAt.IsZero() {
 		return nil
 	}
-	return &status.Backup{File: m.File, FinishedAt: m.FinishedAt, SizeBytes: m.Size, DurationSeconds: m.DurationSeconds}
+	return &status.Backup{File: m.File, FinishedAt: m.FinishedAt, SizeBytes: m.Size, DurationSeconds: m.DurationSeconds, UploadSeconds: m.UploadSeconds}
 }
 
 // latestBackup returns the metadata of the newest successful backup of instance among pods: a Succeeded pod

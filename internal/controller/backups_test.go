@@ -36,12 +36,12 @@ func backupPod(name string, phase corev1.PodPhase, exit int32, msg string) *core
 
 func metaJSON(t *testing.T, instance string, size int64, dur float64, end time.Time) string {
 	b, err := json.Marshal(backup.Meta{Version: backup.MetaVersion, Instance: instance, File: instance + "-20261203T030000Z.rdb",
-		Size: size, DurationSeconds: dur, FinishedAt: end})
+		Size: size, DurationSeconds: dur, UploadSeconds: dur / 2, FinishedAt: end})
 	require.NoError(t, err)
 	return string(b)
 }
 
-// TestBackupMetricsFromTheJobPods: the last successful backup's size, duration and end time become the
+// TestBackupMetricsFromTheJobPods: the last successful backup's size, snapshot and upload durations and end time become the
 // valkey_ha_backup_* gauges and the status document's lastBackup, read from the newest succeeded backup pod's termination message; failed pods,
 // garbage messages and another instance's backups are skipped; the pods are listed at most once a minute, a
 // failed List changes nothing, and the gauges keep the newest backup once its pod is gone.
@@ -62,8 +62,9 @@ func TestBackupMetricsFromTheJobPods(t *testing.T) {
 	key := ns + "/vk"
 	assert.Equal(t, 2048.0, testutil.ToFloat64(m.BackupLastSizeBytes.WithLabelValues(key)))
 	assert.Equal(t, 3.25, testutil.ToFloat64(m.BackupLastDurationSeconds.WithLabelValues(key)))
+	assert.Equal(t, 1.625, testutil.ToFloat64(m.BackupLastUploadSeconds.WithLabelValues(key)), "the upload's duration")
 	assert.Equal(t, float64(end.Unix()), testutil.ToFloat64(m.BackupLastSuccess.WithLabelValues(key)))
-	assert.Equal(t, &status.Backup{File: "vk-20261203T030000Z.rdb", FinishedAt: end, SizeBytes: 2048, DurationSeconds: 3.25},
+	assert.Equal(t, &status.Backup{File: "vk-20261203T030000Z.rdb", FinishedAt: end, SizeBytes: 2048, DurationSeconds: 3.25, UploadSeconds: 1.625},
 		backupStatus(mem.lastBackup), "the status document's lastBackup")
 	assert.Nil(t, backupStatus(backup.Meta{}), "no lastBackup before the first backup")
 

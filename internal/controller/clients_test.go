@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/topology"
@@ -341,4 +343,140 @@ func TestClosedByServer(t *testing.T) {
 	assert.False(t, closedByServer(err))
 	assert.False(t, closedByServer(context.DeadlineExceeded))
 	assert.False(t, closedByServer(nil))
+}
+
+// laggedRouting models a primary Service whose routing lags the role labels (the EndpointSlice, then
+// kube-proxy: 1-2 s on the local cluster, BENCHMARKS.md issue 30): dial returns the pod that was labelled
+// primary lag ago.
+type laggedRouting struct {
+	mu      sync.Mutex
+	lag     time.Duration
+	samples []routeSample // oldest first, one per 20 ms
+}
+
+type routeSample struct {
+	at   time.Time
+	addr string
+}
+
+// startLaggedRouting samples e.labelledPrimary every 20 ms until the test ends and returns once dial has a
+// sample at least lag old.
+func startLaggedRouting(t *testing.T, e *env, lag time.Duration) *laggedRouting {
+	r := &laggedRouting{lag: lag}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if addr, err := e.labelledPrimary(); err == nil {
+				r.mu.Lock()
+				r.samples = append(r.samples, routeSample{time.Now(), addr})
+				r.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	valkeytest.Eventually(t, lag+5*time.Second, 20*time.Millisecond, "a routing sample "+lag.String()+" old", func() error {
+		_, err := r.dial(0)
+		return err
+	})
+	return r
+}
+
+// dial returns the newest sample taken at least lag ago.
+func (r *laggedRouting) dial(int) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cut := time.Now().Add(-r.lag)
+	for i := len(r.samples) - 1; i >= 0; i-- {
+		if !r.samples[i].at.After(cut) {
+			return r.samples[i].addr, nil
+		}
+	}
+	return "", fmt.Errorf("no routing sample %s old yet", r.lag)
+}
+
+// TestHeldClientsFollowALaggingService (issue 30): SENTINEL FAILOVER with ten clients of a primary Service
+// whose routing lags the labels by 1.5 s (kube-proxy on the local cluster lagged 1-2 s). The clients closed
+// at the demotion and at the relabel reconnect, are routed to the old node again and get READONLY there; the
+// controller closes its application connections again at every pass for recloseWindow after the relabel, so
+// every client reaches the new primary within the lag plus a few passes, and the old node acknowledges no
+// write after its demotion. Before the reclose they stayed on the old node until the end (never).
+func TestHeldClientsFollowALaggingService(t *testing.T) {
+	const lag = 1500 * time.Millisecond
+	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
+	e.PublishSentinels()
+	pw := testenv.AddAppUser(t, e.Top)
+	m := e.startHeldInstanceController(false)
+	old := e.Top.Nodes[0]
+	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
+	route := startLaggedRouting(t, e, lag)
+	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond, Dial: route.dial})
+	begin := time.Now()
+	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
+
+	sw := testenv.NewSwitchWatcher(t, e.Top)
+	require.NoError(t, e.Top.Sentinels[0].Client(e.Top.SentinelOptions()).SentinelFailover(context.Background(), e.Top.Cfg.MonitorName))
+	at, port, err := sw.WaitSwitch(old.Port, 20*time.Second)
+	require.NoError(t, err)
+	var newNode *valkeytest.Proc
+	for _, n := range e.Top.Nodes {
+		if n.Port == port {
+			newNode = n
+		}
+	}
+	require.NotNil(t, newNode, "the promoted node %d", port)
+	demotedAt := waitReplica(t, e, old, 15*time.Second)
+	for end := time.Now().Add(lag + recloseWindow + 3*time.Second); held.AllWrote(newNode.Addr(), at) != nil && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	held.Stop()
+	s := held.Summarize(at, old.Addr(), newNode.Addr())
+	after := held.Summarize(demotedAt, old.Addr(), newNode.Addr())
+	t.Logf("held clients behind a %s routing lag after the switch: %s; closed by the controller: %v", lag, s,
+		testutil.ToFloat64(m.DemotedClientsClosed.WithLabelValues(ns+"/vk")))
+	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
+	assert.LessOrEqual(t, s.Worst(), lag+recloseWindow, "every connection within the lag and the reclose window")
+	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
+}
+
+func TestPlanReclose(t *testing.T) {
+	now := time.Unix(1000, 0)
+	n0, n1 := spec.Node{Index: 0, Pod: "vk-0-0"}, spec.Node{Index: 1, Pod: "vk-1-0"}
+	world := func(label string, reachable bool, role valkey.Role) plan.World {
+		return plan.World{Nodes: []plan.Node{
+			{NodeState: topology.NodeState{Node: n0, RoleLabel: label, Reachable: reachable, Repl: valkey.Replication{Role: role}}},
+			{NodeState: topology.NodeState{Node: n1, RoleLabel: contract.RolePrimary, Reachable: true, Repl: valkey.Replication{Role: valkey.RolePrimary}}},
+		}}
+	}
+	confirmed := topology.Plan{Primary: &n1, PrimaryConfirmed: true}
+	open := map[int]time.Time{0: now.Add(time.Second)}
+	for _, tc := range []struct {
+		name      string
+		w         plan.World
+		tp        topology.Plan
+		until     map[int]time.Time
+		wantClose []int
+		wantOpen  bool
+	}{
+		{"demoted replica in its window", world(contract.RoleReplica, true, valkey.RoleReplica), confirmed, open, []int{0}, true},
+		{"stale primary while another is confirmed", world("", true, valkey.RolePrimary), confirmed, open, []int{0}, true},
+		{"stale primary, no confirmed primary", world("", true, valkey.RolePrimary), topology.Plan{Primary: &n1}, open, nil, true},
+		{"unreachable: kept, not closed", world(contract.RoleReplica, false, ""), confirmed, open, nil, true},
+		{"window passed", world(contract.RoleReplica, true, valkey.RoleReplica), confirmed, map[int]time.Time{0: now}, nil, false},
+		{"primary again (topology)", world(contract.RoleReplica, true, valkey.RolePrimary), topology.Plan{Primary: &n0, PrimaryConfirmed: true}, open, nil, false},
+		{"labelled primary again", world(contract.RolePrimary, true, valkey.RoleReplica), confirmed, open, nil, false},
+		{"no window", world(contract.RoleReplica, true, valkey.RoleReplica), confirmed, nil, nil, false},
+	} {
+		got, left := planReclose(tc.w, tc.tp, tc.until, now)
+		assert.Equal(t, tc.wantClose, got, tc.name)
+		assert.Equal(t, tc.wantOpen, len(left) > 0, tc.name+": window still open")
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/handoff"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/migrate"
 	"github.com/valkey-ha/valkey-ha/internal/nscache"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/roll"
@@ -119,6 +121,14 @@ type instanceMemory struct {
 	plan plan.Memory
 	// migration is the last migration message (migrateFrom; migrate.go), "" without one
 	migration string
+	// migrateObs keeps the migration's connections to the source and node 0 between passes (nil until the
+	// first migration pass; closed by forget and when Run ends)
+	migrateObs *migrate.Observer
+	// switchRetryAt is when a failed migration switch may be tried again; switchBackoff the current wait
+	// (MinSwitchBackoff doubling to MaxSwitchBackoff; both zero after a success)
+	switchRetryAt time.Time
+	switchBackoff time.Duration
+	switchFailed  string
 	// sub is the +switch-master subscription (nil: none)
 	sub *subscription
 	// addrs are the node and Sentinel addresses of the last pass (closed in the pool when forgotten)
@@ -139,6 +149,9 @@ type instanceMemory struct {
 	// for a silent node gives up on it (errSuperseded)
 	switchMu sync.Mutex
 	switchC  chan struct{}
+	// reclose holds, per node index, until when a node whose primary label this controller removed has its
+	// application connections closed again at every pass (planReclose)
+	reclose map[int]time.Time
 }
 
 // switchSignal returns a channel closed at the next +switch-master of the instance's monitor.
@@ -272,6 +285,7 @@ func (c *InstanceController) enqueueObj(obj any) {
 func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) error {
 	defer c.queue.ShutDown()
 	defer c.pool.close()
+	defer c.closeMigrations()
 	c.runCtx = ctx
 	c.switches = newSwitchHub(ctx, c.log)
 	c.cache.Start(ctx)
@@ -388,7 +402,11 @@ func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue
 		return true, c.writeStatus(ctx, desc, w, plan.Decision{Memory: mem.plan}, plan.Outcome{}, mem)
 	}
 	d := plan.Instance(w, mem.plan)
+	c.reclose(ctx, desc, w, d.Topology, mem)
 	out, applyErr := c.apply(ctx, desc, w, &d, mem)
+	if len(mem.reclose) > 0 {
+		c.queue.AddAfter(key, recloseEvery) // a reclose window is open (label, reclose)
+	}
 	if out.LastAction != "" {
 		c.queue.Add(key) // one disruptive step per pass, then observe again at once (the same key: never a second, concurrent pass)
 	}
@@ -564,7 +582,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 			UpdateRevision: sts.Status.UpdateRevision}
 		s.ReleaseRevision, s.HasReleaseRevision = sts.Annotations[contract.AnnotationReleaseRevision]
 		for _, v := range sts.Spec.VolumeClaimTemplates {
-			if v.Name == "data" {
+			if v.Name == contract.DataClaim {
 				q := v.Spec.Resources.Requests[corev1.ResourceStorage]
 				s.Claims = &spec.Claims{Size: q.String(), StorageClass: ptr.Deref(v.Spec.StorageClassName, "")}
 			}
@@ -758,8 +776,63 @@ func (c *InstanceController) label(ctx context.Context, desc *corev1.ConfigMap, 
 		// this patch (a handoff closes them at the demotion), or that a stale primary still serves, now
 		// reconnect to the real primary
 		c.closeClients(ctx, desc, in, mem, a.Node, "primary label removed")
+		if mem.reclose == nil {
+			mem.reclose = map[int]time.Time{}
+		}
+		mem.reclose[a.Node.Index] = time.Now().Add(recloseWindow)
 	}
 	return nil
+}
+
+const (
+	// recloseWindow is how long after the primary label left a node its application connections are closed
+	// again at every pass: the primary Service's routing lags the label (EndpointSlice, then kube-proxy: 1-2 s
+	// measured on the local cluster, BENCHMARKS.md issue 30), and a client that reconnected meanwhile landed on
+	// the old node again. Longer would also keep closing the readers the replica Service sends there.
+	recloseWindow = 3 * time.Second
+	// recloseEvery is the pass interval while a reclose window is open (the resync is 2 s by default).
+	recloseEvery = 500 * time.Millisecond
+)
+
+// planReclose returns the node indexes whose application connections are closed again this pass, and the
+// windows still open after it (nil when none): a node in an open window (until after now) that is reachable,
+// not labelled primary and not the topology's primary, and that reports role replica, or role master while
+// another node is the confirmed primary (closeOnRelabel's rule). A node that became the primary again, or
+// whose window passed, leaves the memory.
+func planReclose(w plan.World, tp topology.Plan, until map[int]time.Time, now time.Time) (closeNow []int, open map[int]time.Time) {
+	for i, t := range until {
+		if !now.Before(t) || (tp.Primary != nil && tp.Primary.Index == i) {
+			continue
+		}
+		n := w.Node(i).NodeState
+		if n.RoleLabel == contract.RolePrimary {
+			continue
+		}
+		if open == nil {
+			open = map[int]time.Time{}
+		}
+		open[i] = t
+		if !n.Reachable {
+			continue
+		}
+		if n.Repl.Role == valkey.RoleReplica || (n.Repl.Role == valkey.RolePrimary && tp.Primary != nil && tp.PrimaryConfirmed) {
+			closeNow = append(closeNow, i)
+		}
+	}
+	slices.Sort(closeNow)
+	return closeNow, open
+}
+
+// reclose closes again the application connections of the nodes planReclose names (closeClients).
+func (c *InstanceController) reclose(ctx context.Context, desc *corev1.ConfigMap, w plan.World, tp topology.Plan, mem *instanceMemory) {
+	if len(mem.reclose) == 0 {
+		return
+	}
+	closeNow, open := planReclose(w, tp, mem.reclose, time.Now())
+	for _, i := range closeNow {
+		c.closeClients(ctx, desc, w.Instance, mem, w.Node(i).Node, "primary label removed recently: the Service's routing may still send clients there")
+	}
+	mem.reclose = open
 }
 
 // closeOnRelabel reports whether the label change a, planned in tp, takes the primary label off a node whose
@@ -1169,6 +1242,9 @@ func (c *InstanceController) forget(name string) {
 		return
 	}
 	st.sub.stop()
+	if st.migrateObs != nil {
+		st.migrateObs.Close()
+	}
 	for _, a := range st.nodeAddrs {
 		c.pool.drop(a)
 	}

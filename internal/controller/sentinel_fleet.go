@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
@@ -160,7 +161,7 @@ func (c *SentinelController) quorumEventOnce(key, eventType, reason, msg string)
 	c.log.Warn(msg)
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CommandTimeout)
 	defer cancel()
-	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, c.opts.Release+"-status", metav1.GetOptions{}); err == nil {
+	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, contract.Status(c.opts.Release), metav1.GetOptions{}); err == nil {
 		c.recorder.Event(cm, eventType, reason, msg)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 )
 
@@ -71,7 +72,7 @@ func owner() *corev1.ConfigMap {
 func usersOf(t *testing.T, s *corev1.Secret) []acl.DesiredUser {
 	t.Helper()
 	require.NotNil(t, s, "F-acl")
-	us, err := acl.ParseUsers(s.Data[ACLKeyUsers])
+	us, err := acl.ParseUsers(s.Data[contract.KeyUsers])
 	require.NoError(t, err)
 	return us
 }
@@ -148,8 +149,8 @@ func TestFirstPassCreatesEverySecretOnce(t *testing.T) {
 	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-5")}}, passwordsOf(us, acl.Sentinel))
 	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-6")}}, passwordsOf(us, acl.Backup))
 	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-3")}}, passwordsOf(us, acl.Probe))
-	assert.True(t, strings.HasPrefix(string(p.ACL.Data[ACLKeyFile]), "user default off resetpass resetkeys resetchannels nocommands\n"))
-	assert.Contains(t, string(p.ACL.Data[ACLKeyFile]), "user app on resetpass #"+acl.HashPassword("pw-7")+" resetkeys ~* ")
+	assert.True(t, strings.HasPrefix(string(p.ACL.Data[contract.KeyACLFile]), "user default off resetpass resetkeys resetchannels nocommands\n"))
+	assert.Contains(t, string(p.ACL.Data[contract.KeyACLFile]), "user app on resetpass #"+acl.HashPassword("pw-7")+" resetkeys ~* ")
 
 	obs := Observation{Secrets: map[string]*corev1.Secret{}}
 	for _, c := range append(p.Create, p.ACL) {
@@ -209,7 +210,7 @@ func TestRotation(t *testing.T) {
 		"previousHash": []byte(acl.HashPassword("old")), "previousValidUntil": []byte(until.Format(time.RFC3339))}, rot.Data)
 	assert.Equal(t, []string{"app"}, p.Rotated)
 	assert.Equal(t, []acl.Password{{Hash: acl.HashPassword("pw-1")}, {Hash: acl.HashPassword("old"), ValidUntil: &until}}, passwordsOf(usersOf(t, p.ACL), "app"))
-	assert.Contains(t, string(p.ACL.Data[ACLKeyFile]), "#"+acl.HashPassword("pw-1")+" #"+acl.HashPassword("old")+" ")
+	assert.Contains(t, string(p.ACL.Data[contract.KeyACLFile]), "#"+acl.HashPassword("pw-1")+" #"+acl.HashPassword("old")+" ")
 
 	// the same generation later, with a later deadline in the values: nothing changes, the stored one holds
 	p = BuildPlan(spec(2, now.Add(6*24*time.Hour)), ns, metav1.OwnerReference{}, obs(rot), now.Add(time.Hour), counter())

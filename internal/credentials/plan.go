@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
 // Observation is what BuildPlan plans from: every Secret of Spec.SecretNames by name, nil when it does not
@@ -255,7 +256,7 @@ func (b *planner) acl() {
 	if err == nil {
 		var file string
 		if file, err = acl.RenderFile(users, b.now); err == nil {
-			b.setACL(map[string][]byte{ACLKeyUsers: js, ACLKeyFile: []byte(file)})
+			b.setACL(map[string][]byte{contract.KeyUsers: js, contract.KeyACLFile: []byte(file)})
 			return
 		}
 	}
@@ -281,7 +282,7 @@ func (b *planner) setACL(data map[string][]byte) {
 func (b *planner) newSecret(name, user string, data map[string][]byte) *corev1.Secret {
 	l := Labels(b.spec.Instance)
 	if user != "" {
-		l["valkey.io/user"] = user
+		l[contract.LabelUser] = user
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns, Labels: l, OwnerReferences: []metav1.OwnerReference{b.owner}},
@@ -293,10 +294,10 @@ func (b *planner) newSecret(name, user string, data map[string][]byte) *corev1.S
 // Labels are the labels of every Secret this step creates for instance F.
 func Labels(instance string) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/part-of":    "valkey-ha",
-		"app.kubernetes.io/managed-by": "valkey-sentinel-ctl",
-		"app.kubernetes.io/component":  "credentials",
-		"valkey.io/instance":           instance,
+		contract.LabelPartOf:    contract.PartOf,
+		contract.LabelManagedBy: contract.ManagedBy,
+		contract.LabelComponent: contract.ComponentCredentials,
+		contract.LabelInstance:  instance,
 	}
 }
 

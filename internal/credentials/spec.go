@@ -45,9 +45,6 @@ const (
 	// at rotation) are in F-user-<name> only during a rotation's grace period.
 	UserKeyPreviousHash       = "previousHash"
 	UserKeyPreviousValidUntil = "previousValidUntil"
-	// ACLKeyUsers is users.json (acl.DesiredUser list) and ACLKeyFile users.acl (the server's ACL file) in F-acl.
-	ACLKeyUsers = "users.json"
-	ACLKeyFile  = "users.acl"
 )
 
 // MaxGrace caps a rotation's grace period (the chart refuses more at render time too).

@@ -84,6 +84,7 @@ type Metrics struct {
 	// saw one; kept when the Job's pod is gone.
 	BackupLastSizeBytes       *prometheus.GaugeVec
 	BackupLastDurationSeconds *prometheus.GaugeVec
+	BackupLastUploadSeconds   *prometheus.GaugeVec
 	BackupLastSuccess         *prometheus.GaugeVec
 
 	// The sentinel controller's view of its quorum (label quorum = namespace/release), set each pass.
@@ -175,6 +176,8 @@ func New() *Metrics {
 	m.BackupLastSizeBytes = gauge("valkey_ha_backup_last_size_bytes", "Size in bytes of the instance's last successful backup.", "valkey_instance")
 	m.BackupLastDurationSeconds = gauge("valkey_ha_backup_last_duration_seconds",
 		"Seconds the instance's last successful backup took (snapshot start to its check).", "valkey_instance")
+	m.BackupLastUploadSeconds = gauge("valkey_ha_backup_last_upload_duration_seconds",
+		"Seconds the upload of the instance's last successful backup to S3-compatible storage took (0: not uploaded).", "valkey_instance")
 	m.BackupLastSuccess = gauge("valkey_ha_backup_last_success_timestamp_seconds",
 		"Unix time in seconds at which the instance's last successful backup ended.", "valkey_instance")
 	m.Sentinels = gauge("valkey_ha_sentinels", "Sentinel pods of the quorum.", "quorum")
@@ -200,7 +203,7 @@ func New() *Metrics {
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
 		m.InstanceQuorumOK, m.InstanceMonitored, m.HandoffUnavailable, m.InstanceRollHeldSeconds,
-		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastSuccess,
+		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastUploadSeconds, m.BackupLastSuccess,
 		m.Sentinels, m.SentinelReachable, m.MonitorRegistered, m.MonitorQuorumOK, m.MonitorRefused, m.SentinelRollHeldSeconds,
 		m.InstancePassSeconds, m.InstancePassErrors, m.InstanceWorkers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -276,7 +279,7 @@ func (m *Metrics) ForgetInstance(instance string) {
 	l := prometheus.Labels{"valkey_instance": instance}
 	for _, v := range []*prometheus.GaugeVec{m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries,
 		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceMonitored, m.InstanceRollHeldSeconds, m.InstancePassSeconds,
-		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastSuccess} {
+		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastUploadSeconds, m.BackupLastSuccess} {
 		v.DeletePartialMatch(l)
 	}
 	m.InstancePassErrors.DeletePartialMatch(l)
@@ -289,11 +292,12 @@ func (m *Metrics) ForgetInstance(instance string) {
 	m.sweep("lag/"+instance, nil, func(string) {})
 }
 
-// ObserveBackup sets the last-backup gauges of instance (namespace/name): size in bytes, duration in seconds,
-// end time.
-func (m *Metrics) ObserveBackup(instance string, sizeBytes int64, durationSeconds float64, finished time.Time) {
+// ObserveBackup sets the last-backup gauges of instance (namespace/name): size in bytes, the snapshot's and
+// the upload's durations in seconds (upload 0: not uploaded), end time.
+func (m *Metrics) ObserveBackup(instance string, sizeBytes int64, durationSeconds, uploadSeconds float64, finished time.Time) {
 	m.BackupLastSizeBytes.WithLabelValues(instance).Set(float64(sizeBytes))
 	m.BackupLastDurationSeconds.WithLabelValues(instance).Set(durationSeconds)
+	m.BackupLastUploadSeconds.WithLabelValues(instance).Set(uploadSeconds)
 	m.BackupLastSuccess.WithLabelValues(instance).Set(float64(finished.UnixNano()) / 1e9)
 }
 

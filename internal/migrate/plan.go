@@ -13,10 +13,14 @@
 //     replicas, so O stays put.
 //  3. Catch-up: poll node 0 until it follows the source's history (master_replid) at an offset of at least O.
 //     Not within the budget: CLIENT UNPAUSE, Error with Reason NotCaughtUp; nothing else changed.
-//  4. Fence the source: CONFIG SET min-replicas-to-write 2147483647 min-replicas-max-lag 10. From now on every
-//     write to the source is refused with NOREPLICAS, also the writes the pause holds: a paused command is
-//     processed from the start when the pause ends. An application still writing there gets an error, never an
-//     acknowledgement that the new instance does not have.
+//  4. Fence the source (its min-replicas settings read first): CONFIG SET min-replicas-to-write 2147483647
+//     min-replicas-max-lag 10. From now on every write to the source is refused with NOREPLICAS, also the
+//     writes the pause holds: a paused command is processed from the start when the pause ends. An
+//     application still writing there gets an error, never an acknowledgement that the new instance does not
+//     have. Then read its offset again: if the pause ended before the fence (this process or its connection
+//     stalled past the server-side pause), the source acknowledged writes meanwhile; wait (PauseBudget) for
+//     node 0 to have them too. Not in time: the fence is lifted (the settings read before), CLIENT UNPAUSE,
+//     Error with Reason NotCaughtUp: the source is still the primary.
 //  5. REPLICAOF NO ONE on node 0 (its replicas keep following it: the promotion keeps the history as
 //     master_replid2), then, when Config.Node0MasterAuth is given, its own replication credentials, so that it
 //     can follow its own peers after a later failover. In a data pod its first-sync guard does that instead
@@ -25,7 +29,9 @@
 //
 // A death of this process between the steps loses no write: before step 4 the pause ends by itself and the
 // source goes on as the primary; after it, the source refuses writes and Switch can be run again (node 0 is
-// caught up, step 5 is the rest).
+// caught up, step 5 is the rest). Node 0 is promoted only at an offset read while the source was fenced, so
+// a pause that ended early (a stall longer than the pause's extra second) loses nothing either
+// (TestSwitchUnderFaults).
 //
 // The source's user needs SourceRights (Switch authenticates with AUTH, RESP2, so +hello is not needed).
 package migrate

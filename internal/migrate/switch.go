@@ -35,6 +35,17 @@ type Config struct {
 	PauseBudget time.Duration
 	// Poll is the pause between node 0's INFO replication reads during the catch-up (default 10 ms).
 	Poll time.Duration
+
+	// step, when set (tests only), is called as Switch reaches each step ("paused": the source's writes are
+	// paused; "caught-up": node 0 reached the paused offset, before the fence), so a test can inject a fault
+	// at that exact moment.
+	step func(name string)
+}
+
+func (cfg Config) at(name string) {
+	if cfg.step != nil {
+		cfg.step(name)
+	}
 }
 
 // Reason says why a switch did not happen.
@@ -167,6 +178,7 @@ func Switch(ctx context.Context, cfg Config, log *slog.Logger) (Result, error) {
 		return Result{}, &Error{Reason: SourceRefused, Message: "the source's user needs +client|pause", Err: err}
 	}
 	paused := time.Now()
+	cfg.at("paused")
 	unpause := func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
@@ -182,25 +194,66 @@ func Switch(ctx context.Context, cfg Config, log *slog.Logger) (Result, error) {
 	}
 
 	// 3. catch-up
-	deadline := paused.Add(cfg.PauseBudget)
-	for {
-		nr, err := node.InfoReplication(ctx)
-		if err == nil && nr.Role == valkey.RoleReplica && nr.ReplID == sr.ReplID && nr.ReplicaReplOffset >= sr.MasterReplOffset {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			unpause()
-			msg := fmt.Sprintf("node 0 did not reach the source's offset %d within %s (last: offset %d, link up %t)",
-				sr.MasterReplOffset, cfg.PauseBudget, nr.ReplicaReplOffset, nr.LinkUp)
-			return Result{}, &Error{Reason: NotCaughtUp, Message: msg, Err: errors.Join(err, ctx.Err())}
-		}
-		time.Sleep(cfg.Poll)
+	if nr, err := catchUp(ctx, node, sr, paused.Add(cfg.PauseBudget), cfg.Poll); err != nil {
+		unpause()
+		msg := fmt.Sprintf("node 0 did not reach the source's offset %d within %s (last: offset %d, link up %t)",
+			sr.MasterReplOffset, cfg.PauseBudget, nr.ReplicaReplOffset, nr.LinkUp)
+		return Result{}, &Error{Reason: NotCaughtUp, Message: msg, Err: err}
 	}
 
-	// 4. fence the source: every write from now on (the held ones too) gets NOREPLICAS
-	if err := src.ConfigSet(ctx, "min-replicas-to-write", "2147483647", "min-replicas-max-lag", "10"); err != nil {
+	cfg.at("caught-up")
+
+	// 4. fence the source: every write from now on (the held ones too) gets NOREPLICAS. Its own settings are
+	// read first, to be put back if the switch stops after the fence.
+	orig, err := src.ConfigGet(ctx, "min-replicas-*")
+	if err != nil {
+		unpause()
+		return Result{}, &Error{Reason: SourceRefused, Message: "read the source's min-replicas settings (the source's user needs +config|get)", Err: err}
+	}
+	if err := src.ConfigSet(ctx, "min-replicas-to-write", fenceMinReplicas, "min-replicas-max-lag", "10"); err != nil {
 		unpause()
 		return Result{}, &Error{Reason: SourceRefused, Message: "fence the source (the source's user needs +config|set)", Err: err}
+	}
+	unfence := func() string {
+		kv := []string{}
+		for _, k := range []string{"min-replicas-to-write", "min-replicas-max-lag"} {
+			if v, ok := orig[k]; ok {
+				kv = append(kv, k, v)
+			}
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := src.ConfigSet(uctx, kv...); err != nil {
+			log.Warn("migrate switch: lifting the fence on the source failed; it refuses writes until the switch "+
+				"is run again", "err", err)
+			return fmt.Sprintf("; lifting the fence failed (%v): the source refuses writes until the switch is run again", err)
+		}
+		return "; the fence was lifted: the source is still the primary"
+	}
+
+	// 4b. the source's offset now, fenced: nothing can be written after it. It is the paused offset unless the
+	// pause ended before the fence (this process or its connection stalled past the server-side pause, or the
+	// source was stopped past it): then the source acknowledged writes meanwhile, and node 0 must have them too
+	// before it is promoted.
+	fr, err := src.InfoReplication(ctx)
+	if err == nil && fr.ReplID != sr.ReplID {
+		err = fmt.Errorf("the source's replication id changed from %s to %s during the switch", sr.ReplID, fr.ReplID)
+	}
+	if err != nil {
+		msg := "read the fenced source's offset" + unfence()
+		unpause()
+		return Result{}, &Error{Reason: NotCaughtUp, Message: msg, Err: err}
+	}
+	if fr.MasterReplOffset != sr.MasterReplOffset {
+		log.Warn("migrate switch: the source took writes after its pause ended; waiting for node 0 to have them",
+			"pausedOffset", sr.MasterReplOffset, "fencedOffset", fr.MasterReplOffset)
+		if nr, err := catchUp(ctx, node, fr, time.Now().Add(cfg.PauseBudget), cfg.Poll); err != nil {
+			msg := fmt.Sprintf("node 0 did not reach the fenced source's offset %d within %s (last: offset %d, link up %t)",
+				fr.MasterReplOffset, cfg.PauseBudget, nr.ReplicaReplOffset, nr.LinkUp) + unfence()
+			unpause()
+			return Result{}, &Error{Reason: NotCaughtUp, Message: msg, Err: err}
+		}
+		sr = fr
 	}
 
 	// 5. promote node 0, then give it back its own replication credentials
@@ -221,3 +274,22 @@ func Switch(ctx context.Context, cfg Config, log *slog.Logger) (Result, error) {
 	log.Info("migrate switch: done", "offset", res.Offset, "paused", res.Paused.String())
 	return res, nil
 }
+
+// catchUp polls node 0 until it follows the source's history (src.ReplID) at an offset of at least
+// src.MasterReplOffset, or deadline passes (error). It returns node 0's last answer.
+func catchUp(ctx context.Context, node *valkey.Client, src valkey.Replication, deadline time.Time, poll time.Duration) (valkey.Replication, error) {
+	for {
+		nr, err := node.InfoReplication(ctx)
+		if err == nil && nr.Role == valkey.RoleReplica && nr.ReplID == src.ReplID && nr.ReplicaReplOffset >= src.MasterReplOffset {
+			return nr, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nr, errors.Join(err, ctx.Err(), errors.New("not caught up"))
+		}
+		time.Sleep(poll)
+	}
+}
+
+// fenceMinReplicas is the min-replicas-to-write that fences the source: more replicas than any server has, so
+// every write is refused with NOREPLICAS (internal/bootstrap recognises it).
+const fenceMinReplicas = "2147483647"

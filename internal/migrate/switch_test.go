@@ -32,27 +32,44 @@ type migration struct {
 
 func startMigration(t *testing.T, srcEngine, ourEngine valkeytest.Engine, rights string) *migration {
 	t.Helper()
+	m, _ := startMigrationLinked(t, srcEngine, ourEngine, rights, false)
+	return m
+}
+
+// startMigrationLinked is startMigration; with linked, node 0 runs under its own uid and its replication
+// connection to the source goes through the returned Link (valkeytest.Redirect: node 0 still reports the
+// source's own address, so Plan sees it following the source).
+func startMigrationLinked(t *testing.T, srcEngine, ourEngine valkeytest.Engine, rights string, linked bool) (*migration, *valkeytest.Link) {
+	t.Helper()
 	app, mig := valkeytest.RandomPassword(t), valkeytest.RandomPassword(t)
 	src := valkeytest.StartServer(t, srcEngine, valkeytest.ServerConfig{Lines: []string{
 		"requirepass " + app,
 		"user migrator on >" + mig + " ~* &* -@all " + rights,
 	}})
-	n0 := valkeytest.StartServer(t, ourEngine, valkeytest.ServerConfig{ReplicaOf: src.Addr(),
+	var link *valkeytest.Link
+	uid := 0
+	if linked {
+		uid = valkeytest.AllocUID(t)
+		link = valkeytest.Redirect(t, uid, src.Port)
+	}
+	n0 := valkeytest.StartServer(t, ourEngine, valkeytest.ServerConfig{ReplicaOf: src.Addr(), UID: uid,
 		Lines: []string{"masteruser migrator", "masterauth " + mig}})
 	n1 := valkeytest.StartServer(t, ourEngine, valkeytest.ServerConfig{ReplicaOf: n0.Addr()})
 	m := &migration{source: src, node0: n0, node1: n1, appPassword: app}
 	m.cfg = Config{SourceHost: valkeytest.Host, SourcePort: src.Port,
 		Source:    valkey.Options{Username: "migrator", Password: mig},
 		Node0Addr: n0.Addr(), PauseBudget: 3 * time.Second}
-	return m
+	return m, link
 }
 
 // writer writes key w-<i> with value i, first to the source; when the source refuses a write with NOREPLICAS
 // (fenced by the switch) it moves to node 0, as an application moved to F-primary does, and retries the same
 // key there. It records every acknowledged write and the longest time between two acknowledgements.
 type writer struct {
-	mu       sync.Mutex
-	acked    []int
+	mu    sync.Mutex
+	acked []int
+	// onSource[i] is true when acked[i] was acknowledged by the source
+	onSource []bool
 	lastAck  time.Time
 	maxGap   time.Duration
 	moved    bool
@@ -72,15 +89,27 @@ func (w *writer) run(ctx context.Context, t *testing.T, src, node0 *valkey.Clien
 			}
 			w.lastAck = now
 			w.acked = append(w.acked, i)
+			w.onSource = append(w.onSource, target == src)
 			i++
 		case strings.Contains(err.Error(), "NOREPLICAS") && target == src:
 			w.refusals = append(w.refusals, err.Error())
 			w.moved, target = true, node0
+		case strings.Contains(err.Error(), "READONLY") && target == node0:
+			// a switch that fenced the source and then gave up (node 0 still a replica): back to the source
+			w.refusals = append(w.refusals, err.Error())
+			target = src
 		case ctx.Err() == nil:
 			w.refusals = append(w.refusals, err.Error())
 		}
 		w.mu.Unlock()
 	}
+}
+
+// acks returns the acknowledged writes and, for each, whether the source acknowledged it.
+func (w *writer) acks() ([]int, []bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.acked...), append([]bool(nil), w.onSource...)
 }
 
 func (w *writer) snapshot() (acked []int, gap time.Duration, moved bool, refusals []string) {

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -230,7 +231,7 @@ func ClaimsDiffer(w World) []string {
 			out = append(out, fmt.Sprintf("persistence: StatefulSet %s has no claims of its own (persistence off, or persistence.existingClaims), and a StatefulSet's volumeClaimTemplates cannot change; delete the StatefulSets with --cascade=orphan before this upgrade (the pods keep running), %s", sts.Name, how))
 		case want == nil || have == nil:
 		case !sameQuantity(want.Size, have.Size):
-			out = append(out, fmt.Sprintf("persistence.size: StatefulSet %s claims %s per node and a StatefulSet's volumeClaimTemplates cannot change, so %s cannot be applied; keep persistence.size: %s, or grow the volumes first (resize each PVC data-%s-0, then delete the StatefulSets with --cascade=orphan and upgrade): %s", sts.Name, have.Size, want.Size, have.Size, sts.Name, how))
+			out = append(out, fmt.Sprintf("persistence.size: StatefulSet %s claims %s per node and a StatefulSet's volumeClaimTemplates cannot change, so %s cannot be applied; keep persistence.size: %s, or grow the volumes first (resize each PVC %s, then delete the StatefulSets with --cascade=orphan and upgrade): %s", sts.Name, have.Size, want.Size, have.Size, contract.Claim(n.Node.Pod), how))
 		case want.StorageClass != have.StorageClass:
 			keep := "leave persistence.storageClass empty"
 			if have.StorageClass != "" {

@@ -9,9 +9,6 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// InstanceSuffix ends the name of every descriptor ConfigMap: <F>-instance (contract.Descriptor).
-const InstanceSuffix = "-instance"
-
 // CheckCanonical refuses a descriptor that names anything but what charts/valkey renders for the instance
 // whose descriptor is ConfigMap cmName in namespace cmNamespace (docs/contract.md). The descriptor decides
 // where the controllers send credentials (node hosts get AUTH _operator, Sentinels are told to AUTH
@@ -32,7 +29,7 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 	}
 	f, ok := contract.InstanceOf(cmName)
 	if !ok {
-		return bad("name", "ConfigMap %q does not end in %s", cmName, InstanceSuffix)
+		return bad("name", "ConfigMap %q does not end in %s", cmName, contract.DescriptorSuffix)
 	}
 	if in.Name != f {
 		return bad("name", "is %q, the ConfigMap %s says %q", in.Name, cmName, f)

@@ -116,12 +116,14 @@ type Monitoring struct {
 }
 
 // Backup is one successful backup as its Job's metadata reports it (internal/backup.Meta): the snapshot's
-// file name, when it finished, its size in bytes and how long the snapshot took in seconds.
+// file name, when it finished, its size in bytes, how long the snapshot took and how long its upload to
+// S3-compatible storage took in seconds (omitted: not uploaded).
 type Backup struct {
 	File            string    `json:"file"`
 	FinishedAt      time.Time `json:"finishedAt"`
 	SizeBytes       int64     `json:"sizeBytes"`
 	DurationSeconds float64   `json:"durationSeconds"`
+	UploadSeconds   float64   `json:"uploadSeconds,omitempty"`
 }
 
 // Instance is the document in <F>-status, key status.json.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
 // Options configure one connection to a data node or a Sentinel.
@@ -42,7 +44,7 @@ type Options struct {
 }
 
 // DefaultCAFile is where the charts mount the CA of the instance's TLS Secret.
-const DefaultCAFile = "/etc/valkey-ha/tls/ca.crt"
+const DefaultCAFile = contract.MountTLS + "/ca.crt"
 
 // WithTLS returns o with TLS on and the CA file set when enabled; unchanged otherwise.
 func (o Options) WithTLS(enabled bool, caFile string) Options {

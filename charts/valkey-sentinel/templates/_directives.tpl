@@ -643,6 +643,38 @@ other keys would crash a template. A key the chart added since is missing the sa
 {{- end -}}
 
 {{/*
+vs.checkUnused: the values of a section that is off (backup without backup.enabled, ...) which differ from
+the chart's defaults (vs.inputDefaults, _inputs.tpl) and so would be ignored: one refusal naming the first
+of them (sorted, depth first), the others after "also", and the fix (.why, where %[1]s is "it" or "them").
+Appends to .r.msgs. Call with (dict "r" r "field" <path of the section> "values" <its values, without the key
+that turns it on> "defaults" <its defaults> "why" <the rest of the sentence>).
+*/}}
+{{- define "vs.checkUnused" -}}
+{{- $set := dict "paths" list -}}
+{{- include "vs.changedPaths" (dict "out" $set "p" .field "v" .values "d" .defaults) -}}
+{{- if $set.paths -}}
+{{- $also := ternary "" (printf " (also %s)" (join ", " (rest $set.paths))) (eq (len $set.paths) 1) -}}
+{{- $_ := set .r "msgs" (append .r.msgs (printf "%s: set%s %s" (first $set.paths) $also (printf .why (ternary "it" "them" (eq (len $set.paths) 1))))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+vs.changedPaths: appends to .out.paths the paths under .p whose value in .v differs from .d; a map whose
+default has keys is walked, a free-form one (default {}) is one value.
+*/}}
+{{- define "vs.changedPaths" -}}
+{{- range $k := keys .v | sortAlpha -}}
+{{- $val := get $.v $k -}}
+{{- $def := get ($.d | default dict) $k -}}
+{{- if and (kindIs "map" $val) (kindIs "map" $def) $def -}}
+{{- include "vs.changedPaths" (dict "out" $.out "p" (printf "%s.%s" $.p $k) "v" $val "d" $def) -}}
+{{- else if ne (toJson $val) (toJson $def) -}}
+{{- $_ := set $.out "paths" (append $.out.paths (printf "%s.%s" $.p $k)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 vs.checkImageHosts: fails when an image's repository starts with a registry host (a first path element with a
 '.' or ':', or localhost) while a registry (global.imageRegistry, else the image's own) is put in front of it:
 the reference would hold two hosts (ghcr.io/ghcr.io/...) and every pull fail. Call with (dict "values" .Values
@@ -664,15 +696,24 @@ the reference would hold two hosts (ghcr.io/ghcr.io/...) and every pull fail. Ca
 {{- end -}}
 
 {{/*
-vs.checkKeys: fails on the first key (sorted, depth first) that the chart does not know, naming its path and
-the nearest known key as the fix. The schema (values.schema.json) checks types but leaves objects open, because
-Helm checks it before any template and prints only "additional properties 'x' not allowed"; the known keys are
-generated from it into vs.knownKeys (_keys.tpl; `go test ./templates-tests -run TestKnownKeys -update`).
-A node there is {"k": {key: node}} (an object with these keys only), {"i": node} (a list of such objects) or {}
-(anything: a value, or a free-form map such as global, commonLabels, podAnnotations or an extra* list).
-Call with (dict "v" .Values "n" (include "vs.knownKeys" . | fromJson) "p" "").
+vs.checkKeys: fails on the keys (sorted, depth first) that the chart does not know, all of them in one
+refusal, one line each, naming its path and the nearest known key as the fix. The schema (values.schema.json)
+checks types but leaves objects open, because Helm checks it before any template and prints only "additional
+properties 'x' not allowed"; the known keys are generated from it into vs.knownKeys (_keys.tpl;
+`go test ./templates-tests -run TestKnownKeys -update`). A node there is {"k": {key: node}} (an object with these
+keys only), {"i": node} (a list of such objects) or {} (anything: a value, or a free-form map such as global,
+commonLabels, podAnnotations or an extra* list). Call with (dict "v" .Values "n" (include "vs.knownKeys" . | fromJson) "p" "").
 */}}
 {{- define "vs.checkKeys" -}}
+{{- $r := dict "msgs" list -}}
+{{- include "vs.collectUnknownKeys" (dict "v" .v "n" .n "p" .p "r" $r) -}}
+{{- if $r.msgs -}}
+{{- fail (join "\n" $r.msgs) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* vs.collectUnknownKeys: vs.checkKeys' walk; appends each refusal to .r.msgs (dict "v" "n" "p" "r"). */}}
+{{- define "vs.collectUnknownKeys" -}}
 {{- $v := .v -}}
 {{- $n := .n -}}
 {{- if and (hasKey $n "k") (kindIs "map" $v) -}}
@@ -680,13 +721,14 @@ Call with (dict "v" .Values "n" (include "vs.knownKeys" . | fromJson) "p" "").
 {{- $field := $key -}}
 {{- if $.p -}}{{- $field = printf "%s.%s" $.p $key -}}{{- end -}}
 {{- if not (hasKey $n.k $key) -}}
-{{- fail (include "vs.unknownKey" (dict "p" $.p "key" $key "known" (keys $n.k | sortAlpha))) -}}
+{{- $_ := set $.r "msgs" (append $.r.msgs (include "vs.unknownKey" (dict "p" $.p "key" $key "known" (keys $n.k | sortAlpha)))) -}}
+{{- else -}}
+{{- include "vs.collectUnknownKeys" (dict "v" (get $v $key) "n" (get $n.k $key) "p" $field "r" $.r) -}}
 {{- end -}}
-{{- include "vs.checkKeys" (dict "v" (get $v $key) "n" (get $n.k $key) "p" $field) -}}
 {{- end -}}
 {{- else if and (hasKey $n "i") (kindIs "slice" $v) -}}
 {{- range $i, $e := $v -}}
-{{- include "vs.checkKeys" (dict "v" $e "n" $n.i "p" (printf "%s[%d]" $.p $i)) -}}
+{{- include "vs.collectUnknownKeys" (dict "v" $e "n" $n.i "p" (printf "%s[%d]" $.p $i) "r" $.r) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -6,37 +6,53 @@ message names the field, what goes wrong and the fix.
 */}}
 {{- define "vs.validateInputs" -}}
 {{- $v := .Values -}}
+{{- $r := dict "msgs" list -}}
 {{- /* silently ignored */ -}}
 {{- if and $v.tls.existingSecret (not $v.tls.enabled) -}}
-{{- fail (printf "tls.existingSecret: %q is set but tls.enabled is false, so the Secret is never mounted and clients and data nodes talk to the Sentinels in plaintext; set tls.enabled: true, or remove tls.existingSecret" $v.tls.existingSecret) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "tls.existingSecret: %q is set but tls.enabled is false, so the Secret is never mounted and clients and data nodes talk to the Sentinels in plaintext; set tls.enabled: true, or remove tls.existingSecret" $v.tls.existingSecret)) -}}
 {{- end -}}
 {{- if and $v.persistence.storageClass (not $v.persistence.enabled) -}}
-{{- fail (printf "persistence.storageClass: %q is set but persistence.enabled is false, so no volume is created and it would be ignored; set persistence.enabled: true, or remove persistence.storageClass" $v.persistence.storageClass) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "persistence.storageClass: %q is set but persistence.enabled is false, so no volume is created and it would be ignored; set persistence.enabled: true, or remove persistence.storageClass" $v.persistence.storageClass)) -}}
+{{- end -}}
+{{- if not $v.persistence.enabled -}}
+{{- include "vs.checkUnused" (dict "r" $r "field" "persistence" "values" (omit $v.persistence "enabled" "storageClass") "defaults" (include "vs.inputDefaults" . | fromJson).persistence "why" "while persistence.enabled is false, so no volume claim is created and the chart ignores %[1]s; set persistence.enabled: true, or remove %[1]s") -}}
 {{- end -}}
 {{- /* a Service that undoes a protection */ -}}
-{{- include "vs.checkOpenLoadBalancer" (dict "field" "service" "svc" $v.service "tls" $v.tls.enabled) -}}
+{{- include "vs.checkOpenLoadBalancer" (dict "r" $r "field" "service" "svc" $v.service "tls" $v.tls.enabled) -}}
 {{- /* annotations other tools act on */ -}}
-{{- include "vs.checkToolAnnotations" (dict "maps" (dict "commonAnnotations" $v.commonAnnotations "podAnnotations" $v.podAnnotations "service.annotations" $v.service.annotations "service.headless.annotations" $v.service.headless.annotations "serviceAccount.annotations" $v.serviceAccount.annotations)) -}}
+{{- include "vs.checkToolAnnotations" (dict "r" $r "maps" (dict "commonAnnotations" $v.commonAnnotations "podAnnotations" $v.podAnnotations "service.annotations" $v.service.annotations "service.headless.annotations" $v.service.headless.annotations "serviceAccount.annotations" $v.serviceAccount.annotations)) -}}
 {{- /* scheduling that can never be met */ -}}
 {{- range $field, $a := dict "affinity" $v.affinity "controller.affinity" $v.controller.affinity -}}
-{{- include "vs.checkNodeSelectorTerms" (dict "field" $field "affinity" $a) -}}
+{{- include "vs.checkNodeSelectorTerms" (dict "r" $r "field" $field "affinity" $a) -}}
 {{- end -}}
 {{- /* sizes without a unit */ -}}
 {{- range $field, $q := dict "resources.memory" $v.resources.memory "persistence.size" $v.persistence.size "metrics.resources.memory" $v.metrics.resources.memory "controller.resources.memory" $v.controller.resources.memory "controller.resources.requests.memory" $v.controller.resources.requests.memory "instanceController.resources.memory" $v.instanceController.resources.memory "instanceController.resources.requests.memory" $v.instanceController.resources.requests.memory "dnsCache.resources.memory" $v.dnsCache.resources.memory -}}
-{{- include "vs.checkSizeUnit" (dict "field" $field "value" $q) -}}
+{{- include "vs.checkSizeUnit" (dict "r" $r "field" $field "value" $q) -}}
 {{- end -}}
+{{- if $r.msgs -}}
+{{- fail (join "\n" $r.msgs) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The chart's defaults of a section whose other keys only matter when one key turns it on (persistence.enabled): a
+value that differs from these while the section is off is ignored, so it is refused (vs.checkUnused).
+persistence.storageClass has its own refusal. The same as values.yaml (templates-tests TestInputDefaultsMatchValues).
+*/}}
+{{- define "vs.inputDefaults" -}}
+{"persistence": {"size": "1Gi", "accessModes": ["ReadWriteOnce"], "labels": {}, "annotations": {}}}
 {{- end -}}
 
 {{/*
 A LoadBalancer Service without loadBalancerSourceRanges (or with 0.0.0.0/0 or ::/0) takes connections from
 anywhere its load balancer is reachable; without TLS the passwords and the data cross that network in the clear.
-Call with (dict "field" f "svc" <service values> "tls" bool).
+Appends its refusal to .r.msgs. Call with (dict "r" r "field" f "svc" <service values> "tls" bool).
 */}}
 {{- define "vs.checkOpenLoadBalancer" -}}
 {{- if and (eq (toString .svc.type) "LoadBalancer") (not .tls) -}}
 {{- $ranges := .svc.loadBalancerSourceRanges | default list -}}
 {{- if or (not $ranges) (has "0.0.0.0/0" $ranges) (has "::/0" $ranges) -}}
-{{- fail (printf "%s.loadBalancerSourceRanges: %s, so the LoadBalancer takes connections from any address, and without tls.enabled passwords and data cross that network in plaintext; list your clients' CIDRs, or set tls.enabled: true" .field (ternary "empty" "0.0.0.0/0 or ::/0" (not $ranges))) -}}
+{{- $_ := set .r "msgs" (append .r.msgs (printf "%s.loadBalancerSourceRanges: %s, so the LoadBalancer takes connections from any address, and without tls.enabled passwords and data cross that network in plaintext; list your clients' CIDRs, or set tls.enabled: true" .field (ternary "empty" "0.0.0.0/0 or ::/0" (not $ranges)))) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -44,16 +60,16 @@ Call with (dict "field" f "svc" <service values> "tls" bool).
 {{/*
 Annotation keys other tools act on: helm.sh/hook* turns an object into a Helm hook (created out of order, deleted
 by its policy), argocd.argoproj.io/hook* into an Argo CD hook (not synced as part of the release); in
-podAnnotations, vs.io/ keys are the chart's own (config-hash rolls the pods). Call with (dict "maps" {field: map}).
+podAnnotations, valkey.io/ keys are the chart's own (config-hash rolls the pods). Appends its refusals to .r.msgs. Call with (dict "r" r "maps" {field: map}).
 */}}
 {{- define "vs.checkToolAnnotations" -}}
 {{- range $field, $m := .maps -}}
 {{- range $k, $_ := $m -}}
 {{- if or (hasPrefix "helm.sh/hook" $k) (hasPrefix "argocd.argoproj.io/hook" $k) -}}
-{{- fail (printf "%s.%s: makes the object %s hook, so it is created outside the release's normal apply (and may be deleted by the hook policy); remove it" $field $k (ternary "a Helm" "an Argo CD" (hasPrefix "helm.sh/" $k))) -}}
+{{- $_ := set $.r "msgs" (append $.r.msgs (printf "%s.%s: makes the object %s hook, so it is created outside the release's normal apply (and may be deleted by the hook policy); remove it" $field $k (ternary "a Helm" "an Argo CD" (hasPrefix "helm.sh/" $k)))) -}}
 {{- end -}}
-{{- if and (eq $field "podAnnotations") (or (hasPrefix "vs.io/" $k) (hasPrefix "helm.sh/" $k)) -}}
-{{- fail (printf "podAnnotations.%s: the prefixes vs.io/ and helm.sh/ are the chart's (vs.io/config-hash decides when the pods restart); choose another annotation key (e.g. example.com/owner)" $k) -}}
+{{- if and (eq $field "podAnnotations") (or (hasPrefix "valkey.io/" $k) (hasPrefix "helm.sh/" $k)) -}}
+{{- $_ := set $.r "msgs" (append $.r.msgs (printf "podAnnotations.%s: the prefixes valkey.io/ and helm.sh/ are the chart's (valkey.io/config-hash decides when the pods restart); choose another annotation key (e.g. example.com/owner)" $k)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -61,18 +77,18 @@ podAnnotations, vs.io/ keys are the chart's own (config-hash rolls the pods). Ca
 
 {{/*
 Required node affinity with no term, or a term with neither matchExpressions nor matchFields: the API server
-refuses the first (mid-install), the second matches no node (pods stay Pending). Call with (dict "field" f "affinity" a).
+refuses the first (mid-install), the second matches no node (pods stay Pending). Appends its refusals to .r.msgs. Call with (dict "r" r "field" f "affinity" a).
 */}}
 {{- define "vs.checkNodeSelectorTerms" -}}
 {{- $na := (.affinity | default dict).nodeAffinity | default dict -}}
 {{- with get $na "requiredDuringSchedulingIgnoredDuringExecution" -}}
 {{- $terms := .nodeSelectorTerms | default list -}}
 {{- if not $terms -}}
-{{- fail (printf "%s.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: empty, which the API server refuses (at least one term); list a term such as {matchExpressions: [{key: pool, operator: In, values: [cache]}]}, or remove requiredDuringSchedulingIgnoredDuringExecution" $.field) -}}
+{{- $_ := set $.r "msgs" (append $.r.msgs (printf "%s.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: empty, which the API server refuses (at least one term); list a term such as {matchExpressions: [{key: pool, operator: In, values: [cache]}]}, or remove requiredDuringSchedulingIgnoredDuringExecution" $.field)) -}}
 {{- end -}}
 {{- range $i, $t := $terms -}}
 {{- if not (or (get ($t | default dict) "matchExpressions") (get ($t | default dict) "matchFields")) -}}
-{{- fail (printf "%s.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d]: empty, and an empty term matches no node, so the pods would stay Pending; give it matchExpressions or matchFields, or remove it" $.field $i) -}}
+{{- $_ := set $.r "msgs" (append $.r.msgs (printf "%s.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d]: empty, and an empty term matches no node, so the pods would stay Pending; give it matchExpressions or matchFields, or remove it" $.field $i)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -80,11 +96,11 @@ refuses the first (mid-install), the second matches no node (pods stay Pending).
 
 {{/*
 A memory size written as a bare number is bytes: "128" is 128 bytes, never what was meant. A bare number of at
-least 1 MiB (1048576) is taken as a deliberate byte count. Call with (dict "field" f "value" q).
+least 1 MiB (1048576) is taken as a deliberate byte count. Appends its refusal to .r.msgs. Call with (dict "r" r "field" f "value" q).
 */}}
 {{- define "vs.checkSizeUnit" -}}
 {{- if and .value (regexMatch "^[0-9]+(\\.[0-9]+)?$" (toString .value)) (lt (float64 (toString .value)) 1048576.0) -}}
-{{- fail (printf "%s: %v has no unit, so it means %v bytes; write the unit, such as %vMi" .field .value .value .value) -}}
+{{- $_ := set .r "msgs" (append .r.msgs (printf "%s: %v has no unit, so it means %v bytes; write the unit, such as %vMi" .field .value .value .value)) -}}
 {{- end -}}
 {{- end -}}
 

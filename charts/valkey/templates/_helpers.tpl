@@ -616,8 +616,8 @@ template renders, so Helm reports every refusal there.
 {{- if .Values.tls.enabled -}}
 {{- fail "backup.enabled: not supported with tls.enabled yet (the snapshot client does not speak TLS); disable one of them" -}}
 {{- end -}}
-{{- if not (regexMatch "^\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\\S+(\\s+\\S+){4})\\s*$" $b.schedule) -}}
-{{- fail (printf "backup.schedule: %q is not a cron schedule (five fields, e.g. \"0 3 * * *\", or @daily)" $b.schedule) -}}
+{{- with include "valkey.cronProblem" (toString $b.schedule) -}}
+{{- fail (printf "backup.schedule: %q %s; write five fields, minute (0-59) hour (0-23) day of month (1-31) month (1-12 or jan-dec) day of week (0-6 or sun-sat), e.g. \"0 3 * * *\", or @daily" $b.schedule .) -}}
 {{- end -}}
 {{- end -}}
 {{- include "valkey.validateS3" (dict "path" "backup.s3" "s3" $b.s3) -}}
@@ -645,6 +645,89 @@ template renders, so Helm reports every refusal there.
 {{- $s := include "valkey.sizing" . | fromJson -}}
 {{- if not $s.persistence -}}
 {{- fail "restoreFrom: needs persistence.enabled: without a volume, node 0 would lose the restored data on its next restart and load the backup again" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+valkey.cronProblem: what Kubernetes would refuse in a CronJob schedule (the string given), as a phrase such as
+"has minute 61, above 59", or "" when it is valid. It mirrors the API server's check (robfig/cron v3
+ParseStandard, and no TZ= or CRON_TZ= in the schedule): five fields of comma-separated items, each "*" or "?",
+N, N-M or a name (months jan-dec, days sun-sat), with an optional /step; or @yearly, @annually, @monthly,
+@weekly, @daily, @midnight, @hourly, "@every <duration>". templates-tests TestBackupScheduleAsKubernetes
+compares the two on a table.
+*/}}
+{{- define "valkey.cronProblem" -}}
+{{- $s := . -}}
+{{- if contains "TZ" $s -}}
+has a time zone (TZ= or CRON_TZ=), which a CronJob's schedule may not carry
+{{- else if hasPrefix "@" $s -}}
+{{- if not (or (has $s (list "@yearly" "@annually" "@monthly" "@weekly" "@daily" "@midnight" "@hourly")) (regexMatch "^@every ([0-9]*[.]?[0-9]+(ns|us|µs|ms|s|m|h))+$" $s)) -}}
+is not one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, @every <duration such as 6h>
+{{- end -}}
+{{- else if not (trim $s) -}}
+is empty
+{{- else if hasPrefix "@" (trim $s) -}}
+has spaces before the @, so it is read as fields, not as a name such as @daily; remove them
+{{- else -}}
+{{- $fields := regexSplit "\\s+" (trim $s) -1 -}}
+{{- if ne (len $fields) 5 -}}
+has {{ len $fields }} field{{ if ne (len $fields) 1 }}s{{ end }}, not five{{ if eq (len $fields) 6 }} (a CronJob has no seconds field){{ end }}
+{{- else -}}
+{{- $spec := list (list "minute" 0 59 list) (list "hour" 0 23 list) (list "day of month" 1 31 list) (list "month" 1 12 (list "jan" "feb" "mar" "apr" "may" "jun" "jul" "aug" "sep" "oct" "nov" "dec")) (list "day of week" 0 6 (list "sun" "mon" "tue" "wed" "thu" "fri" "sat")) -}}
+{{- $out := dict "p" "" -}}
+{{- range $i, $f := $fields -}}
+{{- $name := index $spec $i 0 -}}
+{{- $min := index $spec $i 1 -}}
+{{- $max := index $spec $i 2 -}}
+{{- $names := index $spec $i 3 -}}
+{{- range $item := splitList "," $f -}}
+{{- if and $item (not $out.p) -}}
+{{- $rs := splitList "/" $item -}}
+{{- $lh := splitList "-" (first $rs) -}}
+{{- $n := dict -}}
+{{- if gt (len $rs) 2 -}}
+{{- $_ := set $out "p" (printf "has %s %q with more than one /" $name $item) -}}
+{{- else if has (first $lh) (list "*" "?") -}}
+{{- $_ := set $n "start" $min -}}{{- $_ := set $n "end" $max -}}
+{{- else if gt (len $lh) 2 -}}
+{{- $_ := set $out "p" (printf "has %s %q with more than one -" $name $item) -}}
+{{- else -}}
+{{- range $j, $tok := $lh -}}
+{{- $v := -1 -}}
+{{- range $k, $nm := $names -}}{{- if eq (lower $tok) $nm -}}{{- $v = add $k $min -}}{{- end -}}{{- end -}}
+{{- if and (lt (int $v) 0) (regexMatch "^[+]?[0-9]+$" $tok) -}}
+{{- $v = ternary 1000000000 (atoi $tok) (gt (len (regexReplaceAll "^[+]?0*" $tok "")) 9) -}}
+{{- end -}}
+{{- if lt (int $v) 0 -}}
+{{- $_ := set $out "p" (printf "has %s %q, which is not a number%s" $name $tok (ternary (printf " or a name (%s-%s)" (first $names) (last $names)) "" (gt (len $names) 0))) -}}
+{{- end -}}
+{{- $_ := set $n (ternary "start" "end" (eq $j 0)) $v -}}
+{{- end -}}
+{{- if not (hasKey $n "end") -}}{{- $_ := set $n "end" $n.start -}}{{- end -}}
+{{- if and (eq (len $rs) 2) (eq (len $lh) 1) -}}{{- $_ := set $n "end" $max -}}{{- end -}}
+{{- end -}}
+{{- if and (not $out.p) (eq (len $rs) 2) -}}
+{{- $step := last $rs -}}
+{{- if not (regexMatch "^[+]?[0-9]+$" $step) -}}
+{{- $_ := set $out "p" (printf "has %s step %q, which is not a number" $name $step) -}}
+{{- else if or (eq (atoi $step) 0) (gt (len (regexReplaceAll "^[+]?0*" $step "")) 9) -}}
+{{- $_ := set $out "p" (printf "has %s step %q; a step is 1 or more" $name $step) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $out.p -}}
+{{- if lt (int $n.start) (int $min) -}}
+{{- $_ := set $out "p" (printf "has %s %d, below %d" $name (int $n.start) (int $min)) -}}
+{{- else if gt (int $n.end) (int $max) -}}
+{{- $_ := set $out "p" (printf "has %s %d, above %d%s" $name (int $n.end) (int $max) (ternary " (Sunday is 0)" "" (eq $name "day of week"))) -}}
+{{- else if gt (int $n.start) (int $n.end) -}}
+{{- $_ := set $out "p" (printf "has %s range %q, whose start is after its end" $name (first $rs)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $out.p -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/prestop"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
@@ -42,11 +43,11 @@ func Hook(t testing.TB, top *valkeytest.Topology, i int, log *slog.Logger, senti
 	if len(sentinels) == 0 {
 		sentinels = testenv.SentinelAddrs(top)
 	}
-	b, err := json.Marshal(spec.SentinelInfo{MonitorName: top.Cfg.MonitorName, Port: 26379, Hosts: sentinels})
+	b, err := json.Marshal(spec.SentinelInfo{MonitorName: top.Cfg.MonitorName, Port: contract.SentinelPort, Hosts: sentinels})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sentinelsFile := write("sentinels.json", string(b))
+	sentinelsFile := write(contract.KeySentinels, string(b))
 	var ports []int
 	for _, n := range top.Nodes {
 		ports = append(ports, n.Port)
