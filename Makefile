@@ -87,7 +87,7 @@ chaos-cluster: deps ## the multi-node scenarios of RELIABILITY.md on a 3-node lo
 demo: deps ## the main job: install both charts and show a healthy, failover-ready deployment
 	hack/demo.sh
 
-images: deps ## build the valkey 9.1 and 8.0, redis and controller images and load them into the local cluster
+images: deps ## build the valkey 9.1 and 8.0, redis, controller and versitygw (e2e S3 server) images and load them into the local cluster
 	hack/images.sh
 
 lint:

@@ -3,8 +3,8 @@
 # the local cluster's containerd (hack/cluster.sh / hack/k8s-local). Idempotent: an image whose inputs
 # did not change and that containerd still holds is neither rebuilt nor re-imported.
 #
-#   hack/images.sh                      # all four: valkey (9.1), valkey80, redis, controller
-#   hack/images.sh controller           # only some of: valkey valkey80 redis controller
+#   hack/images.sh                      # all five: valkey (9.1), valkey80, redis, controller, s3
+#   hack/images.sh controller           # only some of: valkey valkey80 redis controller s3
 #   hack/images.sh alias SRC DST...     # add tag DST to the loaded image SRC (e.g. a chart's default name)
 #   NO_LOAD=1 hack/images.sh            # build only
 #
@@ -25,7 +25,11 @@
 #                                     the demo and e2e run the charts' defaults without --set; never pushed)
 #                                     CGO_ENABLED=0 go build -trimpath ./cmd/valkey-sentinel-ctl; only the
 #                                     binary at /valkey-sentinel-ctl, entrypoint it, user 65532
-# Knobs: CTL_IMAGE (ref), CTL_PKG (package, default ./cmd/valkey-sentinel-ctl), CTL_BUILD_DIR (module dir
+#   valkey-ha-e2e/versitygw:local      the S3-compatible server of e2e TestBackupRestoreIntoNewInstance (never a
+#                                     chart's image): the versitygw binary hack/install-s3.sh builds (run here if
+#                                     missing) at /versitygw + busybox (the test pod makes its bucket directory
+#                                     and the test lists the objects with it); no user set (the pod runs as 65532)
+# Knobs: S3_IMAGE (ref of the versitygw image; e2e reads E2E_S3_IMAGE), CTL_IMAGE (ref), CTL_PKG (package, default ./cmd/valkey-sentinel-ctl), CTL_BUILD_DIR (module dir
 # to build in, default the repo root), CTL_EXTRA_TAGS (space-separated extra refs for the controller image),
 # CTL_STAMP (name of the load stamp, default controller; e2e/upgrade_test.go builds an earlier commit's controller
 # under its own tag and stamp, so the current one is not rebuilt by the next run).
@@ -33,7 +37,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 K8S=$ROOT/hack/k8s-local
-if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=VALKEY_HA_ENGINES,K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,CTL_STAMP,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
+if [[ $(id -u) != 0 ]]; then command -v sudo >/dev/null || { echo "images.sh: needs root" >&2; exit 1; }; exec sudo --preserve-env=VALKEY_HA_ENGINES,K8S_LOCAL_CACHE,XDG_CACHE_HOME,CTL_IMAGE,CTL_PKG,CTL_BUILD_DIR,CTL_EXTRA_TAGS,CTL_STAMP,S3_IMAGE,VALKEY_HA_S3_DIR,NO_LOAD,PATH,GOPATH,GOCACHE,GOMODCACHE,GOFLAGS "$0" "$@"; fi
 # shellcheck source=k8s-local/env.sh
 . "$K8S/env.sh"
 # shellcheck source=k8s-local/nodes.sh
@@ -44,6 +48,8 @@ CTL_PKG=${CTL_PKG:-./cmd/valkey-sentinel-ctl}
 CTL_BUILD_DIR=${CTL_BUILD_DIR:-$ROOT}
 CTL_EXTRA_TAGS=${CTL_EXTRA_TAGS:-}
 CTL_STAMP=${CTL_STAMP:-controller}
+S3_IMAGE=${S3_IMAGE:-valkey-ha-e2e/versitygw:local}
+S3_DIR=${VALKEY_HA_S3_DIR:-/var/cache/valkey-ha/s3}
 [[ $CTL_STAMP =~ ^[A-Za-z0-9._-]+$ ]] || { echo "images.sh: CTL_STAMP=$CTL_STAMP: use letters, digits, . _ -" >&2; exit 1; }
 NO_LOAD=${NO_LOAD:-0}
 LOADED=$RUN/loaded # load stamps; $RUN is removed by down.sh, as is containerd's image store
@@ -140,6 +146,25 @@ build_controller() {
   log "image $CTL_IMAGE: loaded ($dig)"
 }
 
+# the versitygw image of the e2e S3 target (TestBackupRestoreIntoNewInstance): the binary hack/install-s3.sh
+# builds (installed here when missing, about 1.5 minutes once), with busybox; stamped like the controller
+build_s3() {
+  local bin=$S3_DIR/bin/versitygw sum dig ver
+  VALKEY_HA_S3_DIR=$S3_DIR "$ROOT/hack/install-s3.sh" || die "hack/install-s3.sh failed (the e2e S3 server image)"
+  [[ -x $bin ]] || die "$bin missing after hack/install-s3.sh"
+  ver=$(cat "$S3_DIR/VERSION" 2>/dev/null || echo unknown)
+  ((NO_LOAD)) && { log "image $S3_IMAGE: versitygw $ver present, not loaded (NO_LOAD=1)"; return 0; }
+  sum=$({ sha256sum <"$bin"; echo "$S3_IMAGE $ver"; sha256sum <"$K8S/load-image.sh"; } | sha256sum | cut -c1-16)
+  dig=$(ctr_digest "$S3_IMAGE")
+  if [[ -n $dig && -f $LOADED/s3 && $(<"$LOADED/s3") == "$sum $dig" ]]; then
+    log "image $S3_IMAGE: loaded, unchanged ($dig)"; return 0
+  fi
+  "$K8S/load-image.sh" binary "$S3_IMAGE" "$bin" --busybox >/dev/null
+  dig=$(ctr_digest "$S3_IMAGE"); [[ -n $dig ]] || die "$S3_IMAGE not found in containerd after import"
+  mkdir -p "$LOADED"; echo "$sum $dig" >"$LOADED/s3"
+  log "image $S3_IMAGE: loaded, versitygw $ver ($dig)"
+}
+
 cmd_alias() { # SRC DST...
   local src=$1 full d; shift
   need_containerd
@@ -153,8 +178,8 @@ cmd_alias() { # SRC DST...
 main() {
   local want=("$@") w t0
   [[ ${want[0]:-} == alias ]] && { [[ $# -ge 3 ]] || die "usage: images.sh alias SRC DST..."; cmd_alias "${want[@]:1}"; return; }
-  ((${#want[@]})) || want=(valkey valkey80 redis controller)
-  for w in "${want[@]}"; do [[ $w =~ ^(valkey|valkey80|redis|controller)$ ]] || die "unknown image $w (valkey|valkey80|redis|controller|alias)"; done
+  ((${#want[@]})) || want=(valkey valkey80 redis controller s3)
+  for w in "${want[@]}"; do [[ $w =~ ^(valkey|valkey80|redis|controller|s3)$ ]] || die "unknown image $w (valkey|valkey80|redis|controller|s3|alias)"; done
   need_containerd
   t0=$(date +%s)
   if [[ " ${want[*]} " =~ \ (valkey|valkey80|redis)\  ]]; then
@@ -171,6 +196,7 @@ main() {
       valkey80) load_tarball valkey "$IMAGES/valkey.tar" "$VALKEY_IMAGE" ;;
       redis) load_tarball redis "$IMAGES/redis.tar" "$REDIS_IMAGE" ;;
       controller) build_controller ;;
+      s3) build_s3 ;;
     esac
   done
   log "images done in $(( $(date +%s) - t0 ))s"

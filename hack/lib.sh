@@ -62,9 +62,9 @@ ensure_helm() {
   export PATH=$PATH:$gobin
 }
 
-load_images() {
+load_images() { # the charts' images (not s3, the e2e suite's versitygw: hack/e2e.sh loads every image)
   if ((LOCAL_CLUSTER)); then
-    as_root "$HACK/images.sh" || fail "hack/images.sh failed"
+    as_root "$HACK/images.sh" valkey valkey80 redis controller || fail "hack/images.sh failed"
   else
     say "not the local cluster: images are not built here; $CTL_IMAGE and the valkey image must be pullable by that cluster"
   fi
