@@ -241,6 +241,7 @@ func (d *Deployment) disruptPrimary(t *testing.T, name, appPW string, evict bool
 	}
 	r.hookLog = logs.Wait(5 * time.Second)
 	t.Log(r)
+	t.Logf("writer: %s", r.stats) // its errors and when the longest gap began
 	t.Logf("hook log: %s", strings.Join(preStopLines(r.hookLog), " | "))
 	return r
 }
