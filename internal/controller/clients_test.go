@@ -208,23 +208,27 @@ func pausedPrimaryFailover(t *testing.T, extra []string, labelsOnly bool) (s, af
 // more, so every client writes to the new primary within 1 s of the switch, and the old primary acknowledges
 // no write after its demotion.
 func TestSentinelFailoverMovesHeldClients(t *testing.T) {
-	s, after := sentinelFailoverHeld(t, false)
+	s, after := sentinelFailoverHeld(t, false, 0)
 	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
 	assert.LessOrEqual(t, s.Quantile(0.95), time.Second, "p95 within 1 s of the switch")
 	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
 }
 
 // sentinelFailoverHeld runs the scenario of TestSentinelFailoverMovesHeldClients and returns the held
-// clients' summary from the switch and from the old primary's demotion.
-func sentinelFailoverHeld(t *testing.T, labelsOnly bool) (s, after testenv.HeldSummary) {
+// clients' summary from the switch and from the old primary's demotion. lag > 0 routes the clients through a
+// primary Service lagging the labels by lag (laggedRouting).
+func sentinelFailoverHeld(t *testing.T, labelsOnly bool, lag time.Duration) (s, after testenv.HeldSummary) {
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	e.PublishSentinels()
 	pw := testenv.AddAppUser(t, e.Top)
 	m := e.startHeldInstanceController(labelsOnly)
 	old := e.Top.Nodes[0]
 	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
-	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond,
-		Dial: func(int) (string, error) { return e.labelledPrimary() }})
+	dial, wait := func(int) (string, error) { return e.labelledPrimary() }, 5*time.Second
+	if lag > 0 {
+		dial, wait = startLaggedRouting(t, e, lag).dial, lag+recloseWindow+3*time.Second
+	}
+	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond, Dial: dial})
 	begin := time.Now()
 	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
 
@@ -239,7 +243,7 @@ func sentinelFailoverHeld(t *testing.T, labelsOnly bool) (s, after testenv.HeldS
 		}
 	}
 	demotedAt := waitReplica(t, e, old, 15*time.Second)
-	for end := time.Now().Add(5 * time.Second); held.AllWrote(newNode.Addr(), at) != nil && time.Now().Before(end); {
+	for end := time.Now().Add(wait); held.AllWrote(newNode.Addr(), at) != nil && time.Now().Before(end); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -296,7 +300,7 @@ func TestHeldClientsFigure(t *testing.T) {
 		name string
 		run  func(t *testing.T, labelsOnly bool) testenv.HeldSummary
 	}{
-		{"SENTINEL FAILOVER", func(t *testing.T, lo bool) testenv.HeldSummary { s, _ := sentinelFailoverHeld(t, lo); return s }},
+		{"SENTINEL FAILOVER", func(t *testing.T, lo bool) testenv.HeldSummary { s, _ := sentinelFailoverHeld(t, lo, 0); return s }},
 		{"paused primary (resumed 1 s after)", func(t *testing.T, lo bool) testenv.HeldSummary { s, _ := pausedPrimaryFailover(t, nil, lo); return s }},
 	} {
 		r := row{kind: k.name}
@@ -411,37 +415,8 @@ func (r *laggedRouting) dial(int) (string, error) {
 // write after its demotion. Before the reclose they stayed on the old node until the end (never).
 func TestHeldClientsFollowALaggingService(t *testing.T) {
 	const lag = 1500 * time.Millisecond
-	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
-	e.PublishSentinels()
-	pw := testenv.AddAppUser(t, e.Top)
-	m := e.startHeldInstanceController(false)
-	old := e.Top.Nodes[0]
-	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
-	route := startLaggedRouting(t, e, lag)
-	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond, Dial: route.dial})
-	begin := time.Now()
-	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
-
-	sw := testenv.NewSwitchWatcher(t, e.Top)
-	require.NoError(t, e.Top.Sentinels[0].Client(e.Top.SentinelOptions()).SentinelFailover(context.Background(), e.Top.Cfg.MonitorName))
-	at, port, err := sw.WaitSwitch(old.Port, 20*time.Second)
-	require.NoError(t, err)
-	var newNode *valkeytest.Proc
-	for _, n := range e.Top.Nodes {
-		if n.Port == port {
-			newNode = n
-		}
-	}
-	require.NotNil(t, newNode, "the promoted node %d", port)
-	demotedAt := waitReplica(t, e, old, 15*time.Second)
-	for end := time.Now().Add(lag + recloseWindow + 3*time.Second); held.AllWrote(newNode.Addr(), at) != nil && time.Now().Before(end); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	held.Stop()
-	s := held.Summarize(at, old.Addr(), newNode.Addr())
-	after := held.Summarize(demotedAt, old.Addr(), newNode.Addr())
-	t.Logf("held clients behind a %s routing lag after the switch: %s; closed by the controller: %v", lag, s,
-		testutil.ToFloat64(m.DemotedClientsClosed.WithLabelValues(ns+"/vk")))
+	s, after := sentinelFailoverHeld(t, false, lag)
+	t.Logf("held clients behind a %s routing lag after the switch: %s", lag, s)
 	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
 	assert.LessOrEqual(t, s.Worst(), lag+recloseWindow, "every connection within the lag and the reclose window")
 	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
