@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -59,6 +61,13 @@ func sentinelFailoverNoReplicas(t *testing.T, cfg valkeytest.TopologyConfig, fau
 		time.Sleep(20 * time.Millisecond)
 	}
 	held.Stop()
+	if st, err := newNode.CLI(acl.Operator, e.Top.Passwords[acl.Operator], "INFO", "stats"); err == nil {
+		for _, l := range strings.Split(st, "\n") {
+			if strings.HasPrefix(l, "sync_full") || strings.HasPrefix(l, "sync_partial") {
+				t.Logf("new primary %s", strings.TrimSpace(l))
+			}
+		}
+	}
 	r := operatorFailover{s: held.Summarize(at, old.Addr(), newNode.Addr()), writes: -1, demoted: demotedAt.Sub(at)}
 	for _, w := range held.Writes() {
 		if w.OK && w.Addr == newNode.Addr() && !w.End.Before(at) && (r.writes < 0 || w.End.Sub(at) < r.writes) {
@@ -76,4 +85,12 @@ func TestOperatorFailoverDemotesOldPrimary(t *testing.T) {
 	r := sentinelFailoverNoReplicas(t, valkeytest.TopologyConfig{}, nil)
 	assert.GreaterOrEqual(t, r.writes, time.Duration(0), "the new primary acknowledged a write")
 	assert.Zero(t, r.s.AckedByOld, "no write acknowledged by the old primary after the switch")
+}
+
+func TestOperatorFailoverDisklessDelayProbe(t *testing.T) {
+	for _, d := range []string{"5", "1", "0"} {
+		t.Run("delay"+d, func(t *testing.T) {
+			sentinelFailoverNoReplicas(t, valkeytest.TopologyConfig{ExtraServerLines: []string{"repl-diskless-sync-delay " + d}}, nil)
+		})
+	}
 }

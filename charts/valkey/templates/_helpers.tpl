@@ -365,6 +365,11 @@ appendonly no
 save ""
 {{- end }}
 repl-diskless-sync yes
+# a full resync starts at once (Valkey's default waits 5 s for more replicas to share it): after a failover, a
+# replica that took writes the new primary never had resyncs in full, and with min-replicas-to-write the new
+# primary refuses writes (NOREPLICAS) until one has (issue 30: 5.3 s after a plain SENTINEL FAILOVER with the
+# default, 0.1 s with 0; config.repl-diskless-sync-delay, set after this line, wins)
+repl-diskless-sync-delay 0
 {{- $minReplicas := int (include "valkey.minReplicasToWrite" .) }}
 {{- if gt $minReplicas 0 }}
 min-replicas-to-write {{ $minReplicas }}
