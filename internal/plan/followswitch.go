@@ -39,7 +39,8 @@ func (n Named) String() string {
 }
 
 // rememberNamed updates m.Named (and m.Former at a switch) from the Sentinels' majority in w; nothing when the
-// instance is not monitored or the majority's primary was not observed.
+// instance is not monitored or the majority's primary was not observed. The epoch is read only from Sentinels
+// that report no failover in flight.
 func rememberNamed(w World, m *Memory) {
 	if !w.Monitored() {
 		return
@@ -50,7 +51,9 @@ func rememberNamed(w World, m *Memory) {
 	}
 	epoch := int64(0)
 	for _, s := range w.Sentinels {
-		if s.Answered() && s.Found && v.Names(s.Monitor.Host, s.Monitor.Port) {
+		// the leader of a failover names the old primary under the failover's new epoch from +promoted-slave
+		// until it switches (sentinel.c: config_epoch = failover_epoch): that epoch belongs to the new primary
+		if s.Answered() && s.Found && !s.Monitor.FailoverInProgress() && v.Names(s.Monitor.Host, s.Monitor.Port) {
 			epoch = max(epoch, s.Monitor.ConfigEpoch)
 		}
 	}
