@@ -43,10 +43,13 @@ func TestFollowSwitch(t *testing.T) {
 		{name: "one Sentinel has not heard of the switch: the old primary is demoted all the same",
 			mutate: func(w *World, _ *Memory) { staleSentinel(w, 2) }, step: "vk-0-0"},
 		{name: "a Sentinel names the old primary under the new epoch: refused",
-			mutate: func(w *World, _ *Memory) { staleSentinel(w, 2); w.Sentinels[2].Monitor.ConfigEpoch = 1 },
+			mutate:  func(w *World, _ *Memory) { staleSentinel(w, 2); w.Sentinels[2].Monitor.ConfigEpoch = 1 },
 			refused: "neither the switch to vk-1-0 nor the former primary"},
 		{name: "a Sentinel names a third node: refused",
-			mutate: func(w *World, _ *Memory) { w.Sentinels[2].Monitor.Host = w.Instance.Nodes[2].Host; w.Sentinels[2].Monitor.ConfigEpoch = 2 },
+			mutate: func(w *World, _ *Memory) {
+				w.Sentinels[2].Monitor.Host = w.Instance.Nodes[2].Host
+				w.Sentinels[2].Monitor.ConfigEpoch = 2
+			},
 			refused: "neither the switch"},
 		{name: "only one of three names the new primary (the others have not heard): refused",
 			mutate: func(w *World, _ *Memory) { staleSentinel(w, 1); staleSentinel(w, 2) }},
@@ -57,7 +60,10 @@ func TestFollowSwitch(t *testing.T) {
 				w.Sentinels[0].Monitor.Flags = []string{"master", "failover_in_progress"}
 			}, refused: "a Sentinel reports a failover in flight"},
 		{name: "a Sentinel flags the primary down: refused",
-			mutate: func(w *World, _ *Memory) { staleSentinel(w, 2); w.Sentinels[2].Monitor.Flags = []string{"master", "s_down"} },
+			mutate: func(w *World, _ *Memory) {
+				staleSentinel(w, 2)
+				w.Sentinels[2].Monitor.Flags = []string{"master", "s_down"}
+			},
 			refused: "flags the primary down"},
 		{name: "the controller saw no switch (it restarted) and a Sentinel disagrees: nothing (the topology is frozen)",
 			mutate: func(w *World, m *Memory) { staleSentinel(w, 2); m.Named = Named{} }},
