@@ -213,7 +213,7 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	f := startFleet(t, []string{"t1", "t2"}, true, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := newSwitchHub(ctx, quietLog())
+	h := newSwitchHub(quietLog())
 	var addrs []string
 	for _, s := range f.sentinels {
 		addrs = append(addrs, s.Addr())
@@ -222,7 +222,7 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	opts := func(context.Context) valkey.Options { return valkey.Options{DialTimeout: time.Second} }
 	for _, fi := range f.insts {
 		name := fi.in.Name
-		h.watch(fi.in.MonitorName, addrs, opts, func(valkey.MonitorEvent) { got <- name })
+		h.watch(ctx, fi.in.MonitorName, addrs, opts, func(valkey.MonitorEvent) { got <- name })
 	}
 	assert.Equal(t, 3, h.subscriptions(), "one subscription per Sentinel")
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "subscribed", func() error {
@@ -288,10 +288,10 @@ func TestOneQueueKeyPerInstance(t *testing.T) {
 			defer c.queue.ShutDown()
 			c.cache.Start(ctx)
 			require.True(t, c.cache.WaitForSync(ctx))
-			key := instanceKey(tc.ns, tc.in)
+			key := types.NamespacedName{Namespace: tc.ns, Name: tc.in}
 			// drain the queue between passes: no worker runs, each pass is this test's call
-			queued := func() []string {
-				var keys []string
+			queued := func() []types.NamespacedName {
+				var keys []types.NamespacedName
 				for c.queue.Len() > 0 {
 					k, _ := c.queue.Get()
 					keys = append(keys, k)
@@ -313,7 +313,7 @@ func TestOneQueueKeyPerInstance(t *testing.T) {
 
 			orphan := tc.top.Nodes[1]
 			require.NoError(t, orphan.Client(tc.top.Options(acl.Operator)).PromoteToPrimary(ctx))
-			var keys []string
+			var keys []types.NamespacedName
 			valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "a repair queues the instance again", func() error {
 				if _, err := c.Reconcile(ctx, key); err != nil {
 					return err
@@ -323,16 +323,16 @@ func TestOneQueueKeyPerInstance(t *testing.T) {
 				}
 				return nil
 			})
-			assert.Equal(t, []string{key}, keys, "the instance's one key, never a second one")
+			assert.Equal(t, []types.NamespacedName{key}, keys, "the instance's one key, never a second one")
 			r, err := tc.top.Replication(orphan)
 			require.NoError(t, err)
 			assert.Equal(t, valkey.RoleReplica, r.Role, "the step was the repair")
 
 			// a bare name that reaches the queue anyway runs no pass under it: it is re-queued as the key of
 			// the controller's own namespace (the only one a bare name can mean; Reconcile's convention)
-			c.queue.Add(tc.in)
-			require.True(t, c.processNext(ctx))
-			assert.Equal(t, []string{instanceKey(tc.o.Namespace, tc.in)}, queued(), "re-queued under namespace/name, no pass under the bare key")
+			c.queue.Add(types.NamespacedName{Name: tc.in})
+			require.True(t, c.loop.processNext(ctx))
+			assert.Equal(t, []types.NamespacedName{{Namespace: tc.o.Namespace, Name: tc.in}}, queued(), "re-queued under namespace/name, no pass under the bare key")
 		})
 	}
 }
