@@ -8,6 +8,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
 // TestQuorumMismatches: each cross-release mismatch that makes failover impossible is named with both
@@ -100,4 +101,27 @@ func TestInstanceStatusNamesTheMissingQuorum(t *testing.T) {
 	}
 	assert.True(t, strings.HasPrefix(got, ReasonQuorumMissing+": "), got)
 	assert.Contains(t, got, "nosuch-quorum does not exist")
+}
+
+// TestInstanceStatusOnePrimaryRow: while the Sentinels name a new primary that reports role master, the old
+// primary that still reports master too (Sentinel has not demoted it yet) is listed as "stale-primary", so
+// the status view shows one primary row (before: two rows read "primary").
+func TestInstanceStatusOnePrimaryRow(t *testing.T) {
+	w, m := steadyWorld(), settledMemory()
+	in := w.Instance
+	w.Nodes[1].Repl = valkey.Replication{Role: valkey.RolePrimary, MasterReplOffset: 120, Replicas: []valkey.ConnectedReplica{{}}}
+	w.Nodes[2].Repl.PrimaryHost = in.Nodes[1].Host
+	for i := range w.Sentinels {
+		w.Sentinels[i].Monitor.Host = in.Nodes[1].Host
+		w.Sentinels[i].Replicas = []valkey.SentinelReplica{
+			{Host: in.Nodes[0].Host, Port: 6379, Flags: []string{"slave"}},
+			{Host: in.Nodes[2].Host, Port: 6379, Flags: []string{"slave"}, PrimaryLinkUp: true}}
+	}
+	st := InstanceStatus(w, Instance(w, m), Outcome{}, status.Instance{}, "test")
+	assert.Equal(t, "vk-1-0", st.Primary)
+	roles := map[string]string{}
+	for _, n := range st.Nodes {
+		roles[n.Pod] = n.Role
+	}
+	assert.Equal(t, map[string]string{"vk-0-0": status.RoleStalePrimary, "vk-1-0": "primary", "vk-2-0": "replica"}, roles)
 }
