@@ -258,8 +258,8 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 }
 
 // TestOneQueueKeyPerInstance (issue 17): after a disruptive step (here the repair of a replica that made
-// itself a primary) the instance is queued again at once under its one key, namespace/name, in a dedicated
-// and in a shared controller. A bare name was a second key of the same instance: the work queue hands two
+// itself a primary) the pass asks to be taken up again at once (Result.Requeue) and the loop queues the
+// instance under its one key, namespace/name, in a dedicated and in a shared controller. A bare name was a second key of the same instance: the work queue hands two
 // keys to two lanes at once (two concurrent passes on one instance's memory, dedicated), and a shared
 // controller resolved the bare name in its own namespace (the re-observation went to an instance that does
 // not exist, and was lost). A bare key that still reaches the queue is re-queued under the instance's key
@@ -315,9 +315,11 @@ func TestOneQueueKeyPerInstance(t *testing.T) {
 			require.NoError(t, orphan.Client(tc.top.Options(acl.Operator)).PromoteToPrimary(ctx))
 			var keys []types.NamespacedName
 			valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "a repair queues the instance again", func() error {
-				if _, err := c.Reconcile(ctx, key); err != nil {
+				res, err := c.Reconcile(ctx, key)
+				if err != nil {
 					return err
 				}
+				c.loop.settle(key, res, nil) // what the worker does after the pass (loop.go)
 				if keys = queued(); len(keys) == 0 {
 					return fmt.Errorf("nothing queued after the pass")
 				}
