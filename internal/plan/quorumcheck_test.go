@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
@@ -44,7 +45,7 @@ func TestQuorumMismatches(t *testing.T) {
 		says []string
 	}{
 		{name: "all matches", in: in(nil), q: side(doc(nil))},
-		{name: "failover mode None", in: in(func(i *spec.Instance) { i.FailoverMode = spec.FailoverNone }), q: QuorumSide{Release: "sentinel", Namespace: "ns", Observable: true}},
+		{name: "failover mode None", in: in(func(i *spec.Instance) { i.FailoverMode = contract.FailoverNone }), q: QuorumSide{Release: "sentinel", Namespace: "ns", Observable: true}},
 		{name: "descriptor 1.0 names no quorum", in: in(func(i *spec.Instance) { i.SentinelRelease = "" }), q: QuorumSide{Namespace: "ns", Observable: true}},
 		{name: "quorum namespace not watched: nothing concluded", in: in(nil), q: QuorumSide{Release: "sentinel", Namespace: "other"}},
 		{name: "quorum missing", in: in(nil), q: QuorumSide{Release: "sentinel", Namespace: "ns", Observable: true},
