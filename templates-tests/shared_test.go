@@ -1,0 +1,45 @@
+package templatestests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sharedSource is the one source of the named templates both charts define the same way (docs/design.md,
+// "Shared chart templates"): PREFIX. stands for the chart's template prefix (valkey. or vs.).
+var sharedSource = filepath.Join("..", "charts", "_shared", "helpers.tpl")
+
+// sharedTemplate is charts/_shared/helpers.tpl as charts/<chart>/templates/_shared.tpl holds it: a header
+// saying it is generated, then the source with the chart's prefix.
+func sharedTemplate(t testing.TB, chart string) string {
+	t.Helper()
+	src, err := os.ReadFile(sharedSource)
+	require.NoError(t, err)
+	head := "{{/* GENERATED from charts/_shared/helpers.tpl by `go test ./templates-tests -run TestSharedTemplatesGenerated -update`;\ndo not edit here: edit charts/_shared/helpers.tpl (PREFIX. is this chart's " + prefixOf(chart) + ".) and rerun. */}}\n\n"
+	return head + strings.ReplaceAll(string(src), "PREFIX.", prefixOf(chart)+".")
+}
+
+// TestSharedTemplatesGenerated fails when a chart's generated _shared.tpl is not charts/_shared/helpers.tpl
+// with its prefix (someone edited the copy, or the source without -update); with -update it writes them. The
+// charts stay self-contained: the copies are checked in, so `helm install ./charts/<chart>` and `helm package`
+// need no dependency step.
+func TestSharedTemplatesGenerated(t *testing.T) {
+	for _, chart := range []string{"valkey", "valkey-sentinel"} {
+		t.Run(chart, func(t *testing.T) {
+			path := filepath.Join(chartPath(chart), "templates", "_shared.tpl")
+			want := sharedTemplate(t, chart)
+			if *updateGolden {
+				require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
+			}
+			got, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, want, string(got), "charts/%s/templates/_shared.tpl is stale: edit charts/_shared/helpers.tpl, then run go test ./templates-tests -run TestSharedTemplatesGenerated -update", chart)
+			assert.Equal(t, 1, strings.Count(string(got), "PREFIX"), "only the header says PREFIX: every PREFIX in charts/_shared/helpers.tpl is followed by a dot and a template name")
+		})
+	}
+}
