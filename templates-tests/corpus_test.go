@@ -1,6 +1,7 @@
 package templatestests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,10 +25,12 @@ func TestRenderCorpus(t *testing.T) {
 	}
 	files = append([]string{""}, files...)
 	for _, c := range []string{"valkey", "valkey-sentinel"} {
-		for _, f := range files {
+		for i, f := range append(files, corpusExtras[c]...) {
 			values := []byte{}
 			name := "no-values"
-			if f != "" {
+			if i >= len(files) {
+				values, name = []byte(f), fmt.Sprintf("extra-%d", i-len(files))
+			} else if f != "" {
 				if values, err = os.ReadFile(f); err != nil {
 					t.Fatal(err)
 				}
@@ -51,4 +54,21 @@ func TestRenderCorpus(t *testing.T) {
 			}
 		}
 	}
+}
+
+// corpusExtras are values the testdata files leave out: the controller Deployments' every knob.
+var corpusExtras = map[string][]string{
+	"valkey": {
+		"controller: {replicas: 2, nodeSelector: {disk: ssd}, tolerations: [{key: k, operator: Exists}], priorityClassName: high, topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}], resources: {cpu: 200m, memory: 128Mi, requests: {cpu: 50m}}}\nimagePullSecrets: [{name: pull}]\ncommonLabels: {team: a}\ncommonAnnotations: {note: x}\n",
+		"controller: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: disk, operator: In, values: [ssd]}]}]}}}}\ntls: {enabled: true, existingSecret: cache-tls}\n",
+		"migrateFrom: {host: old-redis, port: 6380, username: mig, existingSecret: old, secretKey: password, switch: true, egressTo: [{podSelector: {matchLabels: {app: old}}}]}\n",
+		"migrateFrom: {host: old-redis, existingSecret: old, secretKey: redis-password}\nnetworkPolicy: {enabled: false}\n",
+		"controller: {enabled: false}\n",
+	},
+	"valkey-sentinel": {
+		"controller: {replicas: 3, nodeSelector: {disk: ssd}, tolerations: [{key: k, operator: Exists}], priorityClassName: high, topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}], resources: {cpu: 200m, memory: 128Mi, requests: {memory: 64Mi}}}\nimagePullSecrets: [{name: pull}]\ncommonLabels: {team: a}\ncommonAnnotations: {note: x}\nauth: {enabled: true}\nsharedTrustDomain: accept\nnamespaces: [t1, t2]\n",
+		"sharedTrustDomain: accept\ninstanceController: {enabled: true, replicas: 2, workers: 4}\nnamespaces: [t1]\ntls: {enabled: true, existingSecret: q-tls}\n",
+		"instanceController: {enabled: true}\ncontroller: {enabled: false}\n",
+		"controller: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: disk, operator: In, values: [ssd]}]}]}}}}\n",
+	},
 }

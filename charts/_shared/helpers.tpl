@@ -474,3 +474,198 @@ keeps the chart's meaning of the field. Not for a selector whose empty form the 
 {{- end -}}
 {{- end -}}
 
+{{/*
+A controller Deployment: charts/valkey's instance controller (F-controller), charts/valkey-sentinel's sentinel
+controller and shared instance controller. Same image, pull secrets, scheduling (controller.*), posture and
+probes. Call with (dict "ctx" $ "name" ... "component" ... "serviceAccount" ... "replicas" n "resources" map "args"
+list ["extraArgs" text] ["sentinelAuth" true] ["migrateFrom" map] ["plainArgs" true]): args are printed quoted
+(unquoted with plainArgs, as charts/valkey always has), then extraArgs (lines, e.g. vs.namespaceArgs), the
+metrics/health addresses, --leader-elect with standbys, --auth (sentinelAuth with auth.enabled) and the
+migration flags, volume and mount (migrateFrom with a host, charts/valkey).
+*/}}
+{{- define "PREFIX.controllerDeployment" -}}
+{{- $ctx := .ctx -}}
+{{- $c := $ctx.Values.controller -}}
+{{- $replicas := int .replicas -}}
+{{- $migrate := .migrateFrom | default dict -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .name }}
+  namespace: {{ $ctx.Release.Namespace }}
+  {{- with $ctx.Values.commonAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  labels:
+    {{- include "PREFIX.labels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
+spec:
+  replicas: {{ $replicas }}
+  {{- if gt $replicas 1 }}
+  # Standbys behind the Lease: one new pod at a time, ready as a standby before an old one goes.
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 0
+      maxSurge: 1
+  {{- else }}
+  # One pod: the old one is gone before the new one acts.
+  strategy:
+    type: Recreate
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "PREFIX.selectorLabels" $ctx | nindent 6 }}
+      app.kubernetes.io/component: {{ .component }}
+  template:
+    metadata:
+      labels:
+        {{- include "PREFIX.controllerPodLabels" (dict "ctx" $ctx "component" .component) | nindent 8 }}
+    spec:
+      serviceAccountName: {{ .serviceAccount }}
+      # The controller talks to the Kubernetes API: it needs its token.
+      automountServiceAccountToken: true
+      enableServiceLinks: false
+      {{- with $ctx.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- include "PREFIX.podSecurityContext" $ctx | nindent 8 }}
+      {{- with $c.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      {{- if $c.affinity }}
+      affinity:
+        {{- toYaml $c.affinity | nindent 8 }}
+      {{- else if gt $replicas 1 }}
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                topologyKey: kubernetes.io/hostname
+                labelSelector:
+                  matchLabels:
+                    {{- include "PREFIX.selectorLabels" $ctx | nindent 20 }}
+                    app.kubernetes.io/component: {{ .component }}
+      {{- end }}
+      {{- with $c.topologySpreadConstraints }}
+      topologySpreadConstraints:
+        {{- include "PREFIX.spreadConstraints" (dict "list" . "selector" (merge (include "PREFIX.selectorLabels" $ctx | fromYaml) (dict "app.kubernetes.io/component" $.component))) | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: controller
+          image: {{ include "PREFIX.ctlImage" $ctx }}
+          imagePullPolicy: {{ $c.image.pullPolicy }}
+          command:
+            - /valkey-sentinel-ctl
+          args:
+            {{- range .args }}
+            - {{ ternary . (quote .) (eq $.plainArgs true) }}
+            {{- end }}
+            {{- with .extraArgs }}{{ . | nindent 12 }}{{ end }}
+            - --metrics-addr
+            - :9090
+            - --health-addr
+            - :8081
+            {{- if gt $replicas 1 }}
+            - --leader-elect
+            {{- end }}
+            {{- if and .sentinelAuth $ctx.Values.auth.enabled }}
+            # authenticate as _admin (Secret S-auth-admin, created by the credentials Job; waits for it)
+            - --auth
+            {{- end }}
+            {{- with $migrate }}{{ if .host }}
+            # migrateFrom (README "Migration"): no topology step while node 0 follows the source; switch on migrateFrom.switch
+            - --migrate-from
+            - {{ printf "%s:%d" .host (int .port) | quote }}
+            - --migrate-user
+            - {{ .username | quote }}
+            - --migrate-password-file
+            - /etc/valkey-ha/migrate/password
+            {{- if .switch }}
+            - --migrate-switch
+            {{- end }}
+            {{- end }}{{ end }}
+          env:
+            - name: POD_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            - name: POD_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+            # the Go runtime keeps its heap under 90% of this (cli.ApplyMemoryLimit)
+            - name: VALKEY_HA_MEMORY_LIMIT
+              valueFrom:
+                resourceFieldRef:
+                  containerName: controller
+                  resource: limits.memory
+          ports:
+            - name: metrics
+              containerPort: 9090
+              protocol: TCP
+            - name: health
+              containerPort: 8081
+              protocol: TCP
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: health
+            periodSeconds: 10
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: health
+            periodSeconds: 5
+          securityContext:
+            {{- include "PREFIX.containerSecurityContext" $ctx | nindent 12 }}
+          resources:
+            limits:
+              cpu: {{ .resources.cpu | quote }}
+              memory: {{ .resources.memory | quote }}
+            requests:
+              cpu: {{ (.resources.requests | default dict).cpu | default .resources.cpu | quote }}
+              memory: {{ (.resources.requests | default dict).memory | default .resources.memory | quote }}
+          {{- if or $ctx.Values.tls.enabled $migrate.host }}
+          volumeMounts:
+            {{- if $ctx.Values.tls.enabled }}
+            - name: tls
+              mountPath: /etc/valkey-ha/tls
+              readOnly: true
+            {{- end }}
+            {{- if $migrate.host }}
+            - name: migrate
+              mountPath: /etc/valkey-ha/migrate
+              readOnly: true
+            {{- end }}
+          {{- end }}
+      {{- if or $ctx.Values.tls.enabled $migrate.host }}
+      volumes:
+        {{- if $ctx.Values.tls.enabled }}
+        - name: tls
+          secret:
+            secretName: {{ $ctx.Values.tls.existingSecret }}
+            defaultMode: 0440
+        {{- end }}
+        {{- if $migrate.host }}
+        - name: migrate
+          secret:
+            secretName: {{ $migrate.existingSecret }}
+            defaultMode: 0440
+            items:
+              - key: {{ $migrate.secretKey }}
+                path: password
+        {{- end }}
+      {{- end }}
+{{- end -}}
