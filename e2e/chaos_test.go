@@ -268,28 +268,17 @@ func (c *chaos) finish() ChaosResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	switches, tries := map[string]int{}, map[string]int{}
 	for _, ev := range evs {
 		if !ev.Master {
 			continue
-		}
-		switch ev.Event {
-		case "+switch-master":
-			switches[ev.Pod]++
-		case "+try-failover":
-			tries[ev.Pod]++
 		}
 		switch ev.Event {
 		case "+switch-master", "+try-failover", "+odown", "-failover-abort-no-good-slave", "-failover-abort-not-elected", "+failover-end-for-timeout":
 			t.Logf("sentinel %s: %s", ev.Pod, ev.Line)
 		}
 	}
-	for _, n := range switches {
-		r.Failovers = max(r.Failovers, n)
-	}
-	for _, n := range tries {
-		r.FailoverAttempts += n
-	}
+	fc := countFailovers(evs)
+	r.Failovers, r.FailoverAttempts = fc.Promotions, fc.Attempts
 
 	// the controllers: anything they did against the Sentinels' view shows as one of these events
 	for _, reason := range []string{"Repaired", "RepairFailed", "MonitorRemoved", "MonitorRegistered", "SentinelReset"} {

@@ -222,23 +222,15 @@ func (d *Deployment) disruptPrimary(t *testing.T, name, appPW string, evict bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	switches := map[string]int{}
 	for _, ev := range evs {
-		if !ev.Master {
-			continue
-		}
 		switch ev.Event {
-		case "+switch-master":
-			switches[ev.Pod]++
-		case "+try-failover", "-failover-abort-no-good-slave", "-failover-abort-not-elected", "+failover-end-for-timeout", "+failover-end":
-		default:
-			continue
+		case "+switch-master", "+try-failover", "-failover-abort-no-good-slave", "-failover-abort-not-elected", "+failover-end-for-timeout", "+failover-end":
+			if ev.Master {
+				t.Logf("sentinel %s: %s", ev.Pod, ev.Line)
+			}
 		}
-		t.Logf("sentinel %s: %s", ev.Pod, ev.Line)
 	}
-	for _, n := range switches {
-		r.failovers = max(r.failovers, n)
-	}
+	r.failovers = countFailovers(evs).Promotions
 	r.hookLog = logs.Wait(5 * time.Second)
 	t.Log(r)
 	t.Logf("writer: %s", r.stats) // its errors and when the longest gap began

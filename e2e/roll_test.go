@@ -433,6 +433,37 @@ func (d *Deployment) SentinelLogEvents(ctx context.Context, name string, since t
 	return out, nil
 }
 
+// FailoverCount is what a set of Sentinel log events says about failovers of one monitor.
+type FailoverCount struct {
+	// Promotions is the most +switch-master any one Sentinel logged: each Sentinel logs one per promotion it
+	// learns of, so the maximum counts promotions whichever Sentinels missed some.
+	Promotions int
+	// Attempts is the +try-failover lines of all Sentinels: each starts an epoch (sentinel.c
+	// sentinelStartFailover), so an aborted attempt raises config-epoch without a promotion.
+	Attempts int
+}
+
+// countFailovers counts the primary's failovers in evs (events about replicas and peers are skipped).
+func countFailovers(evs []SentinelLogEvent) FailoverCount {
+	switches := map[string]int{}
+	var c FailoverCount
+	for _, ev := range evs {
+		if !ev.Master {
+			continue
+		}
+		switch ev.Event {
+		case "+switch-master":
+			switches[ev.Pod]++
+		case "+try-failover":
+			c.Attempts++
+		}
+	}
+	for _, n := range switches {
+		c.Promotions = max(c.Promotions, n)
+	}
+	return c
+}
+
 // ---- the test -----------------------------------------------------------------------------------------
 
 // TestServerConfigRollsDataPods: `helm upgrade` of charts/valkey with a changed server directive (config:
