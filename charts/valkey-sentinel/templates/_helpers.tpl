@@ -31,28 +31,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: valkey-ha
 {{- end -}}
 
-{{/*
-An image reference: [registry/]repository[:tag][@digest], registry = global.imageRegistry, else the image's own.
-Call with (dict "ctx" $ "image" <image values> "tag" t).
-*/}}
-{{- define "vs.imageRef" -}}
-{{- $reg := .ctx.Values.global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
-{{- $ref := ternary (printf "%s/%s" $reg .image.repository) .image.repository (ne $reg "") -}}
-{{- with toString .tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end -}}
-{{- with .image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
-{{- $ref -}}
-{{- end -}}
-
 {{- define "vs.image" -}}
 {{- include "vs.imageRef" (dict "ctx" . "image" .Values.image "tag" .Values.image.tag) -}}
-{{- end -}}
-
-{{- define "vs.exporterImage" -}}
-{{- include "vs.imageRef" (dict "ctx" . "image" .Values.metrics.image "tag" .Values.metrics.image.tag) -}}
-{{- end -}}
-
-{{- define "vs.ctlImage" -}}
-{{- include "vs.imageRef" (dict "ctx" . "image" .Values.controller.image "tag" (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
 
 {{- define "vs.headless" -}}

@@ -672,3 +672,25 @@ spec:
         {{- end }}
       {{- end }}
 {{- end -}}
+
+{{/*
+An image reference: [registry/]repository[:tag][@digest], registry = global.imageRegistry, else the image's own.
+Call with (dict "ctx" $ "image" <image values> "tag" t ["repository" r]); repository defaults to the image's
+(charts/valkey's server image passes the engine's default one).
+*/}}
+{{- define "vs.imageRef" -}}
+{{- $reg := .ctx.Values.global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
+{{- $repo := .repository | default .image.repository -}}
+{{- $ref := ternary (printf "%s/%s" $reg $repo) $repo (ne $reg "") -}}
+{{- with toString .tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end -}}
+{{- with .image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end -}}
+
+{{- define "vs.exporterImage" -}}
+{{- include "vs.imageRef" (dict "ctx" . "image" .Values.metrics.image "tag" .Values.metrics.image.tag) -}}
+{{- end -}}
+
+{{- define "vs.ctlImage" -}}
+{{- include "vs.imageRef" (dict "ctx" . "image" .Values.controller.image "tag" (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
+{{- end -}}

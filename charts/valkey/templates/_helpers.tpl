@@ -51,25 +51,9 @@ app.kubernetes.io/part-of: valkey-ha
 {{- .Values.serviceAccount.name | default (ternary (include "valkey.fullname" .) "default" .Values.serviceAccount.create) -}}
 {{- end -}}
 
-{{/*
-An image reference: [registry/]repository[:tag][@digest], registry = global.imageRegistry, else the image's own.
-Call with (dict "ctx" $ "image" <image values> "repository" r "tag" t).
-*/}}
-{{- define "valkey.imageRef" -}}
-{{- $reg := .ctx.Values.global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
-{{- $ref := ternary (printf "%s/%s" $reg .repository) .repository (ne $reg "") -}}
-{{- with toString .tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end -}}
-{{- with .image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
-{{- $ref -}}
-{{- end -}}
-
 {{- define "valkey.serverImage" -}}
 {{- $repo := .Values.image.repository | default (ternary "redis" "valkey/valkey" (eq .Values.engine "redis")) -}}
 {{- include "valkey.imageRef" (dict "ctx" . "image" .Values.image "repository" $repo "tag" (include "valkey.serverTag" .)) -}}
-{{- end -}}
-
-{{- define "valkey.exporterImage" -}}
-{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.metrics.image "repository" .Values.metrics.image.repository "tag" .Values.metrics.image.tag) -}}
 {{- end -}}
 
 {{- define "valkey.serverTag" -}}
@@ -82,10 +66,6 @@ Call with (dict "ctx" $ "image" <image values> "repository" r "tag" t).
 
 {{- define "valkey.cliBin" -}}
 {{- ternary "redis-cli" "valkey-cli" (eq .Values.engine "redis") -}}
-{{- end -}}
-
-{{- define "valkey.ctlImage" -}}
-{{- include "valkey.imageRef" (dict "ctx" . "image" .Values.controller.image "repository" .Values.controller.image.repository "tag" (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
 
 {{- define "valkey.monitorName" -}}
