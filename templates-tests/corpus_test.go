@@ -64,11 +64,15 @@ var corpusExtras = map[string][]string{
 		"migrateFrom: {host: old-redis, port: 6380, username: mig, existingSecret: old, secretKey: password, switch: true, egressTo: [{podSelector: {matchLabels: {app: old}}}]}\n",
 		"migrateFrom: {host: old-redis, existingSecret: old, secretKey: redis-password}\nnetworkPolicy: {enabled: false}\n",
 		"controller: {enabled: false}\n",
+		"metrics: {enabled: true, serviceMonitor: {enabled: true, interval: 15s, scrapeTimeout: 5s, labels: {release: prom}, relabelings: [{action: replace, sourceLabels: [a], targetLabel: b}]}}\ncontroller: {serviceMonitor: {enabled: true, honorLabels: true}}\ncommonAnnotations: {note: x}\n",
+		"controller: {serviceMonitor: {enabled: true, labels: {release: prom}}}\n",
 	},
 	"valkey-sentinel": {
 		"controller: {replicas: 3, nodeSelector: {disk: ssd}, tolerations: [{key: k, operator: Exists}], priorityClassName: high, topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}], resources: {cpu: 200m, memory: 128Mi, requests: {memory: 64Mi}}}\nimagePullSecrets: [{name: pull}]\ncommonLabels: {team: a}\ncommonAnnotations: {note: x}\nauth: {enabled: true}\nsharedTrustDomain: accept\nnamespaces: [t1, t2]\n",
 		"sharedTrustDomain: accept\ninstanceController: {enabled: true, replicas: 2, workers: 4}\nnamespaces: [t1]\ntls: {enabled: true, existingSecret: q-tls}\n",
 		"instanceController: {enabled: true}\ncontroller: {enabled: false}\n",
 		"controller: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: disk, operator: In, values: [ssd]}]}]}}}}\n",
+		"controller: {serviceMonitor: {enabled: true, labels: {release: prom}, interval: 20s}}\ninstanceController: {enabled: true, serviceMonitor: {enabled: true, scrapeTimeout: 5s, metricRelabelings: [{action: drop, regex: x}]}}\ncommonAnnotations: {note: x}\n",
+		"instanceController: {enabled: true, serviceMonitor: {enabled: true}}\n",
 	},
 }

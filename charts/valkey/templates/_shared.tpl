@@ -694,3 +694,33 @@ Call with (dict "ctx" $ "image" <image values> "tag" t ["repository" r]); reposi
 {{- define "valkey.ctlImage" -}}
 {{- include "valkey.imageRef" (dict "ctx" . "image" .Values.controller.image "tag" (.Values.controller.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
+
+{{/*
+A ServiceMonitor of one /metrics port of this release: charts/valkey's data pods (the exporter) and instance
+controller, charts/valkey-sentinel's sentinel controller and shared instance controller. Call with (dict "ctx" $
+"name" n "component" c "monitor" <its serviceMonitor values> "match" "<the one selector label beside the chart's>").
+The caller writes the "---" and the comment above it.
+*/}}
+{{- define "valkey.serviceMonitor" -}}
+{{- $ctx := .ctx -}}
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ .name }}
+  namespace: {{ $ctx.Release.Namespace }}
+  {{- with $ctx.Values.commonAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  labels:
+    {{- include "valkey.labels" (dict "ctx" $ctx "component" .component "extra" .monitor.labels) | nindent 4 }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "valkey.selectorLabels" $ctx | nindent 6 }}
+      {{ .match }}
+  endpoints:
+    - port: metrics
+      interval: {{ .monitor.interval }}
+      {{- include "valkey.monitorKnobs" .monitor }}
+{{- end -}}
