@@ -31,15 +31,22 @@ func sharedTemplate(t testing.TB, chart string) string {
 func TestSharedTemplatesGenerated(t *testing.T) {
 	for _, chart := range []string{"valkey", "valkey-sentinel"} {
 		t.Run(chart, func(t *testing.T) {
-			path := filepath.Join(chartPath(chart), "templates", "_shared.tpl")
-			want := sharedTemplate(t, chart)
-			if *updateGolden {
-				require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-			}
-			got, err := os.ReadFile(path)
-			require.NoError(t, err)
-			assert.Equal(t, want, string(got), "charts/%s/templates/_shared.tpl is stale: edit charts/_shared/helpers.tpl, then run go test ./templates-tests -run TestSharedTemplatesGenerated -update", chart)
-			assert.Equal(t, 1, strings.Count(string(got), "PREFIX"), "only the header says PREFIX: every PREFIX in charts/_shared/helpers.tpl is followed by a dot and a template name")
+			got := checkGenerated(t, filepath.Join(chartPath(chart), "templates", "_shared.tpl"), sharedTemplate(t, chart),
+				"stale: edit charts/_shared/helpers.tpl, then run go test ./templates-tests -run TestSharedTemplatesGenerated -update")
+			assert.Equal(t, 1, strings.Count(got, "PREFIX"), "only the header says PREFIX: every PREFIX in charts/_shared/helpers.tpl is followed by a dot and a template name")
 		})
 	}
+}
+
+// checkGenerated compares the generated file at path with want (fix: how to regenerate it) and returns what the
+// file holds; with -update it writes want first.
+func checkGenerated(t *testing.T, path, want, fix string) string {
+	t.Helper()
+	if *updateGolden {
+		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
+	}
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got), "%s: %s", path, fix)
+	return string(got)
 }
