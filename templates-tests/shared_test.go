@@ -8,6 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 )
 
 // sharedSource is the one source of the named templates both charts define the same way (docs/design.md,
@@ -49,4 +53,35 @@ func checkGenerated(t *testing.T, path, want, fix string) string {
 	require.NoError(t, err)
 	assert.Equal(t, want, string(got), "%s: %s", path, fix)
 	return string(got)
+}
+
+// TestPackagedChartsSelfContained: what `helm package` writes (chartutil.Save, the same code) holds the shared
+// templates, needs no dependency, and renders exactly what the chart directory renders.
+func TestPackagedChartsSelfContained(t *testing.T) {
+	for _, name := range []string{"valkey", "valkey-sentinel"} {
+		t.Run(name, func(t *testing.T) {
+			dir := loadChart(t, name)
+			archive, err := chartutil.Save(dir, t.TempDir())
+			require.NoError(t, err)
+			pkg, err := loader.Load(archive)
+			require.NoError(t, err)
+			assert.Empty(t, pkg.Metadata.Dependencies, "the charts install from a clone without helm dependency build")
+			var shared bool
+			for _, f := range pkg.Templates {
+				shared = shared || f.Name == "templates/_shared.tpl"
+			}
+			assert.True(t, shared, "%s has templates/_shared.tpl", archive)
+			vals, err := chartutil.ReadValues(nil)
+			require.NoError(t, err)
+			render := func(c *chart.Chart) map[string]string {
+				opts := chartutil.ReleaseOptions{Name: "pkg", Namespace: testNamespace, Revision: 1, IsInstall: true}
+				top, err := chartutil.ToRenderValues(c, vals, opts, chartutil.DefaultCapabilities)
+				require.NoError(t, err)
+				out, err := engine.Render(c, top)
+				require.NoError(t, err)
+				return out
+			}
+			assert.Equal(t, render(dir), render(pkg))
+		})
+	}
 }
