@@ -90,7 +90,7 @@ Sentinel, an open LoadBalancer without TLS, and the NetworkPolicy that would dro
 {{- end -}}
 {{- end -}}
 {{- if and .Values.networkPolicy.enabled (not .Values.allowedSources) -}}
-{{- fail "externalAccess.enabled: networkPolicy.enabled admits no address from outside the cluster (allowedSources is empty), so every outside client would be dropped at the Sentinels; list the sources in allowedSources (with externalAccess.externalTrafficPolicy Local the clients' own CIDRs; with Cluster the nodes' addresses, which the node's SNAT puts in place of the client's), or set networkPolicy.enabled: false" -}}
+{{- fail "externalAccess.enabled: networkPolicy.enabled with no allowedSources drops every outside client at the Sentinels; list them in allowedSources (externalTrafficPolicy Local: the clients' CIDRs; Cluster: the nodes' addresses, which the node's SNAT puts in place of the client's), or set networkPolicy.enabled: false" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
