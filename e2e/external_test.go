@@ -11,6 +11,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,31 +177,25 @@ func TestOutsideClientFollowsFailoverThroughNodePorts(t *testing.T) {
 		Sentinel:     valkey.SentinelOption{MasterSet: in.F, Username: su, Password: spw, TopologyRefreshInterval: 5 * time.Second},
 	}
 	w := StartSentinelWriterWith(t, opt, fmt.Sprintf("out%d:", time.Now().UnixNano()), 10*time.Millisecond)
-	Eventually(t, 30*time.Second, 50*time.Millisecond, "the outside writer is acknowledged 100 times", func(context.Context) (bool, error) {
-		if n := w.Acked(); n < 100 {
-			return false, fmt.Errorf("%d acknowledged; %s", n, w.Stats())
-		}
-		return true, nil
-	})
+	w.WaitAcked(t, 100, "the outside writer is acknowledged 100 times")
 	old, err := in.SentinelPrimary(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := FollowLogs(t, d.NS, in.Pod(old), "valkey")
 	t0 := time.Now()
 	DeletePod(t, d.NS, in.Pod(old), nil)
 	newPrimary, at := in.waitNewPrimary(t, old, downAfter+failoverTimeout+10*time.Second)
 	t.Logf("the Sentinels name %s %s after the delete", in.Pod(newPrimary), at.Sub(t0).Round(time.Millisecond))
-	acked := w.Acked()
-	Eventually(t, 30*time.Second, 50*time.Millisecond, "the outside writer is acknowledged 100 more times after the failover", func(context.Context) (bool, error) {
-		if n := w.Acked(); n < acked+100 {
-			return false, fmt.Errorf("%d more acknowledged; %s", n-acked, w.Stats())
-		}
-		return true, nil
-	})
+	w.WaitAcked(t, w.Acked()+100, "the outside writer is acknowledged 100 more times after the failover")
 	w.Stop()
 	stats := w.Stats()
 	dialled, refused := log.Snapshot()
 	t.Logf("writer: %s", stats)
+	if !stats.AckGapStart.IsZero() {
+		t.Logf("the longest gap began %s after the delete", stats.AckGapStart.Sub(t0).Round(time.Millisecond))
+	}
+	t.Logf("hook log: %s", strings.Join(preStopLines(logs.Wait(5*time.Second)), " | "))
 	t.Logf("dials by external address: %v; refused (not in the map): %v", countsString(dialled), countsString(refused))
 
 	missing, err := w.MissingOn(ctx, net.JoinHostPort(in.FQDN(newPrimary), strconv.Itoa(valkeyPort)), "app", appPW)
@@ -221,6 +216,17 @@ func TestOutsideClientFollowsFailoverThroughNodePorts(t *testing.T) {
 		t.Errorf("longest gap between acknowledgements %s, above down-after + failover-timeout (%s)", stats.LongestAckGap, downAfter+failoverTimeout)
 	}
 	t.Logf("outside client through node ports: %d writes, %d acknowledged, %d failed, longest gap %s, %d lost", stats.Writes, stats.Acked, stats.Failed, stats.LongestAckGap.Round(time.Millisecond), len(missing))
+}
+
+// WaitAcked waits up to 30 s until the writer has n acknowledged writes in all.
+func (w *SentinelWriter) WaitAcked(t testing.TB, n int, what string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, 50*time.Millisecond, what, func(context.Context) (bool, error) {
+		if got := w.Acked(); got < n {
+			return false, fmt.Errorf("%d of %d acknowledged; %s", got, n, w.Stats())
+		}
+		return true, nil
+	})
 }
 
 // countsString formats a count map with its keys in order.
