@@ -113,8 +113,10 @@ func MappedDialer(m map[string]string, log *DialLog) func(ctx context.Context, a
 // externalAccess NodePort on the node's address and fixed node ports, so F-external and S-external carry the
 // whole address map. From the host, a valkey-go Sentinel-aware client that dials only through that map (its
 // dialer refuses every other address, the in-cluster FQDNs included) finds the primary through the Sentinels'
-// node ports and writes every 10 ms; the primary's pod is deleted; the client follows the Sentinels'
-// failover to the new primary's node port and keeps writing. Every acknowledged write is on the new primary.
+// node ports and writes every 10 ms; the primary's pod is deleted, gracefully (its preStop hook hands off),
+// then, once the replaced pod is back, forced (grace 0: no handoff, a Sentinel failover); each time the
+// client follows the Sentinels to the new primary's node port and keeps writing, and every acknowledged write
+// is on the new primary.
 // The Sentinels and the data nodes still announce their in-cluster FQDNs. The local cluster's bridge CNI
 // enforces no NetworkPolicy, so allowedSources (the node's address: the NodePort's SNAT source) is rendered
 // but not exercised here.
@@ -167,55 +169,66 @@ func TestOutsideClientFollowsFailoverThroughNodePorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &DialLog{Dialled: map[string]int{}, Refused: map[string]int{}}
-	opt := valkey.ClientOption{
-		InitAddress:  sentinels,
-		Username:     "app",
-		Password:     appPW,
-		DialCtxFn:    MappedDialer(m, log),
-		DisableCache: true,
-		Sentinel:     valkey.SentinelOption{MasterSet: in.F, Username: su, Password: spw, TopologyRefreshInterval: 5 * time.Second},
-	}
-	w := StartSentinelWriterWith(t, opt, fmt.Sprintf("out%d:", time.Now().UnixNano()), 10*time.Millisecond)
-	w.WaitAcked(t, 100, "the outside writer is acknowledged 100 times")
-	old, err := in.SentinelPrimary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := FollowLogs(t, d.NS, in.Pod(old), "valkey")
-	t0 := time.Now()
-	DeletePod(t, d.NS, in.Pod(old), nil)
-	newPrimary, at := in.waitNewPrimary(t, old, downAfter+failoverTimeout+10*time.Second)
-	t.Logf("the Sentinels name %s %s after the delete", in.Pod(newPrimary), at.Sub(t0).Round(time.Millisecond))
-	w.WaitAcked(t, w.Acked()+100, "the outside writer is acknowledged 100 more times after the failover")
-	w.Stop()
-	stats := w.Stats()
-	dialled, refused := log.Snapshot()
-	t.Logf("writer: %s", stats)
-	if !stats.AckGapStart.IsZero() {
-		t.Logf("the longest gap began %s after the delete", stats.AckGapStart.Sub(t0).Round(time.Millisecond))
-	}
-	t.Logf("hook log: %s", strings.Join(preStopLines(logs.Wait(5*time.Second)), " | "))
-	t.Logf("dials by external address: %v; refused (not in the map): %v", countsString(dialled), countsString(refused))
+	zero := int64(0)
+	for round, grace := range []*int64{nil, &zero} {
+		kind := map[bool]string{true: "graceful (preStop handoff)", false: "forced (grace 0: no preStop handoff)"}[grace == nil]
+		if round > 0 {
+			d.WaitConverged(t, 3*time.Minute, true) // the replaced pod back as a replica
+		}
+		log := &DialLog{Dialled: map[string]int{}, Refused: map[string]int{}}
+		opt := valkey.ClientOption{
+			InitAddress:  sentinels,
+			Username:     "app",
+			Password:     appPW,
+			DialCtxFn:    MappedDialer(m, log),
+			DisableCache: true,
+			Sentinel:     valkey.SentinelOption{MasterSet: in.F, Username: su, Password: spw, TopologyRefreshInterval: 5 * time.Second},
+		}
+		w := StartSentinelWriterWith(t, opt, fmt.Sprintf("out%d-%d:", round, time.Now().UnixNano()), 10*time.Millisecond)
+		w.WaitAcked(t, 100, "the outside writer is acknowledged 100 times")
+		old, err := in.SentinelPrimary(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := FollowLogs(t, d.NS, in.Pod(old), "valkey")
+		t0 := time.Now()
+		DeletePod(t, d.NS, in.Pod(old), grace)
+		newPrimary, at := in.waitNewPrimary(t, old, downAfter+failoverTimeout+10*time.Second)
+		t.Logf("%s: the Sentinels name %s %s after the delete", kind, in.Pod(newPrimary), at.Sub(t0).Round(time.Millisecond))
+		w.WaitAcked(t, w.Acked()+100, "the outside writer is acknowledged 100 more times after the failover")
+		w.Stop()
+		stats := w.Stats()
+		dialled, refused := log.Snapshot()
+		t.Logf("%s: writer: %s", kind, stats)
+		if !stats.AckGapStart.IsZero() {
+			t.Logf("%s: the longest gap began %s after the delete", kind, stats.AckGapStart.Sub(t0).Round(time.Millisecond))
+		}
+		if grace == nil {
+			t.Logf("hook log: %s", strings.Join(preStopLines(logs.Wait(5*time.Second)), " | "))
+		}
+		logs.Stop()
+		t.Logf("%s: dials by external address: %v; refused (not in the map): %v", kind, countsString(dialled), countsString(refused))
 
-	missing, err := w.MissingOn(ctx, net.JoinHostPort(in.FQDN(newPrimary), strconv.Itoa(valkeyPort)), "app", appPW)
-	if err != nil {
-		t.Fatal(err)
+		missing, err := w.MissingOn(ctx, net.JoinHostPort(in.FQDN(newPrimary), strconv.Itoa(valkeyPort)), "app", appPW)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(missing) != 0 {
+			t.Errorf("%s: %d of %d acknowledged writes missing on the new primary %s (first %s)", kind, len(missing), stats.Acked, in.Pod(newPrimary), missing[0])
+		}
+		if len(refused) != 0 {
+			t.Errorf("%s: the client dialled addresses outside the map: %v", kind, refused)
+		}
+		newExt := m[net.JoinHostPort(in.FQDN(newPrimary), strconv.Itoa(valkeyPort))]
+		if dialled[newExt] == 0 {
+			t.Errorf("%s: the client never dialled the new primary's external address %s: %v", kind, newExt, dialled)
+		}
+		if stats.LongestAckGap > downAfter+failoverTimeout {
+			t.Errorf("%s: longest gap between acknowledgements %s, above down-after + failover-timeout (%s)", kind, stats.LongestAckGap, downAfter+failoverTimeout)
+		}
+		t.Logf("outside client through node ports, %s: %d writes, %d acknowledged, %d failed, longest gap %s, %d lost",
+			kind, stats.Writes, stats.Acked, stats.Failed, stats.LongestAckGap.Round(time.Millisecond), len(missing))
 	}
-	if len(missing) != 0 {
-		t.Errorf("%d of %d acknowledged writes missing on the new primary %s (first %s)", len(missing), stats.Acked, in.Pod(newPrimary), missing[0])
-	}
-	if len(refused) != 0 {
-		t.Errorf("the client dialled addresses outside the map: %v", refused)
-	}
-	newExt := m[net.JoinHostPort(in.FQDN(newPrimary), strconv.Itoa(valkeyPort))]
-	if dialled[newExt] == 0 {
-		t.Errorf("the client never dialled the new primary's external address %s: %v", newExt, dialled)
-	}
-	if stats.LongestAckGap > downAfter+failoverTimeout {
-		t.Errorf("longest gap between acknowledgements %s, above down-after + failover-timeout (%s)", stats.LongestAckGap, downAfter+failoverTimeout)
-	}
-	t.Logf("outside client through node ports: %d writes, %d acknowledged, %d failed, longest gap %s, %d lost", stats.Writes, stats.Acked, stats.Failed, stats.LongestAckGap.Round(time.Millisecond), len(missing))
 }
 
 // WaitAcked waits up to 30 s until the writer has n acknowledged writes in all.
