@@ -103,16 +103,23 @@ func (in *Instance) StartSentinelWriter(t testing.TB, user, password, prefix str
 		t.Fatal(err)
 	}
 	opt.Sentinel.Username, opt.Sentinel.Password = su, spw
+	return StartSentinelWriterWith(t, opt, prefix, interval)
+}
+
+// StartSentinelWriterWith starts a SentinelWriter on a valkey-go client built from opt (a Sentinel client
+// option the caller filled: addresses, credentials, dialer), retrying valkey.NewClient for up to a minute.
+func StartSentinelWriterWith(t testing.TB, opt valkey.ClientOption, prefix string, interval time.Duration) *SentinelWriter {
+	t.Helper()
 	var client valkey.Client
-	Eventually(t, time.Minute, time.Second, "valkey-go Sentinel client for "+in.F+" connects", func(ctx context.Context) (bool, error) {
+	Eventually(t, time.Minute, time.Second, "valkey-go Sentinel client for "+opt.Sentinel.MasterSet+" connects", func(ctx context.Context) (bool, error) {
 		c, err := valkey.NewClient(opt)
 		if err != nil {
-			return false, fmt.Errorf("valkey.NewClient (Sentinel %s, master set %s, user %s): %w", opt.InitAddress[0], in.F, user, err)
+			return false, fmt.Errorf("valkey.NewClient (Sentinel %s, master set %s, user %s): %w", opt.InitAddress[0], opt.Sentinel.MasterSet, opt.Username, err)
 		}
 		client = c
 		return true, nil
 	})
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(t.Context())
 	w := &SentinelWriter{client: client, prefix: prefix, cancel: cancel, done: make(chan struct{})}
 	go w.run(wctx, interval)
 	t.Cleanup(w.Stop)

@@ -408,6 +408,8 @@ metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonit
 networkPolicy.clientNamespaceSelector networkPolicy.extraIngress
 persistence.labels persistence.annotations hostAliases schedulerName runtimeClassName
 diagnosticMode.enabled diagnosticMode.command
+externalAccess.enabled externalAccess.type externalAccess.host externalAccess.nodePorts externalAccess.loadBalancerIPs
+externalAccess.loadBalancerSourceRanges externalAccess.loadBalancerClass externalAccess.externalTrafficPolicy externalAccess.annotations
 {{- end -}}
 
 {{/*
