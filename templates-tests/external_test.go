@@ -111,11 +111,12 @@ func TestExternalAccessNodePortPerPod(t *testing.T) {
 }
 
 // Without fixed node ports (or load balancer addresses) the chart cannot know the external addresses: the map
-// names each announced address's Service only, and addresses.json is left out rather than half filled.
+// names each announced address's Service only, and addresses.json is left out rather than half filled
+// (externalAccess.host without nodePorts is refused: testdata/bad/*-external-host-without-nodeports.yaml).
 func TestExternalAccessMapWithoutFixedAddresses(t *testing.T) {
 	for chart, values := range map[string]string{
 		"valkey":          "allowedSources: [192.0.2.0/24]\nexternalAccess: {enabled: true}\n",
-		"valkey-sentinel": "allowedSources: [192.0.2.0/24]\nexternalAccess: {enabled: true, host: 192.0.2.10}\n",
+		"valkey-sentinel": "allowedSources: [192.0.2.0/24]\nexternalAccess: {enabled: true}\n",
 	} {
 		objs := decode(t, mustRender(t, chart, values))
 		name := valkeyF + "-external"

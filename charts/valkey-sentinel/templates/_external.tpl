@@ -37,7 +37,8 @@ externalAccess.host and externalAccess.nodePorts, LoadBalancer with externalAcce
 {{- end -}}
 
 {{/*
-Checks of externalAccess: each field only with the type that reads it, one nodePort / loadBalancerIP per
+Checks of externalAccess: each field only with the type that reads it, host a DNS name or IP and only with
+nodePorts, one distinct nodePort / loadBalancerIP per
 Sentinel, an open LoadBalancer without TLS, and the NetworkPolicy that would drop every outside client.
 */}}
 {{- define "vs.validateExternalAccess" -}}
@@ -57,6 +58,14 @@ Sentinel, an open LoadBalancer without TLS, and the NetworkPolicy that would dro
 {{- fail (printf "externalAccess.%s: applies to type LoadBalancer only (externalAccess.type is NodePort, so it would be ignored); set externalAccess.type: LoadBalancer, or remove externalAccess.%s" $k $k) -}}
 {{- end -}}
 {{- end -}}
+{{- with $e.host -}}
+{{- if not (and (le (len .) 253) (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$|^([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)(\\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*$" .)) -}}
+{{- fail (printf "externalAccess.host: %q is not a DNS name or IP address (no scheme, port or path: the ports are externalAccess.nodePorts); for example 192.0.2.10 or nodes.example.com" .) -}}
+{{- end -}}
+{{- if not $e.nodePorts -}}
+{{- fail "externalAccess.host: set with type NodePort but no externalAccess.nodePorts, so the address map (addresses.json) is not rendered and the chart ignores it; give externalAccess.nodePorts too (one per Sentinel), or remove externalAccess.host" -}}
+{{- end -}}
+{{- end -}}
 {{- with $e.nodePorts -}}
 {{- if ne (len .) $n -}}
 {{- fail (printf "externalAccess.nodePorts: %d given for %d Sentinels (replicas); give one per Sentinel, in order (S-0 first), or none to let Kubernetes pick them" (len .) $n) -}}
@@ -74,6 +83,9 @@ Sentinel, an open LoadBalancer without TLS, and the NetworkPolicy that would dro
 {{- with $e.loadBalancerIPs -}}
 {{- if ne (len .) $n -}}
 {{- fail (printf "externalAccess.loadBalancerIPs: %d given for %d Sentinels (replicas); give one per Sentinel, in order (S-0 first), or none to let the provider pick them" (len .) $n) -}}
+{{- end -}}
+{{- if ne (len (uniq .)) (len .) -}}
+{{- fail (printf "externalAccess.loadBalancerIPs: %v repeats an address, so addresses.json would map two Sentinels to one load balancer and clients would reach the wrong one; give every Sentinel an address of its own" .) -}}
 {{- end -}}
 {{- range $i, $ip := . -}}
 {{- if not (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$" $ip) -}}

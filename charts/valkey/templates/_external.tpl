@@ -37,7 +37,8 @@ externalAccess.host and externalAccess.nodePorts, LoadBalancer with externalAcce
 {{- end -}}
 
 {{/*
-Checks of externalAccess: each field only with the type that reads it, one nodePort / loadBalancerIP per data
+Checks of externalAccess: each field only with the type that reads it, host a DNS name or IP and only with
+nodePorts, one distinct nodePort / loadBalancerIP per data
 pod, an open LoadBalancer without TLS, and the NetworkPolicy that would drop every outside client.
 */}}
 {{- define "valkey.validateExternalAccess" -}}
@@ -57,6 +58,14 @@ pod, an open LoadBalancer without TLS, and the NetworkPolicy that would drop eve
 {{- fail (printf "externalAccess.%s: applies to type LoadBalancer only (externalAccess.type is NodePort, so it would be ignored); set externalAccess.type: LoadBalancer, or remove externalAccess.%s" $k $k) -}}
 {{- end -}}
 {{- end -}}
+{{- with $e.host -}}
+{{- if not (and (le (len .) 253) (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$|^([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)(\\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*$" .)) -}}
+{{- fail (printf "externalAccess.host: %q is not a DNS name or IP address (no scheme, port or path: the ports are externalAccess.nodePorts); for example 192.0.2.10 or nodes.example.com" .) -}}
+{{- end -}}
+{{- if not $e.nodePorts -}}
+{{- fail "externalAccess.host: set with type NodePort but no externalAccess.nodePorts, so the address map (addresses.json) is not rendered and the chart ignores it; give externalAccess.nodePorts too (one per data pod), or remove externalAccess.host" -}}
+{{- end -}}
+{{- end -}}
 {{- with $e.nodePorts -}}
 {{- if ne (len .) $n -}}
 {{- fail (printf "externalAccess.nodePorts: %d given for %d data pods (replicas %d + the primary); give one per pod, in node order (F-0 first), or none to let Kubernetes pick them" (len .) $n (int $.Values.replicas)) -}}
@@ -74,6 +83,9 @@ pod, an open LoadBalancer without TLS, and the NetworkPolicy that would drop eve
 {{- with $e.loadBalancerIPs -}}
 {{- if ne (len .) $n -}}
 {{- fail (printf "externalAccess.loadBalancerIPs: %d given for %d data pods (replicas %d + the primary); give one per pod, in node order (F-0 first), or none to let the provider pick them" (len .) $n (int $.Values.replicas)) -}}
+{{- end -}}
+{{- if ne (len (uniq .)) (len .) -}}
+{{- fail (printf "externalAccess.loadBalancerIPs: %v repeats an address, so addresses.json would map two data pods to one load balancer and clients would reach the wrong one; give every data pod an address of its own" .) -}}
 {{- end -}}
 {{- range $i, $ip := . -}}
 {{- if not (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$" $ip) -}}
