@@ -928,6 +928,17 @@ has {{ len $fields }} field{{ if ne (len $fields) 1 }}s{{ end }}, not five{{ if 
 {{- fail (printf "%s: %q is set but persistence.existingClaims names the volumes, which keep their own size and class, so it would be ignored; remove %s (grow or move the claims themselves)" $field $v $field) -}}
 {{- end -}}
 {{- end -}}
+{{- $set := dict "paths" list -}}
+{{- include "valkey.changedPaths" (dict "out" $set "p" "persistence" "v" (pick $.Values.persistence "accessModes" "whenDeleted" "whenScaled" "labels" "annotations") "d" (include "valkey.inputDefaults" $ | fromJson).persistence) -}}
+{{- with $set.paths -}}
+{{- $also := ternary "" (printf " (also %s)" (join ", " (rest .))) (eq (len .) 1) -}}
+{{- fail (printf "%s: set%s but persistence.existingClaims names the volumes, which keep their own labels, annotations, access modes and retention, so the chart ignores %s; remove %s (change the claims themselves)" (first .) $also (ternary "it" "them" (eq (len .) 1)) (ternary "it" "them" (eq (len .) 1))) -}}
+{{- end -}}
+{{- range $field, $pvc := dict "backup.persistentVolumeClaim" (ternary $.Values.backup.persistentVolumeClaim "" $.Values.backup.enabled) "restoreFrom.persistentVolumeClaim" $.Values.restoreFrom.persistentVolumeClaim -}}
+{{- if and $pvc (hasKey $seen $pvc) -}}
+{{- fail (printf "%s: %q is node %v's data claim (persistence.existingClaims[%v]), so that node's data volume would also be mounted as the %s volume; name a claim of its own for the %s" $field $pvc (get $seen $pvc) (get $seen $pvc) (ternary "backup" "restore" (eq $field "backup.persistentVolumeClaim")) (ternary "backups" "backup to restore" (eq $field "backup.persistentVolumeClaim"))) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- else -}}
 {{- with .Values.persistence.existingClaims -}}
