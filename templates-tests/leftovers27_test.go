@@ -38,6 +38,11 @@ func TestRefusalsReportedTogether(t *testing.T) {
 			[]string{"tls.existingSecret: ", "migrateFrom.existingSecret: ", "podAnnotations.helm.sh/hook: "}},
 		{"valkey-sentinel", "tls: {existingSecret: x}\npersistence: {storageClass: fast}\npodAnnotations: {valkey.io/config-hash: x}\n",
 			[]string{"tls.existingSecret: ", "persistence.storageClass: ", "podAnnotations.valkey.io/config-hash: "}},
+		// externalAccess's refusals join the others (before, only the first, loadBalancerIPs, was named)
+		{"valkey", "tls: {existingSecret: x}\nallowedSources: [192.0.2.0/24]\nexternalAccess: {enabled: true, host: \"http://x:80\", nodePorts: [31001], loadBalancerIPs: [203.0.113.10]}\n",
+			[]string{"tls.existingSecret: ", "externalAccess.loadBalancerIPs: ", "externalAccess.host: ", "externalAccess.nodePorts: 1 given"}},
+		{"valkey-sentinel", "allowedSources: [192.0.2.0/24]\nexternalAccess: {enabled: true, type: LoadBalancer, host: h, loadBalancerIPs: [203.0.113.10, 203.0.113.10]}\n",
+			[]string{"externalAccess.host: ", "externalAccess.loadBalancerIPs: 2 given", "externalAccess.loadBalancerIPs: [203.0.113.10 203.0.113.10] repeats", "externalAccess.loadBalancerSourceRanges: empty"}},
 	} {
 		t.Run(tc.chart+" "+tc.values, func(t *testing.T) {
 			_, err := renderChart(t, tc.chart, tc.values, renderOpts{})

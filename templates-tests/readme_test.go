@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -18,6 +19,9 @@ import (
 
 	"helm.sh/helm/v3/pkg/strvals"
 )
+
+// shellAssignment is a line that sets a shell variable (NODE=203.0.113.7   # comment): name, value.
+var shellAssignment = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)=([^\s'"$]+)(\s+#.*)?$`)
 
 // quickstartFiles hold the `helm install` lines a newcomer copies first.
 var quickstartFiles = []string{"../README.md", "../charts/valkey/README.md", "../charts/valkey-sentinel/README.md"}
@@ -42,8 +46,21 @@ func TestReadmeQuickstartsInstallAsWritten(t *testing.T) {
 				labels                                   labels.Set
 			}
 			var instances []instance
+			vars := map[string]string{} // NAME=value lines of the block, as the shell expands $NAME after them
 			for _, line := range block {
+				if m := shellAssignment.FindStringSubmatch(line); m != nil {
+					vars[m[1]] = m[2]
+					continue
+				}
 				words := shellWords(t, line)
+				for i, w := range words {
+					words[i] = os.Expand(w, func(name string) string {
+						if v, ok := vars[name]; ok {
+							return v
+						}
+						return "$" + name
+					})
+				}
 				if len(words) < 4 || words[0] != "helm" || words[1] != "install" {
 					continue
 				}

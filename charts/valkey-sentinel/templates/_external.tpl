@@ -40,56 +40,59 @@ externalAccess.host and externalAccess.nodePorts, LoadBalancer with externalAcce
 Checks of externalAccess: each field only with the type that reads it, host a DNS name or IP and only with
 nodePorts, one distinct nodePort / loadBalancerIP per
 Sentinel, an open LoadBalancer without TLS, and the NetworkPolicy that would drop every outside client.
+Called by the issue-27 checks (_inputs.tpl) with (dict "ctx" $ "r" $r): each refusal is appended to .r.msgs, so
+Helm reports them together with the others (TestRefusalsReportedTogether).
 */}}
 {{- define "vs.validateExternalAccess" -}}
-{{- $e := .Values.externalAccess -}}
-{{- $n := int .Values.replicas -}}
+{{- $ctx := .ctx -}}
+{{- $r := .r -}}
+{{- $e := $ctx.Values.externalAccess -}}
+{{- $n := int $ctx.Values.replicas -}}
 {{- if not $e.enabled -}}
 {{- $d := dict "type" "NodePort" "host" "" "nodePorts" list "loadBalancerIPs" list "loadBalancerSourceRanges" list "loadBalancerClass" "" "externalTrafficPolicy" "" "annotations" dict -}}
 {{- range $k := keys $d | sortAlpha -}}
 {{- if and (hasKey $e $k) (not (deepEqual (get $e $k) (get $d $k))) -}}
-{{- fail (printf "externalAccess.%s: set while externalAccess.enabled is false, so no external Service is rendered and the chart ignores it; set externalAccess.enabled: true, or remove externalAccess.%s" $k $k) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.%s: set while externalAccess.enabled is false, so no external Service is rendered and the chart ignores it; set externalAccess.enabled: true, or remove externalAccess.%s" $k $k)) -}}
 {{- end -}}
 {{- end -}}
 {{- else -}}
 {{- if eq $e.type "NodePort" -}}
 {{- range $k := list "loadBalancerIPs" "loadBalancerSourceRanges" "loadBalancerClass" -}}
 {{- if get $e $k -}}
-{{- fail (printf "externalAccess.%s: applies to type LoadBalancer only (externalAccess.type is NodePort, so it would be ignored); set externalAccess.type: LoadBalancer, or remove externalAccess.%s" $k $k) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.%s: applies to type LoadBalancer only (externalAccess.type is NodePort, so it would be ignored); set externalAccess.type: LoadBalancer, or remove externalAccess.%s" $k $k)) -}}
 {{- end -}}
 {{- end -}}
 {{- with $e.host -}}
 {{- if not (and (le (len .) 253) (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$|^([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)(\\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*$" .)) -}}
-{{- fail (printf "externalAccess.host: %q is not a DNS name or IP address (no scheme, port or path: the ports are externalAccess.nodePorts); for example 192.0.2.10 or nodes.example.com" .) -}}
-{{- end -}}
-{{- if not $e.nodePorts -}}
-{{- fail "externalAccess.host: set with type NodePort but no externalAccess.nodePorts, so the address map (addresses.json) is not rendered and the chart ignores it; give externalAccess.nodePorts too (one per Sentinel), or remove externalAccess.host" -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.host: %q is not a DNS name or IP address (no scheme, port or path: the ports are externalAccess.nodePorts); for example 192.0.2.10 or nodes.example.com" .)) -}}
+{{- else if not $e.nodePorts -}}
+{{- $_ := set $r "msgs" (append $r.msgs "externalAccess.host: set with type NodePort but no externalAccess.nodePorts, so the address map (addresses.json) is not rendered and the chart ignores it; give externalAccess.nodePorts too (one per Sentinel), or remove externalAccess.host") -}}
 {{- end -}}
 {{- end -}}
 {{- with $e.nodePorts -}}
 {{- if ne (len .) $n -}}
-{{- fail (printf "externalAccess.nodePorts: %d given for %d Sentinels (replicas); give one per Sentinel, in order (S-0 first), or none to let Kubernetes pick them" (len .) $n) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.nodePorts: %d given for %d Sentinels (replicas); give one per Sentinel, in order (S-0 first), or none to let Kubernetes pick them" (len .) $n)) -}}
 {{- end -}}
 {{- if ne (len (uniq .)) (len .) -}}
-{{- fail (printf "externalAccess.nodePorts: %v repeats a port; every Sentinel needs a node port of its own" .) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.nodePorts: %v repeats a port; every Sentinel needs a node port of its own" .)) -}}
 {{- end -}}
 {{- end -}}
 {{- else -}}
 {{- range $k := list "host" "nodePorts" -}}
 {{- if get $e $k -}}
-{{- fail (printf "externalAccess.%s: applies to type NodePort only (externalAccess.type is LoadBalancer: each Sentinel gets a load balancer address of its own); use externalAccess.loadBalancerIPs, or remove externalAccess.%s" $k $k) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.%s: applies to type NodePort only (externalAccess.type is LoadBalancer: each Sentinel gets a load balancer address of its own); use externalAccess.loadBalancerIPs, or remove externalAccess.%s" $k $k)) -}}
 {{- end -}}
 {{- end -}}
 {{- with $e.loadBalancerIPs -}}
 {{- if ne (len .) $n -}}
-{{- fail (printf "externalAccess.loadBalancerIPs: %d given for %d Sentinels (replicas); give one per Sentinel, in order (S-0 first), or none to let the provider pick them" (len .) $n) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.loadBalancerIPs: %d given for %d Sentinels (replicas); give one per Sentinel, in order (S-0 first), or none to let the provider pick them" (len .) $n)) -}}
 {{- end -}}
 {{- if ne (len (uniq .)) (len .) -}}
-{{- fail (printf "externalAccess.loadBalancerIPs: %v repeats an address, so addresses.json would map two Sentinels to one load balancer and clients would reach the wrong one; give every Sentinel an address of its own" .) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.loadBalancerIPs: %v repeats an address, so addresses.json would map two Sentinels to one load balancer and clients would reach the wrong one; give every Sentinel an address of its own" .)) -}}
 {{- end -}}
 {{- range $i, $ip := . -}}
 {{- if not (regexMatch "^([0-9]{1,3}\\.){3}[0-9]{1,3}$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$" $ip) -}}
-{{- fail (printf "externalAccess.loadBalancerIPs[%d]: %q is not an IP address; for example 203.0.113.10" $i $ip) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.loadBalancerIPs[%d]: %q is not an IP address; for example 203.0.113.10" $i $ip)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -97,12 +100,12 @@ Sentinel, an open LoadBalancer without TLS, and the NetworkPolicy that would dro
 {{- include "vs.checkCIDR" (dict "field" (printf "externalAccess.loadBalancerSourceRanges[%d]" $i) "value" $c) -}}
 {{- end -}}
 {{- $ranges := $e.loadBalancerSourceRanges | default list -}}
-{{- if and (not .Values.tls.enabled) (or (not $ranges) (has "0.0.0.0/0" $ranges) (has "::/0" $ranges)) -}}
-{{- fail (printf "externalAccess.loadBalancerSourceRanges: %s, so each Sentinel's LoadBalancer takes connections from any address, and without tls.enabled passwords cross that network in plaintext; list your clients' CIDRs, or set tls.enabled: true" (ternary "empty" "0.0.0.0/0 or ::/0" (not $ranges))) -}}
+{{- if and (not $ctx.Values.tls.enabled) (or (not $ranges) (has "0.0.0.0/0" $ranges) (has "::/0" $ranges)) -}}
+{{- $_ := set $r "msgs" (append $r.msgs (printf "externalAccess.loadBalancerSourceRanges: %s, so each Sentinel's LoadBalancer takes connections from any address, and without tls.enabled passwords cross that network in plaintext; list your clients' CIDRs, or set tls.enabled: true" (ternary "empty" "0.0.0.0/0 or ::/0" (not $ranges)))) -}}
 {{- end -}}
 {{- end -}}
-{{- if and .Values.networkPolicy.enabled (not .Values.allowedSources) -}}
-{{- fail "externalAccess.enabled: networkPolicy.enabled with no allowedSources drops every outside client at the Sentinels; list them in allowedSources (externalTrafficPolicy Local: the clients' CIDRs; Cluster: the nodes' addresses, which the node's SNAT puts in place of the client's), or set networkPolicy.enabled: false" -}}
+{{- if and $ctx.Values.networkPolicy.enabled (not $ctx.Values.allowedSources) -}}
+{{- $_ := set $r "msgs" (append $r.msgs "externalAccess.enabled: networkPolicy.enabled with no allowedSources drops every outside client at the Sentinels; list them in allowedSources (externalTrafficPolicy Local: the clients' CIDRs; Cluster: the nodes' addresses, which the node's SNAT puts in place of the client's), or set networkPolicy.enabled: false") -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -29,6 +29,7 @@ message names the field, what goes wrong and the fix.
 {{- range $field, $q := dict "resources.memory" $v.resources.memory "persistence.size" $v.persistence.size "metrics.resources.memory" $v.metrics.resources.memory "controller.resources.memory" $v.controller.resources.memory "controller.resources.requests.memory" $v.controller.resources.requests.memory "instanceController.resources.memory" $v.instanceController.resources.memory "instanceController.resources.requests.memory" $v.instanceController.resources.requests.memory "dnsCache.resources.memory" $v.dnsCache.resources.memory -}}
 {{- include "vs.checkSizeUnit" (dict "r" $r "field" $field "value" $q) -}}
 {{- end -}}
+{{- include "vs.validateExternalAccess" (dict "ctx" . "r" $r) -}}
 {{- if $r.msgs -}}
 {{- fail (join "\n" $r.msgs) -}}
 {{- end -}}

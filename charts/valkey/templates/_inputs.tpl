@@ -50,6 +50,7 @@ what goes wrong and the fix.
 {{- $_ := set $r "msgs" (append $r.msgs (printf "users[%d].channels: access readonly has no Pub/Sub commands (SUBSCRIBE, PUBLISH), so user %s could use none of its channels; set access: readwrite or full, or remove channels" $i $u.name)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "valkey.validateExternalAccess" (dict "ctx" . "r" $r) -}}
 {{- if $r.msgs -}}
 {{- fail (join "\n" $r.msgs) -}}
 {{- end -}}
