@@ -16,7 +16,9 @@
 //     link has been down for less than ten times down-after-milliseconds (Sentinel docs, "Replica
 //     selection and priority"). No candidate: NoGoodReplica, nothing paused.
 //  2. CLIENT PAUSE WRITE on the primary, then read its master_repl_offset O. While paused the primary sends
-//     nothing to its replicas, so O stays put.
+//     its replicas nothing but a replication PING every repl-ping-replica-period (14 bytes); with
+//     Config.HoldPings not even that, so O stays put (a PING after the promoted replica left would make the
+//     other replicas resync in full).
 //  3. Catch-up. Poll every candidate's INFO replication until it follows the primary's history
 //     (master_replid) at an offset of at least O. When that does not happen within CatchUpTimeout: unpause,
 //     ReplicasLag. WAIT cannot do this: it counts only acknowledgements of the caller's own writes, and this
