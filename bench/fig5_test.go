@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 )
 
@@ -234,10 +234,10 @@ func fig5(t *testing.T) *figure {
 			}
 		}
 		statusOK := false
-		cms, err := cs.CoreV1().ConfigMaps(name).List(ctx, metav1.ListOptions{LabelSelector: spec.LabelComponent + "=" + spec.ComponentStatus + "," + spec.LabelInstance})
+		cms, err := cs.CoreV1().ConfigMaps(name).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelComponent + "=" + contract.ComponentStatus + "," + contract.LabelInstance})
 		if err == nil && len(cms.Items) > 0 {
 			var st status.Instance
-			if json.Unmarshal([]byte(cms.Items[0].Data[spec.StatusKey]), &st) == nil {
+			if json.Unmarshal([]byte(cms.Items[0].Data[contract.KeyStatus]), &st) == nil {
 				lastState = st.State
 				statusOK = st.State == status.StateReady
 			}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/cli"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/controller"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -100,8 +101,8 @@ func TestBenchFleetInstanceControllerProcess(t *testing.T) {
 		data, _ := json.Marshal(si)
 		if _, err := cs.CoreV1().ConfigMaps(in.Namespace).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: in.Name + "-sentinels", Namespace: in.Namespace,
-				Labels: testenv.PartOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: in.Name, spec.LabelSentinel: "q"})},
-			Data: map[string]string{spec.SentinelsKey: string(data)}}, metav1.CreateOptions{}); err != nil {
+				Labels: testenv.PartOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: in.Name, contract.LabelSentinel: "q"})},
+			Data: map[string]string{contract.KeySentinels: string(data)}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +118,7 @@ func TestBenchFleetInstanceControllerProcess(t *testing.T) {
 			} `json:"metadata"`
 		}
 		if json.Unmarshal(pa.GetPatch(), &body) == nil {
-			if v, ok := body.Metadata.Labels[spec.LabelRole]; ok {
+			if v, ok := body.Metadata.Labels[contract.LabelRole]; ok {
 				role := "-"
 				if v != nil {
 					role = *v
@@ -228,9 +229,9 @@ func (b *labelBoard) reset() {
 func (b *labelBoard) matchesLocked(i, port int) bool {
 	in := b.insts[i].in
 	for _, n := range in.Nodes {
-		want := spec.RoleReplica
+		want := contract.RoleReplica
 		if n.Port == port {
-			want = spec.RolePrimary
+			want = contract.RolePrimary
 		}
 		if b.roles[in.Namespace+"/"+n.Pod] != want {
 			return false

@@ -17,6 +17,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -99,7 +100,7 @@ func moveToDir(conf string, chartPort, port int, dir string, tls *valkeytest.TLS
 func startDataNode(t *testing.T, objs objects) (spec.Instance, int) {
 	t.Helper()
 	var in spec.Instance
-	require.NoError(t, json.Unmarshal([]byte(objs.configMap(t, valkeyF+"-instance").Data[spec.InstanceKey]), &in))
+	require.NoError(t, json.Unmarshal([]byte(objs.configMap(t, valkeyF+"-instance").Data[contract.KeyInstance]), &in))
 	sts := objs.get(t, "StatefulSet", valkeyF+"-0").(*appsv1.StatefulSet)
 	image := container(t, &sts.Spec.Template.Spec, "valkey").Image
 	e := installed(t, in.Engine, renderedVersion(t, image, fixtureValues(t)))

@@ -447,7 +447,7 @@ func TestRenderedDescriptorIsCanonical(t *testing.T) {
 			if !strings.HasSuffix(cm.Name, contract.DescriptorSuffix) {
 				continue
 			}
-			in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
+			in, err := spec.ParseInstance([]byte(cm.Data[contract.KeyInstance]))
 			require.NoError(t, err)
 			assert.NoError(t, in.CheckCanonical(cm.Name, cm.Namespace, c.domain), "%q", c.values)
 		}

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -245,7 +246,7 @@ func TestSecurityOnlyNamedInstancesReadTheQuorumSecret(t *testing.T) {
 		}
 	}
 	// the descriptor names the quorum; the controller's flags name no Secret (it reads the canonical one)
-	in, err := spec.ParseInstance([]byte(named.configMap(t, valkeyF+"-instance").Data[spec.InstanceKey]))
+	in, err := spec.ParseInstance([]byte(named.configMap(t, valkeyF+"-instance").Data[contract.KeyInstance]))
 	require.NoError(t, err)
 	assert.Equal(t, sentinelRel, in.SentinelRelease)
 	assert.Equal(t, inst, spec.SentinelSecretName(in.SentinelRelease, acl.SentinelInstance), "the name the chart grants is the one the Go side reads")

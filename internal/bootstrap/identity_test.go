@@ -6,11 +6,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
 func TestCheckIdentity(t *testing.T) {
-	in := spec.Instance{Name: "db", Namespace: "ns", Port: 6379, PodSelector: map[string]string{spec.LabelInstance: "db"},
+	in := spec.Instance{Name: "db", Namespace: "ns", Port: 6379, PodSelector: map[string]string{contract.LabelInstance: "db"},
 		SentinelAuth: spec.SecretRef{User: "_sentinel", SecretName: "db-sentinel-auth", SecretKey: "password"}, ACLSecret: "db-acl"}
 	for i := 0; i < 2; i++ {
 		in.Nodes = append(in.Nodes, spec.Node{Index: i, Pod: fmt.Sprintf("db-%d-0", i), StatefulSet: fmt.Sprintf("db-%d", i),

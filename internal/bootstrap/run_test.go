@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -34,7 +35,7 @@ type harness struct {
 
 func newHarness(t *testing.T, top *valkeytest.Topology, withSentinels bool) *harness {
 	h := &harness{t: t, top: top, dir: t.TempDir()}
-	h.in = spec.Instance{Name: "vk", Namespace: "ns", Engine: top.Cfg.Engine.Name, MonitorName: top.Cfg.MonitorName, FailoverMode: spec.FailoverSentinel,
+	h.in = spec.Instance{Name: "vk", Namespace: "ns", Engine: top.Cfg.Engine.Name, MonitorName: top.Cfg.MonitorName, FailoverMode: contract.FailoverSentinel,
 		Port: 6379, PodSelector: map[string]string{"a": "b"}, SentinelAuth: spec.SecretRef{User: "_sentinel", SecretName: "s", SecretKey: "k"}}
 	for i, n := range top.Nodes {
 		h.in.Nodes = append(h.in.Nodes, spec.Node{Index: i, Pod: fmt.Sprintf("vk-%d-0", i), StatefulSet: "x", Host: valkeytest.Host, Port: n.Port})

@@ -59,7 +59,7 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clu
 	if err != nil {
 		return nil, fmt.Errorf("get descriptor %s: %w", contract.Descriptor(name), err)
 	}
-	in, err := spec.ParseInstance([]byte(cm.Data[spec.InstanceKey]))
+	in, err := spec.ParseInstance([]byte(cm.Data[contract.KeyInstance]))
 	if err != nil {
 		return nil, err
 	}
@@ -123,19 +123,19 @@ func Instance(ctx context.Context, cs kubernetes.Interface, namespace, name, clu
 			bad = append(bad, fmt.Sprintf("get pod %s: %v", n.Pod, err))
 			continue
 		}
-		want := spec.RoleReplica
+		want := contract.RoleReplica
 		if n.Index == primary {
-			want = spec.RolePrimary
+			want = contract.RolePrimary
 		}
-		if got := pod.Labels[spec.LabelRole]; got != want {
-			bad = append(bad, fmt.Sprintf("%s has %s=%q, is %s", pod.Name, spec.LabelRole, got, want))
+		if got := pod.Labels[contract.LabelRole]; got != want {
+			bad = append(bad, fmt.Sprintf("%s has %s=%q, is %s", pod.Name, contract.LabelRole, got, want))
 		}
 		labelled++
 	}
 	if len(bad) > 0 || labelled != len(in.Nodes) {
 		rs = append(rs, fail("role-labels", "%d/%d pods checked; %s", labelled, len(in.Nodes), strings.Join(bad, "; ")))
 	} else {
-		rs = append(rs, pass("role-labels", "every pod's %s matches its role", spec.LabelRole))
+		rs = append(rs, pass("role-labels", "every pod's %s matches its role", contract.LabelRole))
 	}
 
 	// links
@@ -187,7 +187,7 @@ func checkSentinelsAgree(ctx context.Context, cs kubernetes.Interface, in spec.I
 	if err != nil {
 		return fail(name, "no Sentinel info %s (is a quorum selecting this instance?): %v", contract.SentinelInfo(in.Name), err)
 	}
-	si, err := spec.ParseSentinelInfo([]byte(info.Data[spec.SentinelsKey]))
+	si, err := spec.ParseSentinelInfo([]byte(info.Data[contract.KeySentinels]))
 	if err != nil {
 		return fail(name, "%v", err)
 	}

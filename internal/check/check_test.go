@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
@@ -29,13 +30,13 @@ func TestInstanceRefusesARewrittenDescriptor(t *testing.T) {
 			c.Close()
 		}
 	}()
-	in := spec.Instance{Name: "db", Namespace: "ns", Release: "db", Engine: "valkey", MonitorName: "db", FailoverMode: spec.FailoverNone,
-		Port: 6379, PodSelector: map[string]string{spec.LabelInstance: "db"}, SystemSecret: "db-system", ACLSecret: "db-acl",
+	in := spec.Instance{Name: "db", Namespace: "ns", Release: "db", Engine: "valkey", MonitorName: "db", FailoverMode: contract.FailoverNone,
+		Port: 6379, PodSelector: map[string]string{contract.LabelInstance: "db"}, SystemSecret: "db-system", ACLSecret: "db-acl",
 		SentinelAuth: spec.SecretRef{User: "_sentinel", SecretName: "db-sentinel-auth", SecretKey: "password"},
 		Nodes:        []spec.Node{{Index: 0, Pod: "db-0-0", StatefulSet: "db-0", Host: "localhost", Port: ln.Addr().(*net.TCPAddr).Port}}}
 	b, _ := json.Marshal(in)
 	cs := fake.NewClientset(
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "db-instance", Namespace: "ns"}, Data: map[string]string{spec.InstanceKey: string(b)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "db-instance", Namespace: "ns"}, Data: map[string]string{contract.KeyInstance: string(b)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-system", Namespace: "ns"}, Data: map[string][]byte{"_operator": []byte("op-secret")}})
 	_, err = Instance(context.Background(), cs, "ns", "db", "cluster.local", time.Second)
 	require.Error(t, err)

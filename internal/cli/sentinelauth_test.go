@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
@@ -41,9 +42,9 @@ func TestEnsureSentinelAuth(t *testing.T) {
 		}
 		assert.Len(t, pws[u], 40)
 		assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "q-config", UID: "cfg-uid"}}, s.OwnerReferences)
-		assert.Equal(t, "q", s.Labels[spec.LabelSentinel])
+		assert.Equal(t, "q", s.Labels[contract.LabelSentinel])
 		assert.Empty(t, s.Labels["app.kubernetes.io/instance"], "GitOps tools would prune a run-time Secret carrying it")
-		assert.Equal(t, spec.PartOfValue, s.Labels[spec.LabelPartOf])
+		assert.Equal(t, contract.PartOf, s.Labels[contract.LabelPartOf])
 	}
 	assert.Equal(t, pws[acl.SentinelAdmin], admin)
 	assert.NotEqual(t, pws[acl.SentinelAdmin], pws[acl.SentinelInstance], "one password per user")
@@ -128,5 +129,5 @@ func TestEnsureSentinelAuthUpgradeAddsControllerSecret(t *testing.T) {
 	assert.Equal(t, acl.SentinelController, string(s.Data["username"]))
 	assert.Len(t, s.Data["password"], 40)
 	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "q-config", UID: "cfg-uid"}}, s.OwnerReferences)
-	assert.Equal(t, "credentials", s.Labels[spec.LabelComponent])
+	assert.Equal(t, "credentials", s.Labels[contract.LabelComponent])
 }

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kube"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 )
 
@@ -122,15 +122,15 @@ func watchStatus(ctx context.Context, out io.Writer, interval time.Duration, now
 // empty) and every Sentinel quorum.
 func readStatus(ctx context.Context, cs kubernetes.Interface, ns, instance string) ([]status.Instance, []status.Quorum, error) {
 	cms, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{
-		LabelSelector: spec.LabelPartOf + "=" + spec.PartOfValue + "," + spec.LabelComponent + "=" + spec.ComponentStatus})
+		LabelSelector: contract.LabelPartOf + "=" + contract.PartOf + "," + contract.LabelComponent + "=" + contract.ComponentStatus})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list status configmaps in %s: %w", ns, err)
 	}
 	var instances []status.Instance
 	var quorums []status.Quorum
 	for _, cm := range cms.Items {
-		raw := []byte(cm.Data[spec.StatusKey])
-		if cm.Labels[spec.LabelSentinel] != "" {
+		raw := []byte(cm.Data[contract.KeyStatus])
+		if cm.Labels[contract.LabelSentinel] != "" {
 			var q status.Quorum
 			if json.Unmarshal(raw, &q) == nil {
 				quorums = append(quorums, q)

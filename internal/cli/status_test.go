@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/status"
 )
 
@@ -38,8 +38,8 @@ func statusConfigMap(t *testing.T, st status.Instance) *corev1.ConfigMap {
 	require.NoError(t, err)
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: st.Name + "-status", Namespace: "ns", Labels: map[string]string{
-			spec.LabelPartOf: spec.PartOfValue, spec.LabelComponent: spec.ComponentStatus}},
-		Data: map[string]string{spec.StatusKey: string(raw)},
+			contract.LabelPartOf: contract.PartOf, contract.LabelComponent: contract.ComponentStatus}},
+		Data: map[string]string{contract.KeyStatus: string(raw)},
 	}
 }
 

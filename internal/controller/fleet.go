@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/nscache"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
@@ -56,7 +57,7 @@ func newNamespaceCache(cs kubernetes.Interface, own string, f FleetOptions, kind
 	h cache.ResourceEventHandler, onRemoved func(string), log *slog.Logger, waitForNone bool) *nscache.Cache {
 	sel := map[nscache.Kind]string{}
 	for _, k := range kinds {
-		sel[k] = spec.LabelPartOf + "=" + spec.PartOfValue
+		sel[k] = contract.LabelPartOf + "=" + contract.PartOf
 		if e := extra[k]; e != "" {
 			sel[k] += "," + e
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -92,8 +93,8 @@ func (f *fleet) publish(in spec.Instance) {
 	b, _ := json.Marshal(si)
 	_, err := f.cs.CoreV1().ConfigMaps(in.Namespace).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name + "-sentinels", Namespace: in.Namespace,
-			Labels: testenv.PartOf(map[string]string{spec.LabelComponent: spec.ComponentSInfo, spec.LabelInstance: in.Name, spec.LabelSentinel: "q"})},
-		Data: map[string]string{spec.SentinelsKey: string(b)}}, metav1.CreateOptions{})
+			Labels: testenv.PartOf(map[string]string{contract.LabelComponent: contract.ComponentSentinelInfo, contract.LabelInstance: in.Name, contract.LabelSentinel: "q"})},
+		Data: map[string]string{contract.KeySentinels: string(b)}}, metav1.CreateOptions{})
 	require.NoError(f.t, err)
 }
 
@@ -104,11 +105,11 @@ func (f *fleet) labelsMatch(fi fleetInstance, primaryPort int) error {
 		if err != nil {
 			return err
 		}
-		want := spec.RoleReplica
+		want := contract.RoleReplica
 		if n.Port == primaryPort {
-			want = spec.RolePrimary
+			want = contract.RolePrimary
 		}
-		if got := p.Labels[spec.LabelRole]; got != want {
+		if got := p.Labels[contract.LabelRole]; got != want {
 			return fmt.Errorf("%s/%s labelled %q, want %q", fi.in.Namespace, n.Pod, got, want)
 		}
 	}

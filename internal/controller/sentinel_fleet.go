@@ -169,7 +169,7 @@ func (c *SentinelController) quorumEventOnce(key, eventType, reason, msg string)
 // publishedHere reports whether Sentinel info cm was published by this quorum (release and namespace; an
 // info without sentinelNamespace was published by a quorum of its own namespace).
 func (c *SentinelController) publishedHere(cm *corev1.ConfigMap) bool {
-	si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
+	si, err := spec.ParseSentinelInfo([]byte(cm.Data[contract.KeySentinels]))
 	if err != nil {
 		return cm.Namespace == c.opts.Namespace
 	}

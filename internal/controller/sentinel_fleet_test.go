@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
@@ -82,7 +83,7 @@ func (f *fleet) setGrant(i int, g *spec.ServiceAccountRef) {
 	cms := f.cs.CoreV1().ConfigMaps(in.Namespace)
 	cm, err := cms.Get(context.Background(), in.Name+"-instance", metav1.GetOptions{})
 	require.NoError(f.t, err)
-	cm.Data[spec.InstanceKey] = string(b)
+	cm.Data[contract.KeyInstance] = string(b)
 	_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
 	f.insts[i].in = in
@@ -127,7 +128,7 @@ func TestCrossNamespaceQuorum(t *testing.T) {
 		in := f.insts[i].in
 		cm, err := f.cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, in.Name+"-sentinels", metav1.GetOptions{})
 		require.NoError(t, err, "F-sentinels published in the instance's namespace")
-		si, err := spec.ParseSentinelInfo([]byte(cm.Data[spec.SentinelsKey]))
+		si, err := spec.ParseSentinelInfo([]byte(cm.Data[contract.KeySentinels]))
 		require.NoError(t, err)
 		assert.Equal(t, "platform", si.SentinelNamespace)
 		assert.True(t, si.PublishedBy("platform", "q", in.Namespace))
@@ -168,7 +169,7 @@ func TestCrossNamespaceQuorum(t *testing.T) {
 			return err
 		}
 		var st status.Quorum
-		_ = json.Unmarshal([]byte(cm.Data[spec.StatusKey]), &st)
+		_ = json.Unmarshal([]byte(cm.Data[contract.KeyStatus]), &st)
 		if !strings.Contains(strings.Join(st.Warnings, "\n"), "namespace t1 cannot be read") {
 			return fmt.Errorf("warnings %v", st.Warnings)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/registration"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/topology"
@@ -17,7 +18,7 @@ import (
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 func testInstance(nodes int) spec.Instance {
-	in := spec.Instance{Name: "vk", Namespace: "ns", MonitorName: "vk", FailoverMode: spec.FailoverSentinel, Port: 6379}
+	in := spec.Instance{Name: "vk", Namespace: "ns", MonitorName: "vk", FailoverMode: contract.FailoverSentinel, Port: 6379}
 	for i := 0; i < nodes; i++ {
 		in.Nodes = append(in.Nodes, spec.Node{Index: i, Pod: fmt.Sprintf("vk-%d-0", i), StatefulSet: fmt.Sprintf("vk-%d", i),
 			Host: fmt.Sprintf("vk-%d-0.vk-%d.ns.svc.cluster.local", i, i)})
@@ -79,7 +80,7 @@ func TestCheck(t *testing.T) {
 	handoff := Step{Kind: HandOff, Node: in.Nodes[0], Target: in.Nodes[1]}
 	deletePod := Step{Kind: DeletePod, Node: in.Nodes[1]}
 	reset := Step{Kind: Reset, Sentinel: "s1:26379", For: []string{gone}}
-	unmonitored := func(w *World) { w.SentinelInfo, w.Sentinels, w.Instance.FailoverMode = nil, nil, spec.FailoverNone }
+	unmonitored := func(w *World) { w.SentinelInfo, w.Sentinels, w.Instance.FailoverMode = nil, nil, contract.FailoverNone }
 	orphan := func(w *World) { // node 1 reports primary (the repoint's subject)
 		w.Nodes[1].Repl = valkey.Replication{Role: valkey.RolePrimary}
 	}
@@ -140,7 +141,7 @@ func TestCheck(t *testing.T) {
 		}, "the election is Sentinel's"},
 		{"promote: the Sentinel info is unreadable", promote, func(w *World, _ *Memory) {
 			noPrimary(w)
-			w.Instance.FailoverMode, w.SentinelInfoErr = spec.FailoverSentinel, "sentinels.json: port 0 is not a port"
+			w.Instance.FailoverMode, w.SentinelInfoErr = contract.FailoverSentinel, "sentinels.json: port 0 is not a port"
 		}, "who owns failover is unknown"},
 		{"promote: a node reports role master", promote, func(w *World, _ *Memory) {
 			noPrimary(w)

@@ -6,8 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/status"
+	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
 // TestQuorumMismatches: each cross-release mismatch that makes failover impossible is named with both
@@ -43,7 +45,7 @@ func TestQuorumMismatches(t *testing.T) {
 		says []string
 	}{
 		{name: "all matches", in: in(nil), q: side(doc(nil))},
-		{name: "failover mode None", in: in(func(i *spec.Instance) { i.FailoverMode = spec.FailoverNone }), q: QuorumSide{Release: "sentinel", Namespace: "ns", Observable: true}},
+		{name: "failover mode None", in: in(func(i *spec.Instance) { i.FailoverMode = contract.FailoverNone }), q: QuorumSide{Release: "sentinel", Namespace: "ns", Observable: true}},
 		{name: "descriptor 1.0 names no quorum", in: in(func(i *spec.Instance) { i.SentinelRelease = "" }), q: QuorumSide{Namespace: "ns", Observable: true}},
 		{name: "quorum namespace not watched: nothing concluded", in: in(nil), q: QuorumSide{Release: "sentinel", Namespace: "other"}},
 		{name: "quorum missing", in: in(nil), q: QuorumSide{Release: "sentinel", Namespace: "ns", Observable: true},
@@ -100,4 +102,27 @@ func TestInstanceStatusNamesTheMissingQuorum(t *testing.T) {
 	}
 	assert.True(t, strings.HasPrefix(got, ReasonQuorumMissing+": "), got)
 	assert.Contains(t, got, "nosuch-quorum does not exist")
+}
+
+// TestInstanceStatusOnePrimaryRow: while the Sentinels name a new primary that reports role master, the old
+// primary that still reports master too (Sentinel has not demoted it yet) is listed as "stale-primary", so
+// the status view shows one primary row (before: two rows read "primary").
+func TestInstanceStatusOnePrimaryRow(t *testing.T) {
+	w, m := steadyWorld(), settledMemory()
+	in := w.Instance
+	w.Nodes[1].Repl = valkey.Replication{Role: valkey.RolePrimary, MasterReplOffset: 120, Replicas: []valkey.ConnectedReplica{{}}}
+	w.Nodes[2].Repl.PrimaryHost = in.Nodes[1].Host
+	for i := range w.Sentinels {
+		w.Sentinels[i].Monitor.Host = in.Nodes[1].Host
+		w.Sentinels[i].Replicas = []valkey.SentinelReplica{
+			{Host: in.Nodes[0].Host, Port: 6379, Flags: []string{"slave"}},
+			{Host: in.Nodes[2].Host, Port: 6379, Flags: []string{"slave"}, PrimaryLinkUp: true}}
+	}
+	st := InstanceStatus(w, Instance(w, m), Outcome{}, status.Instance{}, "test")
+	assert.Equal(t, "vk-1-0", st.Primary)
+	roles := map[string]string{}
+	for _, n := range st.Nodes {
+		roles[n.Pod] = n.Role
+	}
+	assert.Equal(t, map[string]string{"vk-0-0": status.RoleStalePrimary, "vk-1-0": "primary", "vk-2-0": "replica"}, roles)
 }

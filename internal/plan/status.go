@@ -44,11 +44,15 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 			primaryOffset = n.Repl.Offset()
 		}
 	}
+	primaryOK := tp.Primary != nil && tp.PrimaryConfirmed
 	linksUp := 0
 	for _, n := range w.Nodes {
 		ns := status.NodeStatus{Pod: n.Node.Pod, Host: n.Node.Host, Reachable: n.Reachable, Error: n.Err}
 		if n.Reachable {
 			ns.Role = string(n.Repl.Role)
+			if n.Repl.Role == valkey.RolePrimary && primaryOK && n.Node.Index != tp.Primary.Index {
+				ns.Role = status.RoleStalePrimary
+			}
 			ns.Offset = n.Repl.Offset()
 			if n.Repl.Role == valkey.RoleReplica {
 				ns.LinkUp = n.Repl.LinkUp
@@ -71,7 +75,6 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 	set := func(t, s, reason, msg string) {
 		st.Conditions = status.SetCondition(st.Conditions, status.Condition{Type: t, Status: s, Reason: reason, Message: msg}, now)
 	}
-	primaryOK := tp.Primary != nil && tp.PrimaryConfirmed
 	if primaryOK {
 		st.Primary = tp.Primary.Pod
 		st.PrimaryAddress = in.Addr(*tp.Primary)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
@@ -58,7 +58,7 @@ func TestPrimaryAnswered(t *testing.T) {
 				w.Sentinels[i].Monitor.Host = "elsewhere"
 			}
 		}, onlyPrimary, false},
-		{"unmonitored", func(w *World) { w.SentinelInfo, w.Sentinels, w.Instance.FailoverMode = nil, nil, spec.FailoverNone }, onlyPrimary, false},
+		{"unmonitored", func(w *World) { w.SentinelInfo, w.Sentinels, w.Instance.FailoverMode = nil, nil, contract.FailoverNone }, onlyPrimary, false},
 		{"answered shorter than the nodes (garbage)", nil, nil, false},
 	} {
 		w := steadyWorld()

@@ -55,7 +55,7 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 			return bad(field+".port", "is %d, must be the instance port %d", n.Port, in.Port)
 		}
 	}
-	if want := map[string]string{LabelInstance: f}; !maps.Equal(in.PodSelector, want) {
+	if want := map[string]string{contract.LabelInstance: f}; !maps.Equal(in.PodSelector, want) {
 		return bad("podSelector", "is %v, must be %v", in.PodSelector, want)
 	}
 	if want := (SecretRef{User: "_sentinel", SecretName: contract.SentinelAuthSecret(f), SecretKey: contract.KeyPassword}); in.SentinelAuth != want {
@@ -66,9 +66,6 @@ func (in Instance) CheckCanonical(cmName, cmNamespace, clusterDomain string) err
 	}
 	return nil
 }
-
-// SentinelPort is the port every Sentinel of charts/valkey-sentinel listens on (contract.SentinelPort).
-const SentinelPort = contract.SentinelPort
 
 // SentinelSecretName returns the Secret of quorum release's Sentinel user user (acl.SentinelAdmin, Instance or
 // Client, "_admin" -> "<release>-auth-admin"). charts/valkey-sentinel's credentials Job generates these Secrets at
@@ -141,8 +138,8 @@ func (si SentinelInfo) CheckCanonicalFor(in Instance, cs CredentialScope, cluste
 	if clusterDomain == "" {
 		return nil
 	}
-	if si.Port != SentinelPort {
-		return bad("port", "is %d, must be %d", si.Port, SentinelPort)
+	if si.Port != contract.SentinelPort {
+		return bad("port", "is %d, must be %d", si.Port, contract.SentinelPort)
 	}
 	s := si.SentinelRelease
 	for i, h := range si.Hosts {

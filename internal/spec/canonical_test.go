@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"strings"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 
 func canonicalInstance() Instance {
 	in := Instance{Name: "cache-valkey", Namespace: "ns1", Release: "cache", Engine: "valkey", MonitorName: "cache-valkey",
-		FailoverMode: FailoverSentinel, Port: 6379, PodSelector: map[string]string{LabelInstance: "cache-valkey"},
+		FailoverMode: contract.FailoverSentinel, Port: 6379, PodSelector: map[string]string{contract.LabelInstance: "cache-valkey"},
 		SentinelAuth: SecretRef{User: "_sentinel", SecretName: "cache-valkey-sentinel-auth", SecretKey: "password"},
 		SystemSecret: "cache-valkey-system", ACLSecret: "cache-valkey-acl"}
 	for i := 0; i < 3; i++ {

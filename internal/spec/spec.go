@@ -17,32 +17,6 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// The names, labels and keys below are internal/contract's, kept here under their old names for the
-// packages that still spell them spec.X (internal/contract is the one place they are defined).
-const (
-	AnnotationReleaseRevision = contract.AnnotationReleaseRevision
-	LabelPartOf               = contract.LabelPartOf
-	PartOfValue               = contract.PartOf
-	LabelComponent            = contract.LabelComponent
-	LabelInstance             = contract.LabelInstance
-	LabelNodeIndex            = contract.LabelNodeIndex
-	LabelRole                 = contract.LabelRole
-	LabelSentinel             = contract.LabelSentinel
-	RolePrimary               = contract.RolePrimary
-	RoleReplica               = contract.RoleReplica
-	ComponentInst             = contract.ComponentInstance
-	ComponentData             = contract.ComponentData
-	ComponentSInfo            = contract.ComponentSentinelInfo
-	ComponentStatus           = contract.ComponentStatus
-	ComponentSentinl          = contract.ComponentSentinel
-	InstanceKey               = contract.KeyInstance
-	SentinelsKey              = contract.KeySentinels
-	StatusKey                 = contract.KeyStatus
-
-	FailoverSentinel = contract.FailoverSentinel
-	FailoverNone     = contract.FailoverNone
-)
-
 // Node is one data node of an instance.
 type Node struct {
 	Index       int    `json:"index"`
@@ -153,7 +127,7 @@ func (in Instance) Validate() error {
 	if !monitorNameRE.MatchString(in.MonitorName) {
 		return bad("monitorName", "%q must match %s", in.MonitorName, monitorNameRE)
 	}
-	if in.FailoverMode != FailoverSentinel && in.FailoverMode != FailoverNone {
+	if in.FailoverMode != contract.FailoverSentinel && in.FailoverMode != contract.FailoverNone {
 		return bad("failoverMode", "%q is not Sentinel or None", in.FailoverMode)
 	}
 	if in.Quorum < 0 {
@@ -197,7 +171,7 @@ func (in Instance) Validate() error {
 }
 
 // Monitored reports whether the instance asks to be monitored by Sentinel.
-func (in Instance) Monitored() bool { return in.FailoverMode == FailoverSentinel }
+func (in Instance) Monitored() bool { return in.FailoverMode == contract.FailoverSentinel }
 
 // NodeByAddr returns the node with that host (case-insensitive, trailing dot ignored) and port.
 func (in Instance) NodeByAddr(host string, port int) (Node, bool) {

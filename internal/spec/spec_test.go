@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"strings"
 	"testing"
 
@@ -10,10 +11,10 @@ import (
 )
 
 func valid() Instance {
-	return Instance{Name: "vk", Namespace: "ns", Engine: "valkey", MonitorName: "vk", FailoverMode: FailoverSentinel, Port: 6379,
+	return Instance{Name: "vk", Namespace: "ns", Engine: "valkey", MonitorName: "vk", FailoverMode: contract.FailoverSentinel, Port: 6379,
 		Nodes:          []Node{{Index: 0, Pod: "vk-0-0", StatefulSet: "vk-0", Host: "vk-0-0.vk-0.ns.svc.cluster.local"}},
 		SentinelConfig: map[string]string{"down-after-milliseconds": "5000", "auth-pass": "x"},
-		PodSelector:    map[string]string{LabelInstance: "vk"},
+		PodSelector:    map[string]string{contract.LabelInstance: "vk"},
 		SentinelAuth:   SecretRef{User: "_sentinel", SecretName: "vk-sentinel-auth", SecretKey: "password"}}
 }
 

@@ -92,10 +92,17 @@ func DeriveState(ready Condition, everReady bool, now time.Time) string {
 	}
 }
 
+// RoleStalePrimary is the Role of a node that reports role master while the primary the instance follows
+// (the Sentinels' confirmed choice) is another node: an old primary Sentinel has not demoted yet (it sends
+// REPLICAOF once the node's INFO shows the mismatch, seconds after +switch-master) or an orphan the
+// controller repairs. Clients of the primary Service are no longer sent to it.
+const RoleStalePrimary = "stale-primary"
+
 // NodeStatus is one data node in the instance status.
 type NodeStatus struct {
-	Pod       string `json:"pod"`
-	Host      string `json:"host"`
+	Pod  string `json:"pod"`
+	Host string `json:"host"`
+	// Role is what the node reports ("primary" or "replica"), or RoleStalePrimary; empty when unreachable.
 	Role      string `json:"role"`
 	Reachable bool   `json:"reachable"`
 	LinkUp    bool   `json:"linkUp,omitempty"`

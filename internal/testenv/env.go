@@ -154,7 +154,7 @@ func New(t testing.TB, top *valkeytest.Topology, o Options) *Env {
 	}
 	e.In = InstanceSpec(o.Namespace, o.Name, top.Cfg.MonitorName, top.Cfg.Engine, ports, top.Cfg.DownAfterMs, top.Cfg.FailoverTimeoutMs)
 	if len(top.Sentinels) == 0 {
-		e.In.FailoverMode = spec.FailoverNone
+		e.In.FailoverMode = contract.FailoverNone
 	}
 	desc, err := AddInstance(e.CS, e.In, o.DescriptorUID, top.Passwords)
 	if err != nil {

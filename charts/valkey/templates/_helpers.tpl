@@ -1005,6 +1005,11 @@ has {{ len $fields }} field{{ if ne (len $fields) 1 }}s{{ end }}, not five{{ if 
 {{- end -}}
 {{- $_ := set $seen $c $i -}}
 {{- end -}}
+{{- range $field, $v := dict "persistence.size" $.Values.persistence.size "persistence.storageClass" $.Values.persistence.storageClass -}}
+{{- if $v -}}
+{{- fail (printf "%s: %q is set but persistence.existingClaims names the volumes, which keep their own size and class, so it would be ignored; remove %s (grow or move the claims themselves)" $field $v $field) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- else -}}
 {{- with .Values.persistence.existingClaims -}}
