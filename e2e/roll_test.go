@@ -111,29 +111,38 @@ func (in *Instance) StartSentinelWriter(t testing.TB, user, password, prefix str
 		t.Fatal(err)
 	}
 	opt.Sentinel.Username, opt.Sentinel.Password = su, spw
+	return StartSentinelWriterWith(t, opt, prefix, interval)
+}
+
+// StartSentinelWriterWith starts a SentinelWriter on a valkey-go client built from opt (a Sentinel client
+// option the caller filled: addresses, credentials, dialer), retrying valkey.NewClient for up to a minute.
+// Every connection the client opens is recorded for Timeline.
+func StartSentinelWriterWith(t testing.TB, opt valkey.ClientOption, prefix string, interval time.Duration) *SentinelWriter {
+	t.Helper()
 	w := &SentinelWriter{prefix: prefix, done: make(chan struct{})}
-	dial := opt.DialCtxFn
-	opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, c *tls.Config) (net.Conn, error) {
-		conn, err := dial(ctx, addr, d, c)
-		rec := writerDial{at: time.Now(), addr: addr, err: err}
-		if conn != nil {
-			rec.peer = conn.RemoteAddr().String()
+	if dial := opt.DialCtxFn; dial != nil {
+		opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, c *tls.Config) (net.Conn, error) {
+			conn, err := dial(ctx, addr, d, c)
+			rec := writerDial{at: time.Now(), addr: addr, err: err}
+			if conn != nil {
+				rec.peer = conn.RemoteAddr().String()
+			}
+			w.mu.Lock()
+			w.dials = append(w.dials, rec)
+			w.mu.Unlock()
+			return conn, err
 		}
-		w.mu.Lock()
-		w.dials = append(w.dials, rec)
-		w.mu.Unlock()
-		return conn, err
 	}
 	var client valkey.Client
-	Eventually(t, time.Minute, time.Second, "valkey-go Sentinel client for "+in.F+" connects", func(ctx context.Context) (bool, error) {
+	Eventually(t, time.Minute, time.Second, "valkey-go Sentinel client for "+opt.Sentinel.MasterSet+" connects", func(ctx context.Context) (bool, error) {
 		c, err := valkey.NewClient(opt)
 		if err != nil {
-			return false, fmt.Errorf("valkey.NewClient (Sentinel %s, master set %s, user %s): %w", opt.InitAddress[0], in.F, user, err)
+			return false, fmt.Errorf("valkey.NewClient (Sentinel %s, master set %s, user %s): %w", opt.InitAddress[0], opt.Sentinel.MasterSet, opt.Username, err)
 		}
 		client = c
 		return true, nil
 	})
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(t.Context())
 	w.client, w.cancel = client, cancel
 	go w.run(wctx, interval)
 	t.Cleanup(w.Stop)

@@ -83,14 +83,8 @@ func TestKnownKeysGenerated(t *testing.T) {
 			require.NoError(t, err)
 			assert.NotRegexp(t, `"additionalProperties":\s*false`, string(schema),
 				"an object with properties is closed by %s.checkKeys; say additionalProperties: true for a free-form one", prefixOf(chart))
-			path := filepath.Join(chartPath(chart), "templates", "_keys.tpl")
-			want := keysTemplate(t, chart)
-			if *updateGolden {
-				require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-			}
-			got, err := os.ReadFile(path)
-			require.NoError(t, err)
-			assert.Equal(t, want, string(got), "rerun with -update after changing values.schema.json")
+			checkGenerated(t, filepath.Join(chartPath(chart), "templates", "_keys.tpl"), keysTemplate(t, chart),
+				"rerun with -update after changing values.schema.json")
 		})
 	}
 }

@@ -1,7 +1,8 @@
 // Package contract is every name, label, annotation, key, port, mount path and default that charts/valkey,
 // charts/valkey-sentinel and valkey-sentinel-ctl share (docs/contract.md, which lists them for people). It is
 // the one place the Go side spells them: the controllers, the boot step, the helm-test checks, the test
-// environment and the e2e suite all call it. The charts' _helpers.tpl spell the same names in templates;
+// environment and the e2e suite all call it. The charts' _helpers.tpl (and charts/_shared/helpers.tpl, which
+// both charts share) spell the same names in templates;
 // templates-tests render both charts and check the rendered objects and documents against this package
 // (TestContractNames) and through the real parsers (internal/spec).
 //

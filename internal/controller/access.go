@@ -50,7 +50,7 @@ func (c *InstanceController) syncAccess(ctx context.Context, desc *corev1.Config
 		}
 		mem.aclUsers, mem.aclRefused, mem.aclReadAt = users, refusedSentence(in.ACLSecret, refused), now
 	}
-	if c.reported.changed(instanceKey(in.Namespace, in.Name)+"/users-refused", mem.aclRefused) && mem.aclRefused != "" {
+	if c.reported.changed(in.NamespacedName().String()+"/users-refused", mem.aclRefused) && mem.aclRefused != "" {
 		c.recorder.Event(desc, corev1.EventTypeWarning, "UsersRefused", mem.aclRefused)
 		c.log.Info("users refused", "instance", in.Name, "why", mem.aclRefused)
 	}

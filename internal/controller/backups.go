@@ -32,7 +32,7 @@ func (c *InstanceController) observeBackups(ctx context.Context, in spec.Instanc
 	sel := labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentBackup, contract.LabelBackupOf: in.Name})
 	l, err := c.cs.CoreV1().Pods(in.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		c.log.Debug("list backup pods", "instance", in.Namespace+"/"+in.Name, "err", err)
+		c.log.Debug("list backup pods", "instance", in.NamespacedName().String(), "err", err)
 		return
 	}
 	m, ok := latestBackup(l.Items, in.Name)
@@ -40,7 +40,7 @@ func (c *InstanceController) observeBackups(ctx context.Context, in spec.Instanc
 		return
 	}
 	mem.lastBackup = m
-	c.metrics.ObserveBackup(in.Namespace+"/"+in.Name, m.Size, m.DurationSeconds, m.UploadSeconds, m.FinishedAt)
+	c.metrics.ObserveBackup(in.NamespacedName().String(), m.Size, m.DurationSeconds, m.UploadSeconds, m.FinishedAt)
 }
 
 // backupStatus is the status document's view of the newest backup seen: nil before the first.

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
@@ -288,7 +289,8 @@ func TestSentinelControllerRefusesSecondQuorum(t *testing.T) {
 		Selector: sel}, m, e.Rec, quietLog())
 	ctx := context.Background()
 	require.NoError(t, startInformers(ctx, t, c))
-	require.NoError(t, c.Reconcile(ctx))
+	_, err := c.Reconcile(ctx, c.key)
+	require.NoError(t, err)
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.MonitorRefused.WithLabelValues(ns+"/other", ns+"/vk")), "valkey_ha_sentinel_monitor_refused")
 	assert.Equal(t, 0, testutil.CollectAndCount(m.MonitorRegistered), "a refused monitor is not counted as wanted")
 	for _, s := range e.Top.Sentinels {
@@ -312,9 +314,9 @@ func TestInstanceControllerInvalidDescriptor(t *testing.T) {
 	ctx := context.Background()
 	c.cache.Start(ctx)
 	require.True(t, c.cache.WaitForSync(ctx))
-	requeue, err := c.Reconcile(ctx, "vk")
+	res, err := c.Reconcile(ctx, types.NamespacedName{Name: "vk"})
 	require.NoError(t, err)
-	assert.False(t, requeue)
+	assert.Zero(t, res, "no further pass for a refused descriptor")
 	assert.NotEmpty(t, testenv.DrainEvents(rec, "InvalidDescriptor"))
 	st, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "vk-status", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -8,12 +8,12 @@ package controller
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -66,18 +66,6 @@ func newNamespaceCache(cs kubernetes.Interface, own string, f FleetOptions, kind
 		NamespaceSelector: f.NamespaceSelector, Handler: h, OnRemoved: onRemoved, Log: log, WaitForNone: waitForNone})
 }
 
-// instanceKey is the work-queue key of an instance: "<namespace>/<name>".
-func instanceKey(ns, name string) string { return ns + "/" + name }
-
-// splitKey returns the namespace and name of a work-queue key; a key without a namespace (tests calling
-// Reconcile with a name) is in the controller's own namespace.
-func (c *InstanceController) splitKey(key string) (ns, name string) {
-	if ns, name, ok := strings.Cut(key, "/"); ok {
-		return ns, name
-	}
-	return c.opts.Namespace, key
-}
-
 // servesInstance says whether this controller serves the instance its descriptor describes, and why not:
 // the shared controller serves exactly the descriptors that name its identity; a dedicated controller
 // (--instance, or every instance of its namespace without an identity) only those that name no shared
@@ -100,8 +88,8 @@ func (c *InstanceController) servesInstance(in spec.Instance) (bool, string) {
 
 // laneLimiter backs off a failing instance on its own (exponential from 200 ms to 30 s per key): no bucket
 // shared by all instances, so one instance that keeps failing never slows another's retries.
-func laneLimiter() workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second)
+func laneLimiter() workqueue.TypedRateLimiter[types.NamespacedName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](200*time.Millisecond, 30*time.Second)
 }
 
 // lanes runs the workers of the instance queue: one per known instance (at least two) unless
@@ -161,10 +149,10 @@ func (c *InstanceController) observeContext(ctx context.Context) (context.Contex
 
 // standDown forgets an instance this controller does not serve (another controller does) and says so once
 // per reason with an Event on its descriptor.
-func (c *InstanceController) standDown(descCM *corev1.ConfigMap, key, why string) {
+func (c *InstanceController) standDown(descCM *corev1.ConfigMap, key types.NamespacedName, why string) {
 	c.forget(key)
-	if c.reported.changed(key+"/standdown", why) {
-		c.log.Info("instance not served here", "instance", key, "reason", why)
+	if c.reported.changed(key.String()+"/standdown", why) {
+		c.log.Info("instance not served here", "instance", key.String(), "reason", why)
 		if c.opts.Instance != "" { // only the dedicated controller reports: the shared one sees every descriptor
 			c.recorder.Event(descCM, corev1.EventTypeNormal, "ControllerStandsDown", why)
 		}
@@ -174,9 +162,9 @@ func (c *InstanceController) standDown(descCM *corev1.ConfigMap, key, why string
 // forgetNamespace forgets every instance of a namespace that is no longer served.
 func (c *InstanceController) forgetNamespace(ns string) {
 	c.mu.Lock()
-	var keys []string
+	var keys []types.NamespacedName
 	for k := range c.state {
-		if strings.HasPrefix(k, ns+"/") {
+		if k.Namespace == ns {
 			keys = append(keys, k)
 		}
 	}
@@ -188,16 +176,16 @@ func (c *InstanceController) forgetNamespace(ns string) {
 
 // observePass records one pass of the instance of key in the per-instance metrics (not for an instance that
 // is gone or not served: its series were forgotten).
-func (c *InstanceController) observePass(key string, requeue bool, took time.Duration, err error) {
+func (c *InstanceController) observePass(key types.NamespacedName, res Result, took time.Duration, err error) {
 	if c.lanes != nil {
 		c.metrics.InstanceWorkers.Set(float64(c.lanes.workers()))
 	}
-	if !requeue && err == nil {
+	if res == (Result{}) && err == nil {
 		return
 	}
-	c.metrics.InstancePassSeconds.WithLabelValues(key).Set(took.Seconds())
+	c.metrics.InstancePassSeconds.WithLabelValues(key.String()).Set(took.Seconds())
 	if err != nil {
-		c.metrics.InstancePassErrors.WithLabelValues(key).Inc()
+		c.metrics.InstancePassErrors.WithLabelValues(key.String()).Inc()
 	}
 }
 

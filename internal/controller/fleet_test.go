@@ -214,7 +214,7 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	f := startFleet(t, []string{"t1", "t2"}, true, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := newSwitchHub(ctx, quietLog())
+	h := newSwitchHub(quietLog())
 	var addrs []string
 	for _, s := range f.sentinels {
 		addrs = append(addrs, s.Addr())
@@ -223,7 +223,7 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 	opts := func(context.Context) valkey.Options { return valkey.Options{DialTimeout: time.Second} }
 	for _, fi := range f.insts {
 		name := fi.in.Name
-		h.watch(fi.in.MonitorName, addrs, opts, func(valkey.MonitorEvent) { got <- name })
+		h.watch(ctx, fi.in.MonitorName, addrs, opts, func(valkey.MonitorEvent) { got <- name })
 	}
 	assert.Equal(t, 3, h.subscriptions(), "one subscription per Sentinel")
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "subscribed", func() error {
@@ -259,8 +259,8 @@ func TestSwitchHubOneSubscriptionPerSentinel(t *testing.T) {
 }
 
 // TestOneQueueKeyPerInstance (issue 17): after a disruptive step (here the repair of a replica that made
-// itself a primary) the instance is queued again at once under its one key, namespace/name, in a dedicated
-// and in a shared controller. A bare name was a second key of the same instance: the work queue hands two
+// itself a primary) the pass asks to be taken up again at once (Result.Requeue) and the loop queues the
+// instance under its one key, namespace/name, in a dedicated and in a shared controller. A bare name was a second key of the same instance: the work queue hands two
 // keys to two lanes at once (two concurrent passes on one instance's memory, dedicated), and a shared
 // controller resolved the bare name in its own namespace (the re-observation went to an instance that does
 // not exist, and was lost). A bare key that still reaches the queue is re-queued under the instance's key
@@ -289,10 +289,10 @@ func TestOneQueueKeyPerInstance(t *testing.T) {
 			defer c.queue.ShutDown()
 			c.cache.Start(ctx)
 			require.True(t, c.cache.WaitForSync(ctx))
-			key := instanceKey(tc.ns, tc.in)
+			key := types.NamespacedName{Namespace: tc.ns, Name: tc.in}
 			// drain the queue between passes: no worker runs, each pass is this test's call
-			queued := func() []string {
-				var keys []string
+			queued := func() []types.NamespacedName {
+				var keys []types.NamespacedName
 				for c.queue.Len() > 0 {
 					k, _ := c.queue.Get()
 					keys = append(keys, k)
@@ -314,26 +314,28 @@ func TestOneQueueKeyPerInstance(t *testing.T) {
 
 			orphan := tc.top.Nodes[1]
 			require.NoError(t, orphan.Client(tc.top.Options(acl.Operator)).PromoteToPrimary(ctx))
-			var keys []string
+			var keys []types.NamespacedName
 			valkeytest.Eventually(t, 15*time.Second, 100*time.Millisecond, "a repair queues the instance again", func() error {
-				if _, err := c.Reconcile(ctx, key); err != nil {
+				res, err := c.Reconcile(ctx, key)
+				if err != nil {
 					return err
 				}
+				c.loop.settle(key, res, nil) // what the worker does after the pass (loop.go)
 				if keys = queued(); len(keys) == 0 {
 					return fmt.Errorf("nothing queued after the pass")
 				}
 				return nil
 			})
-			assert.Equal(t, []string{key}, keys, "the instance's one key, never a second one")
+			assert.Equal(t, []types.NamespacedName{key}, keys, "the instance's one key, never a second one")
 			r, err := tc.top.Replication(orphan)
 			require.NoError(t, err)
 			assert.Equal(t, valkey.RoleReplica, r.Role, "the step was the repair")
 
 			// a bare name that reaches the queue anyway runs no pass under it: it is re-queued as the key of
 			// the controller's own namespace (the only one a bare name can mean; Reconcile's convention)
-			c.queue.Add(tc.in)
-			require.True(t, c.processNext(ctx))
-			assert.Equal(t, []string{instanceKey(tc.o.Namespace, tc.in)}, queued(), "re-queued under namespace/name, no pass under the bare key")
+			c.queue.Add(types.NamespacedName{Name: tc.in})
+			require.True(t, c.loop.processNext(ctx))
+			assert.Equal(t, []types.NamespacedName{{Namespace: tc.o.Namespace, Name: tc.in}}, queued(), "re-queued under namespace/name, no pass under the bare key")
 		})
 	}
 }

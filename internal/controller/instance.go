@@ -98,11 +98,12 @@ type InstanceController struct {
 	lanes *lanes
 	// switches holds the +switch-master subscriptions (one per Sentinel)
 	switches *switchHub
-	queue    workqueue.TypedRateLimitingInterface[string]
-	pool     *pool
-	mu       sync.Mutex
-	state    map[string]*instanceMemory
-	runCtx   context.Context
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// loop runs the passes of queue (loop.go); each lane is one of its workers
+	loop  *worker
+	pool  *pool
+	mu    sync.Mutex
+	state map[types.NamespacedName]*instanceMemory
 	// reported dedupes the Warning events of conditions that last many passes
 	reported reportOnce
 	// sentinelAuth holds the quorum passwords sent to the Sentinels (sentinelOpts)
@@ -181,9 +182,11 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 		o.ObserveTimeout = 10 * time.Second
 	}
 	c := &InstanceController{opts: o, cs: cs, log: log, metrics: m, recorder: rec, pool: newPool(),
-		state: map[string]*instanceMemory{},
+		state: map[types.NamespacedName]*instanceMemory{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(laneLimiter(),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "instance"})}
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "instance"})}
+	c.loop = &worker{controller: "instance", namespace: o.Namespace, queue: c.queue, reconcile: c.Reconcile,
+		observe: c.observePass, metrics: m, log: log}
 	extra := map[nscache.Kind]string{}
 	if o.Instance != "" {
 		// data pods carry valkey.io/instance; ConfigMaps are filtered by part-of only (descriptor, sentinel info)
@@ -206,17 +209,18 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 	return c
 }
 
-// keyOf maps a pod or ConfigMap to its instance's work-queue key (instanceKey: namespace/name), or "".
-func (c *InstanceController) keyOf(obj any) string {
+// keyOf maps a pod or ConfigMap to its instance's work-queue key; false for an object of no instance this
+// controller serves.
+func (c *InstanceController) keyOf(obj any) (types.NamespacedName, bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	name := instanceOf(obj)
 	if name == "" || (c.opts.Instance != "" && name != c.opts.Instance) {
-		return ""
+		return types.NamespacedName{}, false
 	}
 	mo, _ := obj.(metav1.Object)
-	return instanceKey(mo.GetNamespace(), name)
+	return types.NamespacedName{Namespace: mo.GetNamespace(), Name: name}, true
 }
 
 // instanceOf routes an object to its instance (docs/design.md, "Events"): a descriptor is the instance's own
@@ -276,7 +280,7 @@ func quietUpdate(old, obj any) bool {
 }
 
 func (c *InstanceController) enqueueObj(obj any) {
-	if k := c.keyOf(obj); k != "" {
+	if k, ok := c.keyOf(obj); ok {
 		c.queue.Add(k)
 	}
 }
@@ -286,8 +290,7 @@ func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) er
 	defer c.queue.ShutDown()
 	defer c.pool.close()
 	defer c.closeMigrations()
-	c.runCtx = ctx
-	c.switches = newSwitchHub(ctx, c.log)
+	c.switches = newSwitchHub(c.log)
 	c.cache.Start(ctx)
 	if !c.cache.WaitForSync(ctx) {
 		return fmt.Errorf("instance controller: caches did not sync")
@@ -298,17 +301,14 @@ func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) er
 	c.log.Info("instance controller started", "namespace", c.opts.Namespace, "instance", c.opts.Instance,
 		"namespaces", c.opts.Fleet.Namespaces, "sharedIdentity", c.opts.Fleet.Identity.String())
 	if c.opts.Instance != "" {
-		c.queue.Add(instanceKey(c.opts.Namespace, c.opts.Instance))
+		c.queue.Add(types.NamespacedName{Namespace: c.opts.Namespace, Name: c.opts.Instance})
 	} else {
 		cms, _ := c.cms.List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 		for _, cm := range cms {
 			c.enqueueObj(cm)
 		}
 	}
-	c.lanes = &lanes{max: c.opts.Workers, run: func() {
-		for c.processNext(ctx) {
-		}
-	}}
+	c.lanes = &lanes{max: c.opts.Workers, run: func() { c.loop.run(ctx) }}
 	c.growLanes()
 	<-ctx.Done()
 	c.queue.ShutDown()
@@ -321,107 +321,85 @@ func (c *InstanceController) Run(ctx context.Context, health *metrics.Health) er
 	return nil
 }
 
-func (c *InstanceController) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if ns, name := c.splitKey(key); key != instanceKey(ns, name) {
-		// one queue key per instance: a bare name would run a pass concurrent with its namespace/name one
-		c.queue.Add(instanceKey(ns, name))
-		return true
-	}
-	start := time.Now()
-	requeue, err := c.Reconcile(ctx, key)
-	c.metrics.ReconcileSeconds.WithLabelValues("instance").Observe(time.Since(start).Seconds())
-	c.observePass(key, requeue, time.Since(start), err)
-	if err != nil {
-		c.metrics.ReconcileErrors.WithLabelValues("instance").Inc()
-		c.log.Warn("reconcile failed", "instance", key, "error", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	if requeue { // false: the instance is gone and forgotten
-		c.metrics.ReconcileSucceeded("instance", key, time.Now())
-		c.queue.AddAfter(key, c.opts.Resync)
-	}
-	return true
-}
-
-func (c *InstanceController) memory(name string) *instanceMemory {
+func (c *InstanceController) memory(key types.NamespacedName) *instanceMemory {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.state[name]
+	m, ok := c.state[key]
 	if !ok {
 		m = &instanceMemory{}
-		c.state[name] = m
+		c.state[key] = m
 		defer func() { go c.growLanes() }()
 	}
 	return m
 }
 
-// Reconcile runs one pass for the instance of key (instanceKey: namespace/name; a bare name is in the
-// controller's own namespace) (docs/design.md, "The instance controller's pass"): gather the World, plan
-// (pure, the policy included), apply, write status. requeue is false when the instance no longer exists or
-// is not this controller's to serve (fleet.go).
-func (c *InstanceController) Reconcile(ctx context.Context, key string) (requeue bool, err error) {
-	ns, name := c.splitKey(key)
-	key = instanceKey(ns, name)
-	desc, in, err := c.descriptor(ns, name)
+// Reconcile runs one pass for the instance of key (a key without a namespace is in the controller's own
+// namespace) (docs/design.md, "The instance controller's pass"): gather the World, plan (pure, the policy
+// included), apply, write status. It never touches the work queue: the Result says when the loop takes the
+// instance up again (loop.go), the zero Result when the instance no longer exists or is not this
+// controller's to serve (fleet.go).
+func (c *InstanceController) Reconcile(ctx context.Context, key types.NamespacedName) (Result, error) {
+	if key.Namespace == "" {
+		key.Namespace = c.opts.Namespace
+	}
+	desc, in, err := c.descriptor(ctx, key)
 	switch {
 	case errors.Is(err, errGone):
 		c.forget(key)
-		return false, nil
+		return Result{}, nil
 	case errors.Is(err, errInvalid):
-		return false, nil // reported; a new descriptor version enqueues us again
+		return Result{}, nil // reported; a new descriptor version enqueues us again
 	case err != nil:
-		return true, err
+		return Result{}, err
 	}
 	if ok, why := c.servesInstance(in); !ok {
 		c.standDown(desc, key, why)
-		return false, nil // a new descriptor version enqueues us again
+		return Result{}, nil // a new descriptor version enqueues us again
 	}
-	defer c.reported.sweep(key + "/")
+	defer c.reported.sweep(key.String() + "/")
 	mem := c.memory(key)
 	gctx, cancel := c.observeContext(ctx)
 	w, err := c.gather(gctx, in, mem)
 	cancel()
 	if errors.Is(err, errSuperseded) {
-		c.log.Info("pass abandoned: +switch-master arrived while a node had not answered INFO; observing again", "instance", key)
-		c.queue.Add(key)
-		return true, nil
+		c.log.Info("pass abandoned: +switch-master arrived while a node had not answered INFO; observing again", "instance", key.String())
+		return Result{Requeue: true}.resync(c.opts.Resync), nil
 	}
 	if err != nil {
-		return true, err
+		return Result{}, err
 	}
 	mem.nodeAddrs, mem.sentinelAddrs = addrs(w)
 	if c.migrating(ctx, key, desc, in, mem) {
 		// no topology step, label or roll while node 0 follows the source (migrate.go)
-		return true, c.writeStatus(ctx, desc, w, plan.Decision{Memory: mem.plan}, plan.Outcome{}, mem)
+		if err := c.writeStatus(ctx, desc, w, plan.Decision{Memory: mem.plan}, plan.Outcome{}, mem); err != nil {
+			return Result{}, err
+		}
+		return Result{}.resync(c.opts.Resync), nil
 	}
 	d := plan.Instance(w, mem.plan)
 	c.reclose(ctx, desc, w, d.Topology, mem)
 	out, applyErr := c.apply(ctx, desc, w, &d, mem)
+	var res Result
 	if len(mem.reclose) > 0 {
-		c.queue.AddAfter(key, recloseEvery) // a reclose window is open (label, reclose)
+		res.RequeueAfter = recloseEvery // a reclose window is open (label, reclose)
 	}
-	if out.LastAction != "" {
-		c.queue.Add(key) // one disruptive step per pass, then observe again at once (the same key: never a second, concurrent pass)
-	}
+	// one disruptive step per pass, then observe again at once (the same key: never a second, concurrent pass)
+	res.Requeue = out.LastAction != ""
 	c.report(desc, w, d, mem)
 	mem.plan = d.Memory
 	if !c.opts.NoSubscribe {
-		c.ensureSubscription(key, in, w.SentinelInfo, mem)
+		c.ensureSubscription(ctx, key, in, w.SentinelInfo, mem)
 	}
-	c.metrics.ObserveInstance(in.Namespace+"/"+in.Name, plan.InstanceGauges(w, d))
+	c.metrics.ObserveInstance(key.String(), plan.InstanceGauges(w, d))
 	c.observeBackups(ctx, in, mem)
 	out.Access = c.syncAccess(ctx, desc, w, mem)
 	if err := c.writeStatus(ctx, desc, w, d, out, mem); err != nil {
-		return true, err
+		return res, err
 	}
-	return true, applyErr
+	if applyErr != nil {
+		return res, applyErr
+	}
+	return res.resync(c.opts.Resync), nil
 }
 
 // The instance controller's gather (docs/design.md, "Gather, plan, apply"): everything one pass decides from, read once
@@ -440,10 +418,11 @@ var (
 	errSuperseded = errors.New("observation superseded by +switch-master")
 )
 
-// descriptor reads and checks the descriptor <name>-instance of namespace ns. A refused one is reported
-// (Event, Failed status) and returned with errInvalid.
-func (c *InstanceController) descriptor(ns, name string) (*corev1.ConfigMap, spec.Instance, error) {
-	desc, err := c.cms.ConfigMaps(ns).Get(contract.Descriptor(name))
+// descriptor reads and checks the descriptor <name>-instance of the instance of key. A refused one is
+// reported (Event, Failed status) and returned with errInvalid.
+func (c *InstanceController) descriptor(ctx context.Context, key types.NamespacedName) (*corev1.ConfigMap, spec.Instance, error) {
+	name := key.Name
+	desc, err := c.cms.ConfigMaps(key.Namespace).Get(contract.Descriptor(name))
 	if apierrors.IsNotFound(err) {
 		return nil, spec.Instance{}, errGone
 	}
@@ -456,7 +435,7 @@ func (c *InstanceController) descriptor(ns, name string) (*corev1.ConfigMap, spe
 	}
 	if err != nil {
 		c.recorder.Eventf(desc, corev1.EventTypeWarning, "InvalidDescriptor", "%v", err)
-		c.writeInvalid(context.Background(), desc, name, err)
+		c.writeInvalid(ctx, desc, name, err)
 		return desc, in, errInvalid
 	}
 	return desc, in, nil
@@ -769,7 +748,7 @@ func (c *InstanceController) label(ctx context.Context, desc *corev1.ConfigMap, 
 	if err := kube.PatchPodRole(ctx, c.cs, in.Namespace, a.Node.Pod, w.Node(a.Node.Index).PodVersion, a.Role); err != nil {
 		return err
 	}
-	c.metrics.LabelPatches.WithLabelValues(in.Namespace + "/" + in.Name).Inc()
+	c.metrics.LabelPatches.WithLabelValues(in.NamespacedName().String()).Inc()
 	c.log.Info("role label", "instance", in.Name, "pod", a.Node.Pod, "role", a.Role, "reason", a.Reason)
 	if closeOnRelabel(w.Node(a.Node.Index).NodeState, a, tp) {
 		// the primary Service no longer selects it: connections that came back to it between its demotion and
@@ -863,7 +842,7 @@ func (c *InstanceController) closeClients(ctx context.Context, desc *corev1.Conf
 		return
 	}
 	addr := in.Addr(n)
-	key := in.Namespace + "/" + in.Name
+	key := in.NamespacedName().String()
 	cctx, cancel := context.WithTimeout(ctx, handoff.CloseTimeout)
 	defer cancel()
 	cl, err := c.pool.get(cctx, addr, c.opOptions(in, mem))
@@ -911,7 +890,7 @@ func (c *InstanceController) repair(ctx context.Context, desc *corev1.ConfigMap,
 		// labels changed) reconnect instead of getting READONLY
 		c.closeClients(ctx, desc, in, mem, s.Node, "repointed")
 	}
-	c.metrics.Repairs.WithLabelValues(in.Namespace+"/"+in.Name, string(s.Kind)).Inc()
+	c.metrics.Repairs.WithLabelValues(in.NamespacedName().String(), string(s.Kind)).Inc()
 	c.recorder.Eventf(desc, corev1.EventTypeNormal, "Repaired", "%s", s)
 	c.log.Info("repair", "instance", in.Name, "action", s.String())
 	return nil
@@ -944,9 +923,9 @@ func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap
 	// the handoff dials its own connections; the pooled one to the old primary is stale afterwards
 	defer c.pool.drop(cfg.Primary)
 	res, err := handoff.Run(ctx, cfg)
-	c.metrics.DemotedClientsClosed.WithLabelValues(in.Namespace + "/" + in.Name).Add(float64(res.Clients.Conns))
+	c.metrics.DemotedClientsClosed.WithLabelValues(in.NamespacedName().String()).Add(float64(res.Clients.Conns))
 	if res.Clients.Err != nil {
-		c.metrics.DemotedClientsNotClosed.WithLabelValues(in.Namespace + "/" + in.Name).Inc()
+		c.metrics.DemotedClientsNotClosed.WithLabelValues(in.NamespacedName().String()).Inc()
 		c.recorder.Eventf(desc, corev1.EventTypeWarning, "DemotedClientsNotClosed",
 			"%s (handed off): could not close its application connections; they get READONLY until they reconnect: %v", s.Node.Pod, res.Clients.Err)
 	}
@@ -1016,7 +995,7 @@ func (c *InstanceController) resetClient(ctx context.Context, desc *corev1.Confi
 		co.Username, co.Password = user, pw
 		cl, err := c.pool.get(ctx, addr, co)
 		if err == nil {
-			if c.resetFallback.set(in.Namespace+"/"+in.Name, "") {
+			if c.resetFallback.set(in.NamespacedName().String(), "") {
 				c.log.Info("SENTINEL RESET as the controllers' user again", "instance", in.Name, "user", user, "sentinel", addr)
 			}
 			return cl, nil
@@ -1029,7 +1008,7 @@ func (c *InstanceController) resetClient(ctx context.Context, desc *corev1.Confi
 	if o.Username == "" {
 		return c.pool.get(ctx, addr, o) // no Sentinel credentials at all (auth off, or not the descriptor's quorum)
 	}
-	if c.resetFallback.set(in.Namespace+"/"+in.Name, why) {
+	if c.resetFallback.set(in.NamespacedName().String(), why) {
 		msg := fmt.Sprintf("SENTINEL RESET as %s, not %s: %s; the quorum's chart upgrade adds that user (its Sentinels restart with it)",
 			o.Username, acl.SentinelController, why)
 		c.log.Warn("SENTINEL RESET falls back to the instance user", "instance", in.Name, "sentinel", addr, "reason", why)
@@ -1091,7 +1070,7 @@ func addrs(w plan.World) (nodes, sentinels []string) {
 // refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook) and
 // the one-off PrimaryChanged.
 func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan.Decision, mem *instanceMemory) {
-	name := instanceKey(w.Instance.Namespace, w.Instance.Name) // the keys of reportOnce: unique across namespaces
+	name := w.Instance.NamespacedName().String() // the keys of reportOnce: unique across namespaces
 	for _, n := range w.Nodes {
 		if n.StartRefused != "" && c.reported.changed(name+"/start/"+n.Node.Pod, n.StartRefused) {
 			c.recorder.Eventf(desc, corev1.EventTypeWarning, "StartRefused", "%s: %s", n.Node.Pod, n.StartRefused)
@@ -1225,12 +1204,12 @@ func (c *InstanceController) putStatus(ctx context.Context, desc *corev1.ConfigM
 // forget drops everything the controller holds for an instance that no longer exists: its memory, its
 // subscription (waiting for its goroutines), its pooled clients (its Sentinels' only when no other
 // instance uses them) and its metric series.
-func (c *InstanceController) forget(name string) {
-	c.metrics.ForgetInstance(name)
-	c.resetFallback.set(name, "")
+func (c *InstanceController) forget(key types.NamespacedName) {
+	c.metrics.ForgetInstance(key.String())
+	c.resetFallback.set(key.String(), "")
 	c.mu.Lock()
-	st, ok := c.state[name]
-	delete(c.state, name)
+	st, ok := c.state[key]
+	delete(c.state, key)
 	inUse := map[string]bool{}
 	for _, other := range c.state {
 		for _, a := range other.sentinelAddrs {

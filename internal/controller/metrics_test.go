@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
@@ -32,7 +33,7 @@ func TestInstanceMetricsFollowTheTopology(t *testing.T) {
 	const inst = ns + "/vk"
 	pass := func() {
 		t.Helper()
-		_, err := c.Reconcile(ctx, "vk")
+		_, err := c.Reconcile(ctx, types.NamespacedName{Namespace: ns, Name: "vk"})
 		require.NoError(t, err)
 	}
 	pass()
@@ -71,7 +72,7 @@ func TestInstanceMetricsFollowTheTopology(t *testing.T) {
 	// the instance goes: every series of it goes
 	require.NoError(t, e.CS.CoreV1().ConfigMaps(ns).Delete(ctx, "vk-instance", metav1.DeleteOptions{}))
 	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "series released", func() error {
-		if _, err := c.Reconcile(ctx, "vk"); err != nil {
+		if _, err := c.Reconcile(ctx, types.NamespacedName{Namespace: ns, Name: "vk"}); err != nil {
 			return err
 		}
 		n := testutil.CollectAndCount(m.InstanceNodes) + testutil.CollectAndCount(m.InstancePrimaries) +

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/valkey-ha/valkey-ha/internal/migrate"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
@@ -52,7 +53,7 @@ func (c *InstanceController) closeMigrations() {
 // that is not a node, which every repair would "fix". It reports the migration's state (Event once per change
 // of state, the message in the status) and, when the switch is asked and node 0 caught up, switches. It
 // returns true while the migration holds the rest of the pass.
-func (c *InstanceController) migrating(ctx context.Context, key string, desc *corev1.ConfigMap, in spec.Instance, mem *instanceMemory) bool {
+func (c *InstanceController) migrating(ctx context.Context, key types.NamespacedName, desc *corev1.ConfigMap, in spec.Instance, mem *instanceMemory) bool {
 	m := c.opts.Migrate
 	if m == nil || len(in.Nodes) == 0 {
 		return false
@@ -73,7 +74,7 @@ func (c *InstanceController) migrating(ctx context.Context, key string, desc *co
 	}
 	mem.migration = d.Message
 	if d.State == migrate.Switched {
-		if c.reported.changed(key+"/migration", string(d.State)) {
+		if c.reported.changed(key.String()+"/migration", string(d.State)) {
 			c.recorder.Event(desc, corev1.EventTypeNormal, "MigrationSwitched", d.Message+"; remove migrateFrom from the values")
 		}
 		return false
@@ -82,7 +83,7 @@ func (c *InstanceController) migrating(ctx context.Context, key string, desc *co
 	if d.State == migrate.Refused {
 		typ = corev1.EventTypeWarning
 	}
-	if c.reported.changed(key+"/migration", string(d.State)) {
+	if c.reported.changed(key.String()+"/migration", string(d.State)) {
 		c.recorder.Event(desc, typ, "Migrating", d.Message)
 	}
 	if d.State != migrate.Ready {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
@@ -108,7 +109,7 @@ func TestForgetReleasesEverything(t *testing.T) {
 	testenv.RecordEvents(t, e.Rec)
 	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
 	c.mu.Lock()
-	sub := c.state[instanceKey(ns, "vk")].sub
+	sub := c.state[types.NamespacedName{Namespace: ns, Name: "vk"}].sub
 	c.mu.Unlock()
 	require.NotNil(t, sub, "subscribed")
 	assert.Positive(t, c.pool.size(), "pooled clients")
@@ -117,7 +118,7 @@ func TestForgetReleasesEverything(t *testing.T) {
 	require.NoError(t, e.CS.CoreV1().ConfigMaps(ns).Delete(context.Background(), "vk-instance", metav1.DeleteOptions{}))
 	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "forgotten", func() error {
 		c.mu.Lock()
-		_, remembered := c.state[instanceKey(ns, "vk")]
+		_, remembered := c.state[types.NamespacedName{Namespace: ns, Name: "vk"}]
 		c.mu.Unlock()
 		series := testutil.CollectAndCount(m.InstanceNodes) + testutil.CollectAndCount(m.LabelPatches) + testutil.CollectAndCount(m.ReplicaLinkUp)
 		if remembered || c.pool.size() != 0 || series != 0 {

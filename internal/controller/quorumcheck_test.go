@@ -104,7 +104,8 @@ func TestCrossReleaseTLSMismatchNamesBothSides(t *testing.T) {
 	sc := NewSentinelController(e.CS, SentinelOptions{Namespace: ns, Release: testenv.SentinelRelease, Selector: sel}, metrics.New(), e.Rec, quietLog())
 	ctx := context.Background()
 	require.NoError(t, startInformers(ctx, t, sc))
-	require.NoError(t, sc.Reconcile(ctx))
+	_, err := sc.Reconcile(ctx, sc.key)
+	require.NoError(t, err)
 	both := []string{"instance release cache", "tls.enabled=true", "Sentinel release " + testenv.SentinelRelease + " (namespace " + ns + ") has tls.enabled=false"}
 	t.Logf("sentinel side: %s", waitEvent(t, e, "MonitorRefused", both...))
 
@@ -133,7 +134,8 @@ func TestQuorumAboveSentinelsNamesBothSides(t *testing.T) {
 	sc := NewSentinelController(e.CS, SentinelOptions{Namespace: ns, Release: testenv.SentinelRelease, Selector: sel}, metrics.New(), e.Rec, quietLog())
 	ctx := context.Background()
 	require.NoError(t, startInformers(ctx, t, sc))
-	require.NoError(t, sc.Reconcile(ctx))
+	_, err := sc.Reconcile(ctx, sc.key)
+	require.NoError(t, err)
 	both := []string{"instance release cache", "sentinel.quorum 5", "Sentinel release " + testenv.SentinelRelease + " runs 3 Sentinels"}
 	t.Logf("sentinel side: %s", waitEvent(t, e, plan.ReasonQuorumAboveSentinels, both...))
 

@@ -86,7 +86,11 @@ type SentinelController struct {
 	cmCache *nscache.Cache
 	synced  []cache.InformerSynced
 	start   func(<-chan struct{})
-	queue   workqueue.TypedRateLimitingInterface[string]
+	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// key is the quorum's (namespace and release): the one key of queue, the label of its metrics
+	key types.NamespacedName
+	// loop runs the passes of queue (loop.go), one worker
+	loop    *worker
 	pool    *pool
 	mu      sync.Mutex
 	applied map[string]map[string]string // sentinel pod -> monitor -> auth hash
@@ -111,14 +115,16 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	}
 	c := &SentinelController{opts: o, cs: cs, log: log, metrics: m, recorder: rec, pool: newPool(),
 		applied: map[string]map[string]string{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sentinel"})}
+		key:     types.NamespacedName{Namespace: o.Namespace, Name: o.Release},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "sentinel"})}
+	c.loop = &worker{controller: "sentinel", namespace: o.Namespace, queue: c.queue, reconcile: c.Reconcile, metrics: m, log: log}
 	podFactory := kube.NewInformerFactory(cs, o.Namespace, contract.LabelSentinel+"="+o.Release, 0)
 	podInf := podFactory.Core().V1().Pods()
 	stsInf := podFactory.Apps().V1().StatefulSets()
 	enqueue := func(obj any) {
 		if c.relevant(obj) {
-			c.queue.Add(o.Release)
+			c.queue.Add(c.key)
 		}
 	}
 	h := cache.ResourceEventHandlerFuncs{
@@ -132,7 +138,7 @@ func NewSentinelController(cs kubernetes.Interface, o SentinelOptions, m *metric
 	}
 	// descriptors and Sentinel info of every namespace the quorum serves (its own and o.Fleet's)
 	c.cmCache = newNamespaceCache(cs, o.Namespace, o.Fleet, []nscache.Kind{nscache.ConfigMaps}, nil, h,
-		func(string) { c.queue.Add(o.Release) }, log, false)
+		func(string) { c.queue.Add(c.key) }, log, false)
 	c.pods, c.cms, c.stss = podInf.Lister(), c.cmCache.ConfigMaps(), stsInf.Lister()
 	c.synced = []cache.InformerSynced{podInf.Informer().HasSynced, stsInf.Informer().HasSynced}
 	_, _ = podInf.Informer().AddEventHandler(h)
@@ -154,29 +160,11 @@ func (c *SentinelController) Run(ctx context.Context, health *metrics.Health) er
 		health.SetReady(true)
 	}
 	c.log.Info("sentinel controller started", "namespace", c.opts.Namespace, "release", c.opts.Release, "selector", c.opts.Selector.String())
-	c.queue.Add(c.opts.Release)
+	c.queue.Add(c.key)
 	stop := context.AfterFunc(ctx, c.queue.ShutDown)
 	defer stop()
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return nil
-		}
-		start := time.Now()
-		err := c.Reconcile(ctx)
-		c.metrics.ReconcileSeconds.WithLabelValues("sentinel").Observe(time.Since(start).Seconds())
-		if err != nil {
-			c.metrics.ReconcileErrors.WithLabelValues("sentinel").Inc()
-			c.log.Warn("reconcile failed", "error", err)
-			c.queue.Done(key)
-			c.queue.AddRateLimited(key)
-			continue
-		}
-		c.metrics.ReconcileSucceeded("sentinel", c.opts.Namespace+"/"+c.opts.Release, time.Now())
-		c.queue.Done(key)
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, c.opts.Resync)
-	}
+	c.loop.run(ctx)
+	return nil
 }
 
 // relevant reports whether a change of obj may change this quorum's pass (docs/design.md, "Events"): not the
@@ -201,11 +189,13 @@ func (c *SentinelController) relevant(obj any) bool {
 }
 
 // Reconcile runs one pass over every selected instance and every Sentinel (docs/design.md, "The sentinel
-// controller's pass"): gather the QuorumWorld, plan (pure, the policy included), apply, write status.
-func (c *SentinelController) Reconcile(ctx context.Context) error {
+// controller's pass"): gather the QuorumWorld, plan (pure, the policy included), apply, write status. key is
+// the quorum's (the one key of its queue; the pass serves the whole quorum whatever key it is given). It never
+// touches the work queue: a served pass asks for the resync (loop.go).
+func (c *SentinelController) Reconcile(ctx context.Context, _ types.NamespacedName) (Result, error) {
 	w, descs, err := c.gatherQuorum(ctx)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	defer c.reported.sweep("")
 	w.StuckSince = c.stuckSince
@@ -225,14 +215,14 @@ func (c *SentinelController) Reconcile(ctx context.Context) error {
 		c.rollHeldSince = d.RollHeldSince
 	}
 	st := plan.QuorumStatus(w, d, last)
-	c.metrics.ObserveQuorum(c.opts.Namespace+"/"+c.opts.Release, plan.QuorumGauges(w, d, st.Monitors))
+	c.metrics.ObserveQuorum(c.key.String(), plan.QuorumGauges(w, d, st.Monitors))
 	if err := c.putStatus(ctx, st); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("sentinel pass: %d error(s), first: %w", len(errs), errs[0])
+		return Result{}, fmt.Errorf("sentinel pass: %d error(s), first: %w", len(errs), errs[0])
 	}
-	return nil
+	return Result{RequeueAfter: c.opts.Resync}, nil
 }
 
 // The sentinel controller's gather (docs/design.md, "Gather, plan, apply"): the selected descriptors from the cache
@@ -331,7 +321,7 @@ func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld
 	}
 	sort.Strings(w.Published)
 	w.Derive()
-	c.keepUnreadable(&w)
+	c.keepUnreadable(ctx, &w)
 	return w, descs, nil
 }
 
@@ -532,7 +522,7 @@ func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorl
 		foreign := registration.ForeignPrimaries(w.Sentinels, qi.Instance.MonitorName, qi.Instance.NodeAddrs())
 		pods := make([]string, 0, len(foreign))
 		for pod := range foreign {
-			c.metrics.ForeignPrimaries.WithLabelValues(c.opts.Namespace+"/"+c.opts.Release, qi.Instance.MonitorName).Inc()
+			c.metrics.ForeignPrimaries.WithLabelValues(c.key.String(), qi.Instance.MonitorName).Inc()
 			pods = append(pods, pod+" names "+foreign[pod])
 		}
 		if len(pods) == 0 {
@@ -643,7 +633,7 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld
 		if err := c.reregister(ctx, cl, a, kv); err != nil {
 			return err
 		}
-		c.metrics.ForeignRestores.WithLabelValues(c.opts.Namespace+"/"+c.opts.Release, a.Name).Inc()
+		c.metrics.ForeignRestores.WithLabelValues(c.key.String(), a.Name).Inc()
 		c.eventFor(ctx, w, descs, a.Name, corev1.EventTypeWarning, "ForeignPrimaryRestored",
 			fmt.Sprintf("Sentinel %s named %s as the primary of %s, which is not a node of the instance (a forged hello on a shared quorum?); "+
 				"re-registered at the observed primary %s:%d (SENTINEL REMOVE + MONITOR)", a.Sentinel, a.From, a.Name, a.Host, a.Port))

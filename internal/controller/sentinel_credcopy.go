@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/contract"
@@ -32,7 +33,7 @@ const copyRecheck = 10 * time.Minute
 // only the copies that are new, changed or due for a recheck.
 type credentialCopies struct {
 	mu      sync.Mutex
-	written map[string]copyWritten
+	written map[types.NamespacedName]copyWritten
 }
 
 type copyWritten struct {
@@ -40,18 +41,18 @@ type copyWritten struct {
 	at  time.Time
 }
 
-func (cc *credentialCopies) current(key, sum string) bool {
+func (cc *credentialCopies) current(key types.NamespacedName, sum string) bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	w, ok := cc.written[key]
 	return ok && w.sum == sum && time.Since(w.at) < copyRecheck
 }
 
-func (cc *credentialCopies) remember(key, sum string) {
+func (cc *credentialCopies) remember(key types.NamespacedName, sum string) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.written == nil {
-		cc.written = map[string]copyWritten{}
+		cc.written = map[types.NamespacedName]copyWritten{}
 	}
 	cc.written[key] = copyWritten{sum: sum, at: time.Now()}
 }
@@ -87,7 +88,7 @@ func (c *SentinelController) copyCredentials(ctx context.Context, w plan.QuorumW
 		}
 		want := map[string][]byte{contract.KeyUsername: []byte(acl.SentinelInstance), contract.KeyPassword: []byte(pw),
 			contract.KeyNamespace: []byte(c.opts.Namespace), contract.KeyRelease: []byte(c.opts.Release)}
-		key, sum := qi.Namespace+"/"+name, dataSum(want)
+		key, sum := types.NamespacedName{Namespace: qi.Namespace, Name: name}, dataSum(want)
 		if c.copies.current(key, sum) {
 			c.reported.changed(reportKey, "")
 			continue
@@ -111,7 +112,7 @@ func (c *SentinelController) copyCredentials(ctx context.Context, w plan.QuorumW
 				}
 				continue
 			}
-			c.log.Info("copied the quorum credential", "secret", key)
+			c.log.Info("copied the quorum credential", "secret", key.String())
 		}
 		c.copies.remember(key, sum)
 		c.reported.changed(reportKey, "")

@@ -98,12 +98,12 @@ func (c *SentinelController) refuseNameCollisions(w *plan.QuorumWorld) {
 // (w.Unowned) while any namespace cannot be read. The policy (plan.CheckQuorum) then refuses their REMOVE
 // (issue 12, F3). Unreadable namespaces are reported in the quorum status (w.Warnings) and once each by an
 // Event.
-func (c *SentinelController) keepUnreadable(w *plan.QuorumWorld) {
+func (c *SentinelController) keepUnreadable(ctx context.Context, w *plan.QuorumWorld) {
 	known, selErr := c.cmCache.SelectionKnown()
 	if !known {
 		msg := fmt.Sprintf("the namespace selection (namespaceSelector) cannot be read (%v): no monitor of a namespace that may be selected is removed", selErr)
 		w.Warnings = append(w.Warnings, msg)
-		c.quorumEventOnce("selection", corev1.EventTypeWarning, "NamespaceSelectionUnreadable", msg)
+		c.quorumEventOnce(ctx, "selection", corev1.EventTypeWarning, "NamespaceSelectionUnreadable", msg)
 	}
 	unreadable := map[string]string{}
 	for _, ns := range c.cmCache.Namespaces() {
@@ -117,7 +117,7 @@ func (c *SentinelController) keepUnreadable(w *plan.QuorumWorld) {
 		unreadable[ns.Namespace] = why
 		msg := fmt.Sprintf("namespace %s cannot be read (%s): the monitors registered there are kept, none is added", ns.Namespace, why)
 		w.Warnings = append(w.Warnings, msg)
-		c.quorumEventOnce("ns/"+ns.Namespace, corev1.EventTypeWarning, "NamespaceUnreadable", msg)
+		c.quorumEventOnce(ctx, "ns/"+ns.Namespace, corev1.EventTypeWarning, "NamespaceUnreadable", msg)
 	}
 	if len(unreadable) == 0 && known {
 		return
@@ -154,12 +154,12 @@ func (c *SentinelController) keepUnreadable(w *plan.QuorumWorld) {
 }
 
 // quorumEventOnce records an Event on the quorum's status ConfigMap once per change of msg under key.
-func (c *SentinelController) quorumEventOnce(key, eventType, reason, msg string) {
+func (c *SentinelController) quorumEventOnce(ctx context.Context, key, eventType, reason, msg string) {
 	if !c.reported.changed("quorum/"+key, msg) {
 		return
 	}
 	c.log.Warn(msg)
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CommandTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CommandTimeout)
 	defer cancel()
 	if cm, err := c.cs.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, contract.Status(c.opts.Release), metav1.GetOptions{}); err == nil {
 		c.recorder.Event(cm, eventType, reason, msg)

@@ -227,7 +227,7 @@ func TestKeepUnreadableByHostNamespace(t *testing.T) {
 	}
 	c.beginFleetPass()
 	w := world()
-	c.keepUnreadable(w)
+	c.keepUnreadable(context.Background(), w)
 	assert.Contains(t, w.Keep["a"], "namespace t1 cannot be read", "the unreadable namespace's monitor is kept")
 	assert.NotContains(t, w.Keep, "b", "a readable namespace that selects nothing: its monitor may go")
 	assert.Contains(t, w.Unowned, "lo", "a host without namespace holds removals while a namespace cannot be read")
@@ -243,7 +243,7 @@ func TestKeepUnreadableByHostNamespace(t *testing.T) {
 	})
 	c.beginFleetPass()
 	w = world()
-	c.keepUnreadable(w)
+	c.keepUnreadable(context.Background(), w)
 	assert.Empty(t, w.Keep)
 	assert.Empty(t, w.Unowned, "everything readable: removals follow the selection again")
 }

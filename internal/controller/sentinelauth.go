@@ -9,6 +9,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/valkey-ha/valkey-ha/internal/acl"
@@ -27,7 +28,7 @@ import (
 // that dials every Sentinel reads each at most once. The zero value is ready to use.
 type quorumCredentials struct {
 	mu      sync.Mutex
-	entries map[string]quorumCredential
+	entries map[types.NamespacedName]quorumCredential
 }
 
 type quorumCredential struct {
@@ -62,7 +63,7 @@ func (q *quorumCredentials) credentialOf(ctx context.Context, cs kubernetes.Inte
 		}
 		name = spec.SentinelSecretName(in.SentinelRelease, u)
 	}
-	key := in.Namespace + "/" + name
+	key := types.NamespacedName{Namespace: in.Namespace, Name: name}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e, ok := q.entries[key]
@@ -79,7 +80,7 @@ func (q *quorumCredentials) credentialOf(ctx context.Context, cs kubernetes.Inte
 			}
 		}
 		if q.entries == nil {
-			q.entries = map[string]quorumCredential{}
+			q.entries = map[types.NamespacedName]quorumCredential{}
 		}
 		q.entries[key], e = next, next
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
@@ -29,7 +31,10 @@ func (s *subscription) stop() {
 
 // ensureSubscription keeps mem's subscription on si's Sentinels for in's monitor (none when si is nil),
 // replacing it when the Sentinels or the monitor changed.
-func (c *InstanceController) ensureSubscription(name string, in spec.Instance, si *spec.SentinelInfo, mem *instanceMemory) {
+//
+// ctx bounds the subscription: it is the pass's, which the loop ends when the controller stops (not with the
+// pass).
+func (c *InstanceController) ensureSubscription(ctx context.Context, name types.NamespacedName, in spec.Instance, si *spec.SentinelInfo, mem *instanceMemory) {
 	key := ""
 	if si != nil {
 		key = in.MonitorName + "|" + strings.Join(si.Addrs(), ",")
@@ -39,14 +44,14 @@ func (c *InstanceController) ensureSubscription(name string, in spec.Instance, s
 	}
 	mem.sub.stop()
 	mem.sub = nil
-	if si == nil || c.runCtx == nil {
+	if si == nil || c.switches == nil { // nil: Run has not started (a test's direct pass)
 		return
 	}
 	info, monitor := *si, in.MonitorName
-	mem.sub = &subscription{key: key, cancel: c.switches.watch(monitor, si.Addrs(),
+	mem.sub = &subscription{key: key, cancel: c.switches.watch(ctx, monitor, si.Addrs(),
 		func(ctx context.Context) valkey.Options { return c.sentinelOpts(ctx, in, info) },
 		func(ev valkey.MonitorEvent) {
-			c.log.Info("Sentinel event", "instance", name, "event", ev.Channel, "message", ev.Payload)
+			c.log.Info("Sentinel event", "instance", name.String(), "event", ev.Channel, "message", ev.Payload)
 			if ev.Channel == "+switch-master" {
 				mem.signalSwitch() // a gather still waiting for a node gives up (issue 30)
 			}

@@ -19,7 +19,6 @@ import (
 // instead of 3K (issue 17: each would also be a client, and a file descriptor, of every Sentinel). Every
 // goroutine it starts is owned: the registration that ends a Sentinel's subscription waits for it.
 type switchHub struct {
-	ctx context.Context
 	log *slog.Logger
 
 	mu   sync.Mutex
@@ -43,25 +42,27 @@ type switchSub struct {
 	watchers map[string]map[int]func(valkey.MonitorEvent)
 }
 
-func newSwitchHub(ctx context.Context, log *slog.Logger) *switchHub {
-	return &switchHub{ctx: ctx, log: log, subs: map[string]*switchSub{}}
+func newSwitchHub(log *slog.Logger) *switchHub {
+	return &switchHub{log: log, subs: map[string]*switchSub{}}
 }
 
 // watch registers fn for the topology events of monitor on every Sentinel of addrs (options from opts,
 // asked again at each reconnect) and returns the function that unregisters it; a Sentinel's subscription
-// ends with its last registration, and that function returns once its goroutine has.
-func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Context) valkey.Options, fn func(valkey.MonitorEvent)) (cancel func()) {
+// ends with its last registration, and that function returns once its goroutine has. A Sentinel's
+// subscription also ends with the ctx of the watch that opened it (the controller's run: the instance
+// controller's pass context ends when the controller stops, not with the pass).
+func (h *switchHub) watch(ctx context.Context, monitor string, addrs []string, opts func(context.Context) valkey.Options, fn func(valkey.MonitorEvent)) (cancel func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.next++
 	id := h.next
 	var keys []string
 	for _, addr := range addrs {
-		o := opts(h.ctx)
+		o := opts(ctx)
 		key := addr + "\x00" + o.Username + "\x00" + strconv.FormatBool(o.TLS)
 		s, ok := h.subs[key]
 		if !ok {
-			ctx, stop := context.WithCancel(h.ctx)
+			subCtx, stop := context.WithCancel(ctx)
 			s = &switchSub{addr: addr, cancel: stop, done: make(chan struct{}), watchers: map[string]map[int]func(valkey.MonitorEvent){},
 				opts: map[int]func(context.Context) valkey.Options{}}
 			h.subs[key] = s
@@ -69,7 +70,7 @@ func (h *switchHub) watch(monitor string, addrs []string, opts func(context.Cont
 			go func() {
 				defer close(s.done)
 				defer h.live.Add(-1)
-				h.run(ctx, s)
+				h.run(subCtx, s)
 			}()
 		}
 		s.opts[id] = opts

@@ -155,14 +155,14 @@ func TestSecuritySwitchHubSurvivesOneTenantsWrongPassword(t *testing.T) {
 		"user default on nopass +@all", "user _instance on >right-password allchannels +@all"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := newSwitchHub(ctx, quietLog())
+	h := newSwitchHub(quietLog())
 	right := func(context.Context) valkey.Options {
 		return valkey.Options{Username: "_instance", Password: "right-password", DialTimeout: time.Second}
 	}
 	wrong := func(context.Context) valkey.Options {
 		return valkey.Options{Username: "_instance", Password: "overwritten-by-tenant-a", DialTimeout: time.Second}
 	}
-	stopB := h.watch("tenant-b", []string{s.Addr()}, right, func(valkey.MonitorEvent) {})
+	stopB := h.watch(ctx, "tenant-b", []string{s.Addr()}, right, func(valkey.MonitorEvent) {})
 	defer stopB()
 	subscribed := func() (int, error) {
 		clients, err := s.Client(valkey.Options{}).ClientList(ctx, "")
@@ -188,7 +188,7 @@ func TestSecuritySwitchHubSurvivesOneTenantsWrongPassword(t *testing.T) {
 	}
 	want("tenant B's subscription")
 	// tenant A registers later, with a password its admin overwrote; then the connection is lost once
-	stopA := h.watch("tenant-a", []string{s.Addr()}, wrong, func(valkey.MonitorEvent) {})
+	stopA := h.watch(ctx, "tenant-a", []string{s.Addr()}, wrong, func(valkey.MonitorEvent) {})
 	defer stopA()
 	assert.Equal(t, 1, h.subscriptions(), "one subscription per Sentinel and user")
 	_, err := s.Client(valkey.Options{}).Command(ctx, "CLIENT", "KILL", "TYPE", "pubsub")

@@ -49,7 +49,8 @@ func (d Decision) Labels() []topology.Action {
 }
 
 // Instance is the instance controller's planner (pure): from the World and the memory of earlier passes it
-// returns at most one disruptive step, with the precedence "repair before roll before reset" (one disruptive
+// returns at most one disruptive step, with the precedence "repair, then the step after a switch
+// (planFollowSwitch), before roll before reset" (one disruptive
 // step per pass; docs/design.md, "The instance controller's pass"), the label changes, the reasons anything waits and the next
 // memory. The step it picks is vetted by Check; a refused step is not replaced by another one this pass.
 func Instance(w World, m Memory) Decision {
@@ -77,6 +78,7 @@ func Instance(w World, m Memory) Decision {
 	if a := primaryAddr(w, tp); a != mem.Primary {
 		mem.Primary, mem.PrimarySince = a, w.Now
 	}
+	rememberNamed(w, mem)
 
 	var step *Step
 	for _, a := range tp.Actions {
@@ -86,6 +88,11 @@ func Instance(w World, m Memory) Decision {
 				s.Kind = Promote
 			}
 			step, d.Repair = &s, true
+		}
+	}
+	if step == nil {
+		if s := planFollowSwitch(w, *mem, tp); s != nil {
+			step, d.Repair = s, true
 		}
 	}
 	if step == nil {

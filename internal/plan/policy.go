@@ -46,7 +46,7 @@ func Check(w World, m Memory, s Step) string {
 	}
 	switch s.Kind {
 	case Repoint:
-		return checkRepoint(w, s)
+		return checkRepoint(w, m, s)
 	case Promote:
 		return checkPromote(w, s)
 	case HandOff:
@@ -147,7 +147,10 @@ func sentinelInfoUnread(w World) string {
 	return ""
 }
 
-func checkRepoint(w World, s Step) string {
+// checkRepoint vets REPLICAOF <Target> on Node. When the instance is monitored the target must be the primary
+// the Sentinels name and the Sentinels settled; while they still disagree (a switch is reaching them), or when
+// Node is a replica (Sentinel's to reconfigure), only as the step that follows a switch (switchSettled).
+func checkRepoint(w World, m Memory, s Step) string {
 	n, t := w.Node(s.Node.Index), w.Node(s.Target.Index)
 	if why := observed(n); why != "" {
 		return refuse(s, "%s", why)
@@ -168,8 +171,18 @@ func checkRepoint(w World, s Step) string {
 	if !v.Known() {
 		return refuse(s, "the Sentinels' primary was not observed (%d of %d answered, %d know the monitor)", v.Answered, v.Asked, v.Found)
 	}
-	if why := unsettled(w); why != "" {
-		return refuse(s, "%s", why)
+	if n := w.Node(s.Node.Index); n.Repl.Role == valkey.RoleReplica {
+		if why := switchSettled(w, m, s); why != "" {
+			return refuse(s, "%s is a replica, Sentinel's to reconfigure, and this is not the step after a switch: %s", s.Node.Pod, why)
+		}
+	} else if why := unsettled(w); why != "" {
+		sv := w.SentinelView()
+		if sv.FailoverInProgress || sv.PrimaryDown {
+			return refuse(s, "%s", why)
+		}
+		if after := switchSettled(w, m, s); after != "" {
+			return refuse(s, "%s, and this is not the step after a switch: %s", why, after)
+		}
 	}
 	if !v.Names(s.Target.Host, w.Instance.PortOf(s.Target)) {
 		return refuse(s, "the Sentinels name %s:%d, not the target %s: never fight Sentinel", v.Host, v.Port, s.Target.Pod)

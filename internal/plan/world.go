@@ -167,6 +167,10 @@ type Memory struct {
 	HandoffRefused HandoffRefusal
 	// RollHeldSince is when a planned roll started waiting (zero: none waits).
 	RollHeldSince time.Time
+	// Named is the primary the Sentinels' majority last named, with the highest config epoch seen for it;
+	// Former is the one named before it (unknown until this controller saw a switch). The step after a switch
+	// (planFollowSwitch) and its policy (switchSettled) read them.
+	Named, Former Named
 }
 
 // HandoffRefusal is a handoff refused because no replica could be promoted, with the print of the

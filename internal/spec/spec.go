@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
@@ -168,6 +170,12 @@ func (in Instance) Validate() error {
 		return bad("sentinelRelease", "%q is not a DNS label", in.SentinelRelease)
 	}
 	return in.validateFleet()
+}
+
+// NamespacedName is the instance's key: its namespace and name (the controllers' work-queue key; String gives
+// "<namespace>/<name>", the valkey_instance label of the metrics).
+func (in Instance) NamespacedName() types.NamespacedName {
+	return types.NamespacedName{Namespace: in.Namespace, Name: in.Name}
 }
 
 // Monitored reports whether the instance asks to be monitored by Sentinel.
