@@ -277,7 +277,7 @@ save ""
 {{- end }}
 repl-diskless-sync yes
 # a full resync starts at once (Valkey's default waits 5 s for more replicas to share it): after a failover, a
-# replica that took writes the new primary never had resyncs in full, and with min-replicas-to-write the new
+# replica that took writes the new primary never had resyncs in full, and when writes need a replica (minReplicasToWrite) the new
 # primary refuses writes (NOREPLICAS) until one has (issue 30: 5.3 s after a plain SENTINEL FAILOVER with the
 # default, 0.1 s with 0; config.repl-diskless-sync-delay, set after this line, wins)
 repl-diskless-sync-delay 0
