@@ -80,6 +80,14 @@ type SentinelWriter struct {
 	stopOnce sync.Once
 	mu       sync.Mutex
 	attempts []writeAttempt
+	dials    []writerDial
+}
+
+// writerDial is one connection the writer's client opened (to a Sentinel or a data node).
+type writerDial struct {
+	at         time.Time
+	addr, peer string
+	err        error
 }
 
 // StartSentinelWriter connects a valkey-go Sentinel client for in's monitor through the Sentinel Service
@@ -108,8 +116,23 @@ func (in *Instance) StartSentinelWriter(t testing.TB, user, password, prefix str
 
 // StartSentinelWriterWith starts a SentinelWriter on a valkey-go client built from opt (a Sentinel client
 // option the caller filled: addresses, credentials, dialer), retrying valkey.NewClient for up to a minute.
+// Every connection the client opens is recorded for Timeline.
 func StartSentinelWriterWith(t testing.TB, opt valkey.ClientOption, prefix string, interval time.Duration) *SentinelWriter {
 	t.Helper()
+	w := &SentinelWriter{prefix: prefix, done: make(chan struct{})}
+	if dial := opt.DialCtxFn; dial != nil {
+		opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, c *tls.Config) (net.Conn, error) {
+			conn, err := dial(ctx, addr, d, c)
+			rec := writerDial{at: time.Now(), addr: addr, err: err}
+			if conn != nil {
+				rec.peer = conn.RemoteAddr().String()
+			}
+			w.mu.Lock()
+			w.dials = append(w.dials, rec)
+			w.mu.Unlock()
+			return conn, err
+		}
+	}
 	var client valkey.Client
 	Eventually(t, time.Minute, time.Second, "valkey-go Sentinel client for "+opt.Sentinel.MasterSet+" connects", func(ctx context.Context) (bool, error) {
 		c, err := valkey.NewClient(opt)
@@ -120,7 +143,7 @@ func StartSentinelWriterWith(t testing.TB, opt valkey.ClientOption, prefix strin
 		return true, nil
 	})
 	wctx, cancel := context.WithCancel(t.Context())
-	w := &SentinelWriter{client: client, prefix: prefix, cancel: cancel, done: make(chan struct{})}
+	w.client, w.cancel = client, cancel
 	go w.run(wctx, interval)
 	t.Cleanup(w.Stop)
 	return w
@@ -231,6 +254,60 @@ func (s WriteStats) String() string {
 	return fmt.Sprintf("%d writes, %d acknowledged, %d failed; longest failed window %s (%d writes, from %s); longest gap between acknowledgements %s (from %s); errors %v",
 		s.Writes, s.Acked, s.Failed, s.LongestFailWindow.Round(time.Millisecond), s.LongestFailRun, clock(s.FailWindowStart),
 		s.LongestAckGap.Round(time.Millisecond), clock(s.AckGapStart), s.Errors)
+}
+
+// Timeline returns what the writer did between from and to, one line per run of attempts with the same
+// outcome (OK or the error text) and one per connection its client opened (Sentinel or data node, with the
+// peer address the name resolved to), in time order: where its writes went while they failed.
+func (w *SentinelWriter) Timeline(from, to time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	type line struct {
+		at  time.Time
+		txt string
+	}
+	var out []line
+	outcome := func(a writeAttempt) string {
+		if a.err == nil {
+			return "OK"
+		}
+		if errors.Is(a.err, context.DeadlineExceeded) {
+			return "timeout (2 s)"
+		}
+		msg := a.err.Error()
+		if len(msg) > 80 {
+			msg = msg[:80]
+		}
+		return msg
+	}
+	for i := 0; i < len(w.attempts); {
+		a := w.attempts[i]
+		j := i + 1
+		for j < len(w.attempts) && outcome(w.attempts[j]) == outcome(a) {
+			j++
+		}
+		last := w.attempts[j-1]
+		if !last.end.Before(from) && !a.start.After(to) {
+			out = append(out, line{a.start, fmt.Sprintf("%s-%s %d x %s", clock(a.start), clock(last.end), j-i, outcome(a))})
+		}
+		i = j
+	}
+	for _, d := range w.dials {
+		if d.at.Before(from) || d.at.After(to) {
+			continue
+		}
+		txt := fmt.Sprintf("%s dial %s -> %s", clock(d.at), d.addr, d.peer)
+		if d.err != nil {
+			txt += fmt.Sprintf(" (%v)", d.err)
+		}
+		out = append(out, line{d.at, txt})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	var b strings.Builder
+	for _, l := range out {
+		b.WriteString("\n  " + l.txt)
+	}
+	return b.String()
 }
 
 // clock formats a wall-clock time to the millisecond ("-" when zero).

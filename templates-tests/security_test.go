@@ -499,7 +499,8 @@ func TestSecurityPreStopUserIsNodeLocal(t *testing.T) {
 	n1, pw1 := start()
 	n2, pw2 := start()
 	require.NotEqual(t, pw1, pw2, "every bootstrap draws its own password")
-	for _, cmd := range [][]string{{"INFO", "replication"}, {"CLIENT", "PAUSE", "10", "WRITE"}, {"CLIENT", "UNPAUSE"}, {"ROLE"}} {
+	for _, cmd := range [][]string{{"INFO", "replication"}, {"CLIENT", "PAUSE", "10", "WRITE"}, {"CLIENT", "UNPAUSE"}, {"ROLE"},
+		{"CONFIG", "SET", "repl-ping-replica-period", "10"}} { // the handoff holds its replication PINGs (handoff.Config.HoldPings)
 		got, _ := n1.CLI(acl.PreStop, pw1, cmd...)
 		assert.NotContains(t, got, "NOPERM", "%v", cmd)
 		assert.NotContains(t, got, "WRONGPASS", "%v", cmd)

@@ -44,6 +44,8 @@ var PreStopUser = SystemUser{Name: PreStop, Perms: []Permission{
 	{"+replicaof", "demotes its own server to a replica of the promoted one"},
 	{"+failover", "unmonitored instances: FAILOVER TO a replica"},
 	{"+client|kill", "closes the application connections of its demoted server (CLIENT KILL USER ... TYPE normal)"},
+	{"+config|set", "CONFIG SET repl-ping-replica-period: holds its replication PINGs while writes are paused (handoff.Config.HoldPings); " +
+		"no more than the data container already has over its own server (its config file, its process)"},
 }}
 
 // FirstSync is the node-local user of a replica's first-sync guard (FirstSyncUser).

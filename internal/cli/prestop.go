@@ -129,5 +129,7 @@ func (o *PreStopOptions) run(ctx context.Context, log *slog.Logger) (prestop.Out
 	return prestop.Run(ctx, prestop.Config{Instance: in, NodeIndex: o.NodeIndex, SentinelsFile: o.SentinelsFile,
 		SentinelAuthDir: o.SentinelAuthDir, ClusterDomain: o.ClusterDomain,
 		SecretsDir: o.SecretsDir, PasswordFile: o.RuntimeDir + "/" + bootstrap.PreStopPasswordFile,
-		Timeout: o.Timeout, DialTimeout: o.DialTimeout, Log: log}), nil
+		Timeout: o.Timeout, DialTimeout: o.DialTimeout, Log: log,
+		// the bootstrap writes the runtime config next to the password (the chart's --config-out)
+		ServerConfigFile: o.RuntimeDir + "/" + contract.KeyServerConfig}), nil
 }

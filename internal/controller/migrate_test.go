@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -79,7 +80,13 @@ func TestMigrationHoldsThenSwitches(t *testing.T) {
 	}
 	all := events.All()
 	assert.LessOrEqual(t, events.Count("Migrating"), 2, "one Migrating Event per state (Syncing, Migrating), not per pass: %v", all)
-	assert.Contains(t, strings.Join(all, "\n"), "Migrating migrating from "+source.Addr()+": 0 bytes behind")
+	// node 0 keeps up with the idle source: at most a few of the source's replication PINGs (14 bytes each, one
+	// per repl-ping-replica-period) between the two offsets the pass read (it read "14 bytes behind" once in CI)
+	behind := regexp.MustCompile(`Migrating migrating from ` + regexp.QuoteMeta(source.Addr()) + `: (\d+) bytes behind`).FindStringSubmatch(strings.Join(all, "\n"))
+	if assert.NotNil(t, behind, "no Migrating Event with the bytes behind: %v", all) {
+		n, _ := strconv.Atoi(behind[1])
+		assert.LessOrEqual(t, n, 4*14, "node 0 behind the idle source by more than a few replication PINGs")
+	}
 	t.Logf("held %s with node 0 following the source", time.Since(held).Round(time.Millisecond))
 
 	mo.Switch = true

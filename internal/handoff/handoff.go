@@ -16,7 +16,9 @@
 //     link has been down for less than ten times down-after-milliseconds (Sentinel docs, "Replica
 //     selection and priority"). No candidate: NoGoodReplica, nothing paused.
 //  2. CLIENT PAUSE WRITE on the primary, then read its master_repl_offset O. While paused the primary sends
-//     nothing to its replicas, so O stays put.
+//     its replicas nothing but a replication PING every repl-ping-replica-period (14 bytes); with
+//     Config.HoldPings not even that, so O stays put (a PING after the promoted replica left would make the
+//     other replicas resync in full).
 //  3. Catch-up. Poll every candidate's INFO replication until it follows the primary's history
 //     (master_replid) at an offset of at least O. When that does not happen within CatchUpTimeout: unpause,
 //     ReplicasLag. WAIT cannot do this: it counts only acknowledgements of the caller's own writes, and this
@@ -125,6 +127,20 @@ type Config struct {
 	FailoverWait time.Duration
 	// Poll is the interval of every wait (default 20 ms).
 	Poll time.Duration
+	// HoldPings, when above 0 (monitored handoffs only), stops the primary's replication PINGs while its writes
+	// are paused: CONFIG SET repl-ping-replica-period to its maximum before the pause, and back to HoldPings
+	// (seconds: the node's configured period) when Run returns. CLIENT PAUSE WRITE does not stop those PINGs
+	// (valkey src/replication.c, replicationCron: only a FAILOVER command or a cluster manual failover
+	// does), and one sent after the promoted replica left but before the old primary was demoted (up to
+	// about 1 s: Sentinel sees the promotion at its next INFO) puts the other replicas 14 bytes past the
+	// promoted replica's history: it refuses their PSYNC ("Requested offset for second ID was O+14, but I
+	// can reply up to O"), they resync in full (repl-diskless-sync-delay, 5 s by default, plus the
+	// transfer), and with min-replicas-to-write the new primary refuses writes (NOREPLICAS) until one has.
+	// Measured on the local cluster: 2 s more of refused writes in about a third of the preStop handoffs.
+	// It needs CONFIG SET on the primary (the preStop hook's node-local _prestop user); a refused CONFIG SET
+	// is logged and the handoff goes on without it. 0: the PINGs are left alone (the controller's
+	// _operator user may not CONFIG SET).
+	HoldPings int
 	// Log receives the steps (default: discarded).
 	Log *slog.Logger
 }
@@ -210,6 +226,11 @@ func fail(r Reason, err error, format string, args ...any) *Error {
 // serverPauseMargin is how much longer than the budget the server-side pause lasts, so that it only ends
 // by itself when this process is gone.
 const serverPauseMargin = time.Second
+
+// pingPeriodOff is the repl-ping-replica-period that Config.HoldPings sets while writes are paused: its
+// maximum. replicationCron PINGs when its loop count (one per second since the start) is a multiple of the
+// period, so none comes for 68 years.
+const pingPeriodOff = "2147483647"
 
 func (c Config) withDefaults() Config {
 	if c.Poll <= 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,7 +58,12 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 	cands := planCandidates(reps)
 	budget, catchUp, failoverWait := h.timings(m)
 
-	// 2. pause
+	// 2. pause (and hold the replication PINGs: Config.HoldPings)
+	if cfg.HoldPings > 0 {
+		if h.holdPings(ctx) {
+			defer h.releasePings(ctx)
+		}
+	}
 	if err := h.pc.ClientPauseWrite(ctx, budget+serverPauseMargin); err != nil {
 		return Result{}, fail(ReasonCommandFailed, err, "pause writes on %s", cfg.Primary)
 	}
@@ -350,6 +356,28 @@ var beforeFailover func()
 
 // afterFailover, when set (tests only), runs right after the reply to SENTINEL FAILOVER arrived.
 var afterFailover func()
+
+// holdPings sets the primary's repl-ping-replica-period to pingPeriodOff (Config.HoldPings) and reports
+// whether it did; a refusal is logged, never fatal: the handoff works without it.
+func (h *handoff) holdPings(ctx context.Context) bool {
+	if err := h.pc.ConfigSet(ctx, "repl-ping-replica-period", pingPeriodOff); err != nil {
+		h.log.Warn("handoff: could not hold the primary's replication PINGs; one sent during the handoff makes the other replicas resync in full",
+			"err", err)
+		return false
+	}
+	return true
+}
+
+// releasePings sets the old primary's repl-ping-replica-period back to Config.HoldPings, also when the
+// caller's context ended. A failure is logged: the node keeps no PINGs to its replicas until it restarts
+// (replicas of it then drop the link after repl-timeout and reconnect).
+func (h *handoff) releasePings(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := h.pc.ConfigSet(rctx, "repl-ping-replica-period", strconv.Itoa(h.cfg.HoldPings)); err != nil {
+		h.log.Warn("handoff: could not set repl-ping-replica-period back", "period", h.cfg.HoldPings, "err", err)
+	}
+}
 
 // foreignMove is the error of a handoff whose primary was moved by a failover that was not ours (nil when
 // it was ours): the old primary follows the new one, but the caller should look again before going on.

@@ -53,6 +53,10 @@ type Config struct {
 	SecretsDir string
 	// PasswordFile holds the acl.PreStop password the bootstrap wrote.
 	PasswordFile string
+	// ServerConfigFile is the server's runtime config (the bootstrap's --config-out): its
+	// repl-ping-replica-period is what handoff.Config.HoldPings restores (Valkey's default, 10, when the
+	// file or the directive is absent).
+	ServerConfigFile string
 	// Timeout bounds the whole hook (default 20 s).
 	Timeout time.Duration
 	// DialTimeout bounds each connection and command to a node or Sentinel (default 1 s).
@@ -163,6 +167,30 @@ func Run(ctx context.Context, cfg Config) Outcome {
 	return o
 }
 
+// defaultPingPeriod is Valkey's repl-ping-replica-period default, in seconds.
+const defaultPingPeriod = 10
+
+// pingPeriod returns the repl-ping-replica-period (or its old name repl-ping-slave-period) that the server
+// config file path sets, the last one winning as in the server, or defaultPingPeriod when the file cannot
+// be read or sets none (a value that is not a positive integer is skipped: the server would refuse it).
+func pingPeriod(path string) int {
+	period := defaultPingPeriod
+	raw, err := os.ReadFile(path)
+	if path == "" || err != nil {
+		return period
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || (!strings.EqualFold(f[0], "repl-ping-replica-period") && !strings.EqualFold(f[0], "repl-ping-slave-period")) {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.Trim(f[1], `"'`)); err == nil && n > 0 {
+			period = n
+		}
+	}
+	return period
+}
+
 func skipped(reason, format string, args ...any) Outcome {
 	return Outcome{Action: Skipped, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
@@ -212,7 +240,7 @@ func run(ctx context.Context, cfg Config) Outcome {
 		return waitReplica(ctx, cfg, si, sentOpts, self)
 	}
 	hc := handoff.Config{Primary: self, NodeOptions: nodeOpts, ReplicaOptions: probeOpts, Nodes: in.NodeAddrs(), PauseBudget: cfg.PauseBudget,
-		CatchUpTimeout: cfg.CatchUpTimeout, FailoverWait: cfg.FailoverWait, Log: cfg.Log}
+		CatchUpTimeout: cfg.CatchUpTimeout, FailoverWait: cfg.FailoverWait, Log: cfg.Log, HoldPings: pingPeriod(cfg.ServerConfigFile)}
 	if !in.Monitored() {
 		target, ok := bestReplica(repl)
 		if !ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -180,4 +182,55 @@ func TestPreStopClosesApplicationConnections(t *testing.T) {
 	require.NoError(t, out.Result.Clients.Err)
 	assert.Equal(t, []string{testenv.AppUser}, out.Result.Clients.Users)
 	assert.GreaterOrEqual(t, out.Result.Clients.Conns, int64(3))
+}
+
+// TestPreStopReplicasResyncPartiallyAfterTheHandoff: the old primary sends its replicas a replication PING
+// every repl-ping-replica-period even while its writes are paused, and one sent after the promoted replica
+// left it (until Sentinel sees the promotion at its next INFO, about 1 s, and the hook demotes it) puts the
+// other replica 14 bytes past the new primary's history: its PSYNC is refused, it resyncs in full, and with
+// min-replicas-to-write the new primary refuses writes (NOREPLICAS) meanwhile (e2e
+// TestPrimaryPodDeleteAndEvictHandOff: 3.5-6.9 s without acknowledged writes in about a third of the rounds).
+// With a 1 s period a PING falls in that window nearly every time; the hook holds the PINGs while writes are
+// paused (handoff.Config.HoldPings), so every replica, the old primary included, continues with a partial
+// resync, and the old primary's period is set back afterwards.
+func TestPreStopReplicasResyncPartiallyAfterTheHandoff(t *testing.T) {
+	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000,
+		ExtraServerLines: []string{"repl-ping-replica-period 1"}})
+	cfg := hookFor(t, top, 0)
+	cfg.ServerConfigFile = filepath.Join(t.TempDir(), "valkey.conf")
+	require.NoError(t, os.WriteFile(cfg.ServerConfigFile, []byte("port 6379\nrepl-ping-replica-period 1\n"), 0o600))
+	ctx := context.Background()
+	op := top.Options(acl.Operator)
+	for i := 0; i < 100; i++ {
+		require.NoError(t, top.Nodes[0].Client(op).Set(ctx, fmt.Sprintf("__valkey-ha:k%d", i), "v", 0))
+	}
+	out := prestop.Run(ctx, cfg)
+	require.Equal(t, prestop.HandedOff, out.Action, "%+v", out)
+	moved := top.WaitPrimaryMoved(top.Nodes[0].Port, 10*time.Second)
+	primary := top.NodeByPort(moved)
+	// every other node, the old primary included, follows the new primary with its link up
+	valkeytest.Eventually(t, 15*time.Second, 50*time.Millisecond, "every replica's link to the new primary is up", func() error {
+		for _, n := range top.Nodes {
+			if n == primary {
+				continue
+			}
+			r, err := top.Replication(n)
+			if err != nil {
+				return err
+			}
+			if r.Role != valkey.RoleReplica || r.PrimaryPort != moved || !r.LinkUp {
+				return fmt.Errorf("%s: %+v", n.Addr(), r)
+			}
+		}
+		return nil
+	})
+	stats, err := primary.Client(op).Info(ctx, "stats")
+	require.NoError(t, err)
+	t.Logf("new primary %s: sync_full %s, sync_partial_ok %s, sync_partial_err %s; hook took %s, writes paused %s", primary.Addr(),
+		stats["sync_full"], stats["sync_partial_ok"], stats["sync_partial_err"], out.Took.Round(time.Millisecond), out.Result.Paused.Round(time.Millisecond))
+	assert.Equal(t, "0", stats["sync_partial_err"], "a replica's PSYNC was refused: it was ahead of the promoted replica's history")
+	assert.Equal(t, "0", stats["sync_full"], "a replica resynced in full after the handoff")
+	period, err := top.Nodes[0].CLI(acl.Operator, top.Passwords[acl.Operator], "CONFIG", "GET", "repl-ping-replica-period")
+	require.NoError(t, err)
+	assert.Contains(t, period, "\n1", "the old primary's repl-ping-replica-period is set back: %q", period)
 }
