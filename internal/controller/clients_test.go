@@ -50,6 +50,26 @@ func (e *env) startHeldInstanceController(labelsOnly bool) *metrics.Metrics {
 	return m
 }
 
+// heldClientsOnPrimary adds the application user, starts the instance controller (labelsOnly as in
+// startHeldInstanceController), waits until node 0 carries the primary label and returns 10 held clients
+// (500 ms timeout) once each has written to node 0 (within 5 s). route, when set, is called after the labels
+// settled and gives the clients' dial (default: the labelled primary).
+func (e *env) heldClientsOnPrimary(t *testing.T, labelsOnly bool, route func() func(int) (string, error)) (*testenv.HeldClients, *metrics.Metrics) {
+	e.PublishSentinels()
+	pw := testenv.AddAppUser(t, e.Top)
+	m := e.startHeldInstanceController(labelsOnly)
+	old := e.Top.Nodes[0]
+	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
+	dial := func(int) (string, error) { return e.labelledPrimary() }
+	if route != nil {
+		dial = route()
+	}
+	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond, Dial: dial})
+	begin := time.Now()
+	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
+	return held, m
+}
+
 // waitReplica waits until p reports role replica and returns when it was first seen so.
 func waitReplica(t *testing.T, e *env, p *valkeytest.Proc, timeout time.Duration) time.Time {
 	var at time.Time
@@ -166,15 +186,8 @@ func TestPausedPrimaryFailoverMovesHeldClients(t *testing.T) {
 // clients' summary from the switch and from the old primary's demotion.
 func pausedPrimaryFailover(t *testing.T, extra []string, labelsOnly bool) (s, after testenv.HeldSummary) {
 	e := newEnv(t, valkeytest.TopologyConfig{ExtraServerLines: extra})
-	e.PublishSentinels()
-	pw := testenv.AddAppUser(t, e.Top)
-	e.startHeldInstanceController(labelsOnly)
+	held, _ := e.heldClientsOnPrimary(t, labelsOnly, nil)
 	old := e.Top.Nodes[0]
-	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
-	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond,
-		Dial: func(int) (string, error) { return e.labelledPrimary() }})
-	begin := time.Now()
-	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
 
 	sw := testenv.NewSwitchWatcher(t, e.Top)
 	old.Pause()
@@ -219,18 +232,13 @@ func TestSentinelFailoverMovesHeldClients(t *testing.T) {
 // primary Service lagging the labels by lag (laggedRouting).
 func sentinelFailoverHeld(t *testing.T, labelsOnly bool, lag time.Duration) (s, after testenv.HeldSummary) {
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
-	e.PublishSentinels()
-	pw := testenv.AddAppUser(t, e.Top)
-	m := e.startHeldInstanceController(labelsOnly)
-	old := e.Top.Nodes[0]
-	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
-	dial, wait := func(int) (string, error) { return e.labelledPrimary() }, 5*time.Second
+	var route func() func(int) (string, error)
+	wait := 5 * time.Second
 	if lag > 0 {
-		dial, wait = startLaggedRouting(t, e, lag).dial, lag+recloseWindow+3*time.Second
+		route, wait = func() func(int) (string, error) { return startLaggedRouting(t, e, lag).dial }, lag+recloseWindow+3*time.Second
 	}
-	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond, Dial: dial})
-	begin := time.Now()
-	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
+	held, m := e.heldClientsOnPrimary(t, labelsOnly, route)
+	old := e.Top.Nodes[0]
 
 	sw := testenv.NewSwitchWatcher(t, e.Top)
 	require.NoError(t, e.Top.Sentinels[0].Client(e.Top.SentinelOptions()).SentinelFailover(context.Background(), e.Top.Cfg.MonitorName))

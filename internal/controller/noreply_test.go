@@ -37,15 +37,8 @@ func sentinelFailoverNoReplicas(t *testing.T, cfg valkeytest.TopologyConfig, fau
 		cfg.DownAfterMs, cfg.FailoverTimeoutMs = 5000, 15000
 	}
 	e := newEnv(t, cfg)
-	e.PublishSentinels()
-	pw := testenv.AddAppUser(t, e.Top)
-	e.startHeldInstanceController(false)
+	held, _ := e.heldClientsOnPrimary(t, false, nil)
 	old := e.Top.Nodes[0]
-	valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
-	held := testenv.StartHeldClients(t, testenv.HeldOptions{N: 10, User: testenv.AppUser, Password: pw, Timeout: 500 * time.Millisecond,
-		Dial: func(int) (string, error) { return e.labelledPrimary() }})
-	begin := time.Now()
-	valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "clients write", func() error { return held.AllWrote(old.Addr(), begin) })
 	sw := testenv.NewSwitchWatcher(t, e.Top)
 	if fault != nil {
 		fault(e)
