@@ -50,6 +50,18 @@ func (e *env) startHeldInstanceController(labelsOnly bool) *metrics.Metrics {
 	return m
 }
 
+// nodeOnPort returns the data node listening on port (the one a +switch-master named); the test fails
+// when none does.
+func (e *env) nodeOnPort(t *testing.T, port int) *valkeytest.Proc {
+	for _, n := range e.Top.Nodes {
+		if n.Port == port {
+			return n
+		}
+	}
+	t.Fatalf("no data node listens on port %d", port)
+	return nil
+}
+
 // heldClientsOnPrimary adds the application user, starts the instance controller (labelsOnly as in
 // startHeldInstanceController), waits until node 0 carries the primary label and returns 10 held clients
 // (500 ms timeout) once each has written to node 0 (within 5 s). route, when set, is called after the labels
@@ -194,12 +206,7 @@ func pausedPrimaryFailover(t *testing.T, extra []string, labelsOnly bool) (s, af
 	t.Cleanup(old.Resume)
 	at, port, err := sw.WaitSwitch(old.Port, 20*time.Second)
 	require.NoError(t, err)
-	var newAddr *valkeytest.Proc
-	for _, n := range e.Top.Nodes {
-		if n.Port == port {
-			newAddr = n
-		}
-	}
+	newAddr := e.nodeOnPort(t, port)
 	time.Sleep(time.Second) // the old primary stays paused 1 s past the switch
 	old.Resume()
 	demotedAt := waitReplica(t, e, old, 15*time.Second)
@@ -244,12 +251,7 @@ func sentinelFailoverHeld(t *testing.T, labelsOnly bool, lag time.Duration) (s, 
 	require.NoError(t, e.Top.Sentinels[0].Client(e.Top.SentinelOptions()).SentinelFailover(context.Background(), e.Top.Cfg.MonitorName))
 	at, port, err := sw.WaitSwitch(old.Port, 20*time.Second)
 	require.NoError(t, err)
-	var newNode *valkeytest.Proc
-	for _, n := range e.Top.Nodes {
-		if n.Port == port {
-			newNode = n
-		}
-	}
+	newNode := e.nodeOnPort(t, port)
 	demotedAt := waitReplica(t, e, old, 15*time.Second)
 	for end := time.Now().Add(wait); held.AllWrote(newNode.Addr(), at) != nil && time.Now().Before(end); {
 		time.Sleep(20 * time.Millisecond)

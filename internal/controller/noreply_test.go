@@ -46,12 +46,7 @@ func sentinelFailoverNoReplicas(t *testing.T, cfg valkeytest.TopologyConfig, fau
 	require.NoError(t, e.Top.Sentinels[0].Client(e.Top.SentinelOptions()).SentinelFailover(context.Background(), e.Top.Cfg.MonitorName))
 	at, port, err := sw.WaitSwitch(old.Port, 20*time.Second)
 	require.NoError(t, err)
-	var newNode *valkeytest.Proc
-	for _, n := range e.Top.Nodes {
-		if n.Port == port {
-			newNode = n
-		}
-	}
+	newNode := e.nodeOnPort(t, port)
 	if during != nil {
 		during(e, old)
 	}
