@@ -16,4 +16,8 @@
 // BENCH_PRESTOP_ENGINES (default valkey-9.1,valkey-8.0) the rounds, replication delay and engines of figure 7,
 // BENCH_FLEET_K the instance counts of figure 8 (default "10,100,300"); BENCH_DEBUG=1 logs progress,
 // BENCH_LOG=1 the controllers' logs.
+//
+// One file a figure, named after what it measures: 1 unplanned_failover_test.go, 2 planned_roll_test.go,
+// 3 role_labels_test.go, 4 sentinel_scale_test.go, 5 time_to_ready_test.go, 6 planned_handoff_test.go,
+// 7 graceful_delete_test.go, 8 fleet_test.go.
 package bench
