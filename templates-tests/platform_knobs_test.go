@@ -29,7 +29,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
-// The knobs of issue 27, item 1: pod identity (podSecurityContext), data-pod requests below the limits and the
+// Platform knobs: pod identity (podSecurityContext), data-pod requests below the limits and the
 // typed Services' fields. Refusals live in testdata/bad/*-knob-*.yaml.
 
 // everyPodSpec returns every pod spec of a render, Jobs included, keyed by "Kind/name".
@@ -43,8 +43,8 @@ func everyPodSpec(objs objects) map[string]*corev1.PodSpec {
 	return r
 }
 
-// knobsPodsValkey renders every kind of pod charts/valkey has: data (with exporter and DNS cache, on by default), controller,
-// credentials Job, helm test.
+// knobsPodsValkey renders every kind of pod charts/valkey has: data (with exporter and DNS cache, on by
+// default), controller, credentials Job, helm test.
 const knobsPodsValkey = "metrics: {enabled: true}\nplan: casual\n"
 
 // knobsPodsSentinel: Sentinel pods, the Sentinel controller, the shared instance controller, credentials Job,
@@ -375,8 +375,8 @@ metrics:
 }
 
 // TestNetworkPolicyClientNamespacesAndExtraIngress: with the NetworkPolicy semantics of netpol_test.go, an
-// application in another namespace is blocked by default (before issue 27 there was no way in but CIDRs) and
-// admitted on the server (Sentinel) port once clientNamespaceSelector names its namespace (with
+// application in another namespace is blocked by default (before clientNamespaceSelector there was no way in
+// but CIDRs) and admitted on the server (Sentinel) port once clientNamespaceSelector names its namespace (with
 // clientPodSelector: only the pods it picks there), never on the exporter port; extraIngress rules land as
 // given.
 func TestNetworkPolicyClientNamespacesAndExtraIngress(t *testing.T) {

@@ -360,7 +360,7 @@ func TestClosedByServer(t *testing.T) {
 }
 
 // laggedRouting models a primary Service whose routing lags the role labels (the EndpointSlice, then
-// kube-proxy: 1-2 s on the local cluster, BENCHMARKS.md issue 30): dial returns the pod that was labelled
+// kube-proxy: 1-2 s on the local cluster): dial returns the pod that was labelled
 // primary lag ago.
 type laggedRouting struct {
 	mu      sync.Mutex

@@ -155,7 +155,7 @@ func TestPassesPerFailover(t *testing.T) {
 	// (REPLICAOF to the new one, when Sentinel has not converted it yet) in a pass that completes between two
 	// polls, the labelling pass right after it may still be in flight when the labels are seen. So: at most that
 	// one pass completes after the labels moved, and no more passes than the failover's own events cause (the
-	// Sentinels' +switch-master and at most one repair of the old primary: 4, issue 13); a pass triggered by the
+	// Sentinels' +switch-master and at most one repair of the old primary: 4); a pass triggered by the
 	// controller's own label patch or status write would add one more, and repeat.
 	// The primary label's removal opens a reclose window (recloseWindow, a pass every recloseEvery: the
 	// Service's routing lags the label), whose passes end with it.

@@ -1,4 +1,4 @@
-// Package prestop is the preStop hook of a data container (`valkey-sentinel-ctl prestop`, issue 14): before
+// Package prestop is the preStop hook of a data container (`valkey-sentinel-ctl prestop`): before
 // Kubernetes stops a data pod that is the primary (delete, eviction, drain, rescheduling), it hands the
 // primary role to a caught-up replica with the same code as the controller's planned roll
 // (internal/handoff), then returns so the shutdown goes on. It needs no Kubernetes API and works with every
