@@ -20,10 +20,13 @@ type Access struct {
 	Message   string
 }
 
-// Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none) and the Access
-// sync's result.
+// Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none), the planned
+// handoff that failed (Handoff, nil = none), each node's ACL sync (ACLSync, one per AccessPlan.Sync node
+// tried) and the Access sync's result (AccessResult). Remember folds it into the next pass's Memory.
 type Outcome struct {
 	LastAction string
+	Handoff    *HandoffFailure
+	ACLSync    []NodeSync
 	Access     Access
 }
 

@@ -43,6 +43,8 @@ type World struct {
 	// NamedQuorum is the quorum document of the Sentinel release the descriptor names (sentinelRelease), for
 	// the cross-release checks (QuorumMismatches); zero when the instance is not monitored.
 	NamedQuorum QuorumSide
+	// ACL is the <F>-acl Secret the descriptor names (Instance.ACLSecret; zero when it names none).
+	ACL ACLSecret
 }
 
 // Node is one data node: its pod (from the informer cache), its StatefulSet and INFO replication.
@@ -171,6 +173,9 @@ type Memory struct {
 	// Former is the one named before it (unknown until this controller saw a switch). The step after a switch
 	// (planFollowSwitch) and its policy (switchSettled) read them.
 	Named, Former Named
+	// ACLApplied is, per data pod, what the live ACL sync last applied there (PlanAccess reads it, Remember
+	// writes it); nil until the first sync.
+	ACLApplied map[string]ACLApplied
 }
 
 // HandoffRefusal is a handoff refused because no replica could be promoted, with the print of the
