@@ -139,9 +139,6 @@ type instanceMemory struct {
 	// for a silent node gives up on it (errSuperseded)
 	switchMu sync.Mutex
 	switchC  chan struct{}
-	// reclose holds, per node index, until when a node whose primary label this controller removed has its
-	// application connections closed again at every pass (planReclose)
-	reclose map[int]time.Time
 }
 
 // switchSignal returns a channel closed at the next +switch-master of the instance's monitor.
@@ -366,14 +363,8 @@ func (c *InstanceController) Reconcile(ctx context.Context, key types.Namespaced
 		return Result{}.resync(c.opts.Resync), nil
 	}
 	d := plan.Instance(w, mem.plan)
-	c.reclose(ctx, desc, w, d.Topology, mem)
+	c.reclose(ctx, desc, w, d, mem)
 	out, applyErr := c.apply(ctx, desc, w, d, mem)
-	var res Result
-	if len(mem.reclose) > 0 {
-		res.RequeueAfter = recloseEvery // a reclose window is open (label, reclose)
-	}
-	// one disruptive step per pass, then observe again at once (the same key: never a second, concurrent pass)
-	res.Requeue = out.LastAction != ""
 	c.report(desc, w, d)
 	if !c.opts.NoSubscribe {
 		c.ensureSubscription(ctx, key, in, w.SentinelInfo, mem)
@@ -383,6 +374,12 @@ func (c *InstanceController) Reconcile(ctx context.Context, key types.Namespaced
 	out.ACLSync = c.applyAccess(ctx, w, d.Access, mem)
 	out.Access = plan.AccessResult(w, d.Access, out.ACLSync)
 	mem.plan = plan.Remember(w, d, out)
+	var res Result
+	if len(mem.plan.Reclose) > 0 {
+		res.RequeueAfter = recloseEvery // a reclose window is open (plan.Reclose)
+	}
+	// one disruptive step per pass, then observe again at once (the same key: never a second, concurrent pass)
+	res.Requeue = out.LastAction != ""
 	if err := c.writeStatus(ctx, desc, w, d, out, mem); err != nil {
 		return res, err
 	}

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -40,8 +38,18 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 		out.LastAction = d.Step.String()
 	}
 	for _, a := range d.Labels() {
-		if err := c.label(ctx, desc, in, w, d.Topology, a, mem); err != nil {
+		if err := c.label(ctx, desc, in, w, a, mem); err != nil {
 			return out, err
+		}
+		if slices.Contains(d.CloseOnRelabel, a.Node.Index) {
+			// the primary Service no longer selects it: connections that came back to it between its demotion
+			// and this patch (a handoff closes them at the demotion), or that a stale primary still serves,
+			// now reconnect to the real primary
+			c.closeClients(ctx, desc, in, mem, a.Node, "primary label removed")
+			if out.Relabelled == nil {
+				out.Relabelled = map[int]time.Time{}
+			}
+			out.Relabelled[a.Node.Index] = time.Now()
 		}
 	}
 	if d.Step == nil || d.Repair {
@@ -60,93 +68,26 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 }
 
 // label sets one pod's valkey.io/role as observed (its resourceVersion as precondition).
-func (c *InstanceController) label(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, tp topology.Plan,
-	a topology.Action, mem *instanceMemory) error {
+func (c *InstanceController) label(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, a topology.Action,
+	mem *instanceMemory) error {
 	if err := kube.PatchPodRole(ctx, c.cs, in.Namespace, a.Node.Pod, w.Node(a.Node.Index).PodVersion, a.Role); err != nil {
 		return err
 	}
 	c.metrics.LabelPatches.WithLabelValues(in.NamespacedName().String()).Inc()
 	c.log.Info("role label", "instance", in.Name, "pod", a.Node.Pod, "role", a.Role, "reason", a.Reason)
-	if closeOnRelabel(w.Node(a.Node.Index).NodeState, a, tp) {
-		// the primary Service no longer selects it: connections that came back to it between its demotion and
-		// this patch (a handoff closes them at the demotion), or that a stale primary still serves, now
-		// reconnect to the real primary
-		c.closeClients(ctx, desc, in, mem, a.Node, "primary label removed")
-		if mem.reclose == nil {
-			mem.reclose = map[int]time.Time{}
-		}
-		mem.reclose[a.Node.Index] = time.Now().Add(recloseWindow)
-	}
 	return nil
 }
 
-const (
-	// recloseWindow is how long after the primary label left a node its application connections are closed
-	// again at every pass: the primary Service's routing lags the label (EndpointSlice, then kube-proxy: 1-2 s
-	// measured on the local cluster, BENCHMARKS.md issue 30), and a client that reconnected meanwhile landed on
-	// the old node again. Longer would also keep closing the readers the replica Service sends there.
-	recloseWindow = 3 * time.Second
-	// recloseEvery is the pass interval while a reclose window is open (the resync is 2 s by default).
-	recloseEvery = 500 * time.Millisecond
-)
+// recloseEvery is the pass interval while a reclose window is open (plan.RecloseWindow; the resync is 2 s by
+// default).
+const recloseEvery = 500 * time.Millisecond
 
-// planReclose returns the node indexes whose application connections are closed again this pass, and the
-// windows still open after it (nil when none): a node in an open window (until after now) that is reachable,
-// not labelled primary and not the topology's primary, and that reports role replica, or role master while
-// another node is the confirmed primary (closeOnRelabel's rule). A node that became the primary again, or
-// whose window passed, leaves the memory.
-func planReclose(w plan.World, tp topology.Plan, until map[int]time.Time, now time.Time) (closeNow []int, open map[int]time.Time) {
-	for i, t := range until {
-		if !now.Before(t) || (tp.Primary != nil && tp.Primary.Index == i) {
-			continue
-		}
-		n := w.Node(i).NodeState
-		if n.RoleLabel == contract.RolePrimary {
-			continue
-		}
-		if open == nil {
-			open = map[int]time.Time{}
-		}
-		open[i] = t
-		if !n.Reachable {
-			continue
-		}
-		if n.Repl.Role == valkey.RoleReplica || (n.Repl.Role == valkey.RolePrimary && tp.Primary != nil && tp.PrimaryConfirmed) {
-			closeNow = append(closeNow, i)
-		}
-	}
-	slices.Sort(closeNow)
-	return closeNow, open
-}
-
-// reclose closes again the application connections of the nodes planReclose names (closeClients).
-func (c *InstanceController) reclose(ctx context.Context, desc *corev1.ConfigMap, w plan.World, tp topology.Plan, mem *instanceMemory) {
-	if len(mem.reclose) == 0 {
-		return
-	}
-	closeNow, open := planReclose(w, tp, mem.reclose, time.Now())
-	for _, i := range closeNow {
+// reclose closes again the application connections of the nodes the planner names (plan.Reclose,
+// closeClients).
+func (c *InstanceController) reclose(ctx context.Context, desc *corev1.ConfigMap, w plan.World, d plan.Decision, mem *instanceMemory) {
+	for _, i := range d.Reclose {
 		c.closeClients(ctx, desc, w.Instance, mem, w.Node(i).Node, "primary label removed recently: the Service's routing may still send clients there")
 	}
-	mem.reclose = open
-}
-
-// closeOnRelabel reports whether the label change a, planned in tp, takes the primary label off a node whose
-// application connections must then be closed: the node was labelled primary and is reachable, and it either
-// reports role replica (it was demoted), or still reports role master while tp's confirmed primary is another
-// node (a stale primary that Sentinel demotes at its next INFO, up to about a second later: every write it
-// acknowledges meanwhile is lost, so its clients are better sent to the real primary at once).
-func closeOnRelabel(n topology.NodeState, a topology.Action, tp topology.Plan) bool {
-	if a.Kind != topology.Label || a.Role == contract.RolePrimary || n.RoleLabel != contract.RolePrimary || !n.Reachable {
-		return false
-	}
-	switch n.Repl.Role {
-	case valkey.RoleReplica:
-		return true
-	case valkey.RolePrimary:
-		return tp.Primary != nil && tp.PrimaryConfirmed && tp.Primary.Index != n.Node.Index
-	}
-	return false
 }
 
 // closeClients closes the application connections of a node observed as a replica (handoff.CloseClients)

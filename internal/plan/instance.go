@@ -39,6 +39,11 @@ type Decision struct {
 	// HandoffObstacle is, while the primary's pod is terminating (Topology.HandingOff), why its preStop hook
 	// cannot hand off (HandoffObstacle), "" when nothing observed stops it.
 	HandoffObstacle string
+	// Reclose are the nodes whose application connections are closed again this pass, before any step
+	// (Reclose: their primary label was removed less than RecloseWindow ago); CloseOnRelabel the nodes whose
+	// connections are closed right after their label change is applied (CloseOnRelabel).
+	Reclose        []int
+	CloseOnRelabel []int
 	// PrimaryChanged is the primary move this pass confirmed (zero: none).
 	PrimaryChanged PrimaryChange
 	// Access is the pass's live ACL sync (PlanAccess).
@@ -129,6 +134,8 @@ func Instance(w World, m Memory) Decision {
 	if h := tp.HandingOff; h != nil {
 		d.HandoffObstacle = HandoffObstacle(w, *h)
 	}
+	d.Reclose, mem.Reclose = Reclose(w, tp, m.Reclose, w.Now)
+	d.CloseOnRelabel = closeOnRelabel(w, d)
 	d.PrimaryChanged = primaryChange(m, *mem)
 	d.Access = PlanAccess(w, m)
 	return d

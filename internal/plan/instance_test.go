@@ -66,6 +66,22 @@ func TestInstance(t *testing.T) {
 				assert.Equal(t, PrimaryChange{From: "vk-1-0", To: "vk-0-0"}, d.PrimaryChanged)
 				assert.Equal(t, "vk-0-0", d.Memory.LastPrimaryPod)
 			}},
+		{name: "a node labelled primary that reports replica: relabelled, its connections closed after", mutate: func(w *World, _ *Memory) {
+			w.Nodes[0].RoleLabel, w.Nodes[1].RoleLabel, w.Nodes[2].RoleLabel = contract.RolePrimary, contract.RolePrimary, contract.RoleReplica
+		}, planned: true,
+			checkMem: func(t *testing.T, d Decision) {
+				assert.Equal(t, []int{1}, d.CloseOnRelabel)
+				assert.Empty(t, d.Reclose)
+			}},
+		{name: "memory: an open reclose window closes the demoted node's connections again", mutate: func(w *World, m *Memory) {
+			w.Nodes[0].RoleLabel, w.Nodes[1].RoleLabel, w.Nodes[2].RoleLabel = contract.RolePrimary, contract.RoleReplica, contract.RoleReplica
+			m.Reclose = map[int]time.Time{1: now.Add(time.Second), 2: now}
+		}, planned: true,
+			checkMem: func(t *testing.T, d Decision) {
+				assert.Empty(t, d.CloseOnRelabel)
+				assert.Equal(t, []int{1}, d.Reclose)
+				assert.Equal(t, map[int]time.Time{1: now.Add(time.Second)}, d.Memory.Reclose, "a window that passed is forgotten")
+			}},
 		{name: "memory: the first confirmed primary is no move", mutate: func(w *World, m *Memory) { m.LastPrimaryPod = "" }, planned: true,
 			checkMem: func(t *testing.T, d Decision) { assert.Zero(t, d.PrimaryChanged) }},
 		{name: "memory: the same primary is no move", mutate: func(w *World, m *Memory) { m.LastPrimaryPod = "vk-0-0" }, planned: true,

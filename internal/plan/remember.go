@@ -13,13 +13,16 @@ func primaryChange(prev, next Memory) PrimaryChange {
 }
 
 // Remember is the memory of the next pass: the one the planner returned (d.Memory) with what the applier
-// did folded in (o): a failed planned handoff backs the roll off (rememberHandoff), and the nodes whose users were synced record the revision (rememberAccess). It is the only way an
-// outcome reaches the planner's memory.
+// did folded in (o): a failed planned handoff backs the roll off (rememberHandoff), a node whose primary
+// label was taken off has its connections closed again for RecloseWindow (rememberReclose), and the nodes
+// whose users were synced record the revision (rememberAccess). It is the only way an outcome reaches the
+// planner's memory.
 func Remember(w World, d Decision, o Outcome) Memory {
 	m := d.Memory
 	if o.Handoff != nil {
 		rememberHandoff(&m, *o.Handoff, d.HandoffPrint)
 	}
+	rememberReclose(&m, o.Relabelled)
 	rememberAccess(&m, w, d.Access.Revision, o.ACLSync)
 	return m
 }

@@ -49,6 +49,12 @@ func TestRemember(t *testing.T) {
 		{name: "an error without a reason backs off too",
 			o:     Outcome{Handoff: &HandoffFailure{Err: "dial tcp: refused", At: failedAt}},
 			check: func(t *testing.T, m Memory) { assert.Equal(t, failedAt.Add(HandoffBackoff), m.HandoffDeferredUntil) }},
+		{name: "a node whose primary label was taken off is closed again for RecloseWindow from then",
+			d: func(d *Decision) { d.Memory.Reclose = map[int]time.Time{2: now.Add(time.Second)} },
+			o: Outcome{Relabelled: map[int]time.Time{0: failedAt}},
+			check: func(t *testing.T, m Memory) {
+				assert.Equal(t, map[int]time.Time{0: failedAt.Add(RecloseWindow), 2: now.Add(time.Second)}, m.Reclose)
+			}},
 		{name: "synced nodes record the revision, their identity and the pass's time; a failed one nothing",
 			d: func(d *Decision) { d.Access.Revision = "rev1"; d.Memory.ACLApplied = earlier },
 			o: Outcome{ACLSync: []NodeSync{{Pod: "vk-0-0"}, {Pod: "vk-1-0", Err: "NOPERM"}}},

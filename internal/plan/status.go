@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -21,11 +22,13 @@ type Access struct {
 }
 
 // Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none), the planned
-// handoff that failed (Handoff, nil = none), each node's ACL sync (ACLSync, one per AccessPlan.Sync node
+// handoff that failed (Handoff, nil = none), the nodes whose connections it closed after taking their primary
+// label off (Relabelled: node index -> when), each node's ACL sync (ACLSync, one per AccessPlan.Sync node
 // tried) and the Access sync's result (AccessResult). Remember folds it into the next pass's Memory.
 type Outcome struct {
 	LastAction string
 	Handoff    *HandoffFailure
+	Relabelled map[int]time.Time
 	ACLSync    []NodeSync
 	Access     Access
 }

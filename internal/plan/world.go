@@ -176,6 +176,9 @@ type Memory struct {
 	// ACLApplied is, per data pod, what the live ACL sync last applied there (PlanAccess reads it, Remember
 	// writes it); nil until the first sync.
 	ACLApplied map[string]ACLApplied
+	// Reclose holds, per node index, until when a node whose primary label this controller removed has its
+	// application connections closed again at every pass (Reclose); nil when no window is open.
+	Reclose map[int]time.Time
 }
 
 // HandoffRefusal is a handoff refused because no replica could be promoted, with the print of the
