@@ -135,7 +135,7 @@ func Instance(w World, m Memory) Decision {
 		d.HandoffObstacle = HandoffObstacle(w, *h)
 	}
 	d.Reclose, mem.Reclose = Reclose(w, tp, m.Reclose, w.Now)
-	d.CloseOnRelabel = closeOnRelabel(w, d)
+	d.CloseOnRelabel = relabelCloses(w, d)
 	d.PrimaryChanged = primaryChange(m, *mem)
 	d.Access = PlanAccess(w, m)
 	return d

@@ -62,8 +62,8 @@ func CloseOnRelabel(n topology.NodeState, a topology.Action, tp topology.Plan) b
 	return false
 }
 
-// closeOnRelabel returns the node indexes of tp's label changes that CloseOnRelabel names, in label order.
-func closeOnRelabel(w World, d Decision) []int {
+// relabelCloses returns the node indexes of tp's label changes that CloseOnRelabel names, in label order.
+func relabelCloses(w World, d Decision) []int {
 	var out []int
 	for _, a := range d.Labels() {
 		if CloseOnRelabel(w.Node(a.Node.Index).NodeState, a, d.Topology) {
