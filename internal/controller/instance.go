@@ -371,8 +371,13 @@ func (c *InstanceController) Reconcile(ctx context.Context, key types.Namespaced
 	}
 	c.metrics.ObserveInstance(key.String(), plan.InstanceGauges(w, d))
 	c.observeBackups(ctx, in, mem)
-	out.ACLSync = c.applyAccess(ctx, w, d.Access, mem)
-	out.Access = plan.AccessResult(w, d.Access, out.ACLSync)
+	// the live ACL sync comes last, as its own gather, plan and apply: a slow Secret read or node sync never
+	// delays a label or a step
+	w.ACL = c.gatherACL(ctx, in, w.Now, mem)
+	c.reportUsers(desc, w)
+	access := plan.PlanAccess(w, mem.plan)
+	out.ACLSync = c.applyAccess(ctx, w, access, mem)
+	out.Access = plan.AccessResult(w, access, out.ACLSync)
 	mem.plan = plan.Remember(w, d, out)
 	var res Result
 	if len(mem.plan.Reclose) > 0 {

@@ -293,11 +293,11 @@ func (c *InstanceController) applyAccess(ctx context.Context, w plan.World, p pl
 	for _, n := range p.Sync {
 		addr := in.Addr(n)
 		if err := c.syncNode(ctx, addr, opts, p.Users, w.Now); err != nil {
-			out = append(out, plan.NodeSync{Pod: n.Pod, Err: err.Error()})
+			out = append(out, plan.NodeSync{Pod: n.Pod, Revision: p.Revision, Err: err.Error()})
 			c.pool.drop(addr)
 			continue
 		}
-		out = append(out, plan.NodeSync{Pod: n.Pod})
+		out = append(out, plan.NodeSync{Pod: n.Pod, Revision: p.Revision})
 		c.log.Info("ACL synced", "instance", in.Name, "pod", n.Pod, "revision", p.Revision, "users", len(p.Users))
 	}
 	return out

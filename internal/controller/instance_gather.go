@@ -126,7 +126,6 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	if w.SentinelInfo != nil {
 		c.gatherSentinels(ctx, &w)
 	}
-	w.ACL = c.gatherACL(ctx, in, w.Now, mem) // while the nodes answer
 	// wait for every node's INFO, except (issue 30): once the Sentinels' agreed primary answered as master
 	// (plan.PrimaryAnswered), a node still silent stragglerGrace later is recorded as not answering (a paused
 	// old primary would hold the new one's relabel for the whole command timeout); and a +switch-master
@@ -328,8 +327,9 @@ func (c *InstanceController) operatorPassword(ctx context.Context, in spec.Insta
 // aclReread is how long the <F>-acl Secret read by gatherACL is reused before it is read again.
 const aclReread = 5 * time.Second
 
-// gatherACL reads the users of the <F>-acl Secret the descriptor names (zero when it names none), through
-// the API (Secrets are not cached by the informers), at most every aclReread while it lists users (the last read is kept in mem).
+// gatherACL reads the users of the <F>-acl Secret the descriptor names (zero when it names none) into the
+// World of a pass whose steps were applied (the live ACL sync comes last: a slow API read never delays a
+// label), through the API (Secrets are not cached by the informers), at most every aclReread while it lists users (the last read is kept in mem).
 // A Secret that cannot be read or parsed is recorded in ACLSecret.Err and read again next pass.
 func (c *InstanceController) gatherACL(ctx context.Context, in spec.Instance, now time.Time, mem *instanceMemory) plan.ACLSecret {
 	if in.ACLSecret == "" {

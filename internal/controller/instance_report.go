@@ -27,14 +27,9 @@ import (
 const rollNoPromotable = roll.NoPromotableReplica
 
 // report sends the Events of conditions that last many passes once per change of reason (the policy's
-// refusal, no promotable replica, unknown descriptor fields, refused users, a primary handing off in its
-// preStop hook) and the one-off PrimaryChanged, from the World and the Decision alone.
+// refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook) and the one-off PrimaryChanged, from the World and the Decision alone.
 func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan.Decision) {
 	name := w.Instance.NamespacedName().String() // the keys of reportOnce: unique across namespaces
-	if w.Instance.ACLSecret != "" && w.ACL.Err == "" && c.reported.changed(name+"/users-refused", w.ACL.Refused) && w.ACL.Refused != "" {
-		c.recorder.Event(desc, corev1.EventTypeWarning, "UsersRefused", w.ACL.Refused)
-		c.log.Info("users refused", "instance", w.Instance.Name, "why", w.ACL.Refused)
-	}
 	for _, n := range w.Nodes {
 		if n.StartRefused != "" && c.reported.changed(name+"/start/"+n.Node.Pod, n.StartRefused) {
 			c.recorder.Eventf(desc, corev1.EventTypeWarning, "StartRefused", "%s: %s", n.Node.Pod, n.StartRefused)
@@ -74,6 +69,16 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 	if ch := d.PrimaryChanged; ch.From != "" {
 		c.metrics.FailoversObserved.WithLabelValues(name).Inc()
 		c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryChanged", "primary moved from %s to %s", ch.From, ch.To)
+	}
+}
+
+// reportUsers sends the Warning Event UsersRefused once per change of the refused users of the <F>-acl
+// Secret (gatherACL), when the Secret was read.
+func (c *InstanceController) reportUsers(desc *corev1.ConfigMap, w plan.World) {
+	name := w.Instance.NamespacedName().String()
+	if w.Instance.ACLSecret != "" && w.ACL.Err == "" && c.reported.changed(name+"/users-refused", w.ACL.Refused) && w.ACL.Refused != "" {
+		c.recorder.Event(desc, corev1.EventTypeWarning, "UsersRefused", w.ACL.Refused)
+		c.log.Info("users refused", "instance", w.Instance.Name, "why", w.ACL.Refused)
 	}
 }
 

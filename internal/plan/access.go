@@ -45,10 +45,12 @@ type AccessPlan struct {
 	Sync []spec.Node
 }
 
-// NodeSync is the applier's result of syncing one node's users: Err is why it failed ("" = synced).
+// NodeSync is the applier's result of syncing one node's users at AccessPlan.Revision: Err is why it failed
+// ("" = synced).
 type NodeSync struct {
-	Pod string
-	Err string
+	Pod      string
+	Revision string
+	Err      string
 }
 
 // PlanAccess plans the live ACL sync of World w from the memory m: which nodes to sync (AccessPlan.Sync),
@@ -130,9 +132,10 @@ func RefusedUsers(secret string, refused []acl.RefusedUser) string {
 	return fmt.Sprintf("%s: %d user(s) refused and not applied (the others are): %s", secret, len(refused), strings.Join(parts, "; "))
 }
 
-// rememberAccess records in m the nodes the applier synced (synced, Err ""), at revision rev, with their pod
-// identity in w and w.Now. The map is copied, never changed in place (m may share it with an earlier Memory).
-func rememberAccess(m *Memory, w World, rev string, synced []NodeSync) {
+// rememberAccess records in m the nodes the applier synced (synced, Err ""), at their revision, with their
+// pod identity in w and w.Now. The map is copied, never changed in place (m may share it with an earlier
+// Memory).
+func rememberAccess(m *Memory, w World, synced []NodeSync) {
 	if len(synced) == 0 {
 		return
 	}
@@ -146,7 +149,7 @@ func rememberAccess(m *Memory, w World, rev string, synced []NodeSync) {
 		}
 		for _, n := range w.Nodes {
 			if n.Node.Pod == s.Pod {
-				next[s.Pod] = ACLApplied{Revision: rev, Identity: n.Identity, At: w.Now}
+				next[s.Pod] = ACLApplied{Revision: s.Revision, Identity: n.Identity, At: w.Now}
 			}
 		}
 	}

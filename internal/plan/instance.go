@@ -46,8 +46,6 @@ type Decision struct {
 	CloseOnRelabel []int
 	// PrimaryChanged is the primary move this pass confirmed (zero: none).
 	PrimaryChanged PrimaryChange
-	// Access is the pass's live ACL sync (PlanAccess).
-	Access AccessPlan
 	// Memory is the controller's memory for the next pass, before the applier's Outcome is folded in
 	// (Remember).
 	Memory Memory
@@ -137,7 +135,6 @@ func Instance(w World, m Memory) Decision {
 	d.Reclose, mem.Reclose = Reclose(w, tp, m.Reclose, w.Now)
 	d.CloseOnRelabel = relabelCloses(w, d)
 	d.PrimaryChanged = primaryChange(m, *mem)
-	d.Access = PlanAccess(w, m)
 	return d
 }
 

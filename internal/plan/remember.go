@@ -23,6 +23,6 @@ func Remember(w World, d Decision, o Outcome) Memory {
 		rememberHandoff(&m, *o.Handoff, d.HandoffPrint)
 	}
 	rememberReclose(&m, o.Relabelled)
-	rememberAccess(&m, w, d.Access.Revision, o.ACLSync)
+	rememberAccess(&m, w, o.ACLSync)
 	return m
 }

@@ -56,8 +56,8 @@ func TestRemember(t *testing.T) {
 				assert.Equal(t, map[int]time.Time{0: failedAt.Add(RecloseWindow), 2: now.Add(time.Second)}, m.Reclose)
 			}},
 		{name: "synced nodes record the revision, their identity and the pass's time; a failed one nothing",
-			d: func(d *Decision) { d.Access.Revision = "rev1"; d.Memory.ACLApplied = earlier },
-			o: Outcome{ACLSync: []NodeSync{{Pod: "vk-0-0"}, {Pod: "vk-1-0", Err: "NOPERM"}}},
+			d: func(d *Decision) { d.Memory.ACLApplied = earlier },
+			o: Outcome{ACLSync: []NodeSync{{Pod: "vk-0-0", Revision: "rev1"}, {Pod: "vk-1-0", Revision: "rev1", Err: "NOPERM"}}},
 			check: func(t *testing.T, m Memory) {
 				assert.Equal(t, map[string]ACLApplied{
 					"vk-0-0": {Revision: "rev1", Identity: "uid-0/0", At: now},

@@ -43,7 +43,8 @@ type World struct {
 	// NamedQuorum is the quorum document of the Sentinel release the descriptor names (sentinelRelease), for
 	// the cross-release checks (QuorumMismatches); zero when the instance is not monitored.
 	NamedQuorum QuorumSide
-	// ACL is the <F>-acl Secret the descriptor names (Instance.ACLSecret; zero when it names none).
+	// ACL is the <F>-acl Secret the descriptor names (Instance.ACLSecret; zero when it names none), read last
+	// in a pass, after its steps, for the live ACL sync (PlanAccess).
 	ACL ACLSecret
 }
 
