@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -20,10 +21,15 @@ type Access struct {
 	Message   string
 }
 
-// Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none) and the Access
-// sync's result.
+// Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none), the planned
+// handoff that failed (Handoff, nil = none), the nodes whose connections it closed after taking their primary
+// label off (Relabelled: node index -> when), each node's ACL sync (ACLSync, one per AccessPlan.Sync node
+// tried) and the Access sync's result (AccessResult). Remember folds it into the next pass's Memory.
 type Outcome struct {
 	LastAction string
+	Handoff    *HandoffFailure
+	Relabelled map[int]time.Time
+	ACLSync    []NodeSync
 	Access     Access
 }
 

@@ -43,6 +43,9 @@ type World struct {
 	// NamedQuorum is the quorum document of the Sentinel release the descriptor names (sentinelRelease), for
 	// the cross-release checks (QuorumMismatches); zero when the instance is not monitored.
 	NamedQuorum QuorumSide
+	// ACL is the <F>-acl Secret the descriptor names (Instance.ACLSecret; zero when it names none), read last
+	// in a pass, after its steps, for the live ACL sync (PlanAccess).
+	ACL ACLSecret
 }
 
 // Node is one data node: its pod (from the informer cache), its StatefulSet and INFO replication.
@@ -171,6 +174,12 @@ type Memory struct {
 	// Former is the one named before it (unknown until this controller saw a switch). The step after a switch
 	// (planFollowSwitch) and its policy (switchSettled) read them.
 	Named, Former Named
+	// ACLApplied is, per data pod, what the live ACL sync last applied there (PlanAccess reads it, Remember
+	// writes it); nil until the first sync.
+	ACLApplied map[string]ACLApplied
+	// Reclose holds, per node index, until when a node whose primary label this controller removed has its
+	// application connections closed again at every pass (Reclose); nil when no window is open.
+	Reclose map[int]time.Time
 }
 
 // HandoffRefusal is a handoff refused because no replica could be promoted, with the print of the

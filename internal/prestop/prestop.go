@@ -445,7 +445,7 @@ func readFile(path string) string {
 }
 
 // reversed returns the Sentinels last first: the order of the controller's planned roll
-// (controller.planFailoverOrder: most clients subscribe to the first Sentinel, and the asked one, the
+// (plan.FailoverOrder: most clients subscribe to the first Sentinel, and the asked one, the
 // failover's leader, publishes +switch-master last).
 func reversed(addrs []string) []string {
 	out := make([]string, 0, len(addrs))
