@@ -51,6 +51,15 @@ type QuorumWorld struct {
 	// StuckSince is the controller's memory of when each Sentinel monitor was first seen stuck on a stale
 	// primary (registration.StuckKey; registration.Stuck).
 	StuckSince map[string]time.Time
+	// Namespaces is what the gather could read of the namespaces the quorum serves (the zero value: all).
+	Namespaces NamespaceReadability
+	// Revoked maps the monitor name of a selected descriptor whose instance grants another quorum (or, in
+	// another namespace, none) to why: it is treated like a deselected instance, and the Event of its
+	// monitor's removal says why.
+	Revoked map[string]string
+	// Credential is what the gather read for the credential copies (PlanCopies); nil when the controller
+	// copies no credential.
+	Credential *CredentialWorld
 }
 
 // PodRef identifies a pod object observed (UID and resourceVersion: a delete carries them as preconditions).

@@ -102,6 +102,8 @@ type QuorumDecision struct {
 	Warnings []string
 	// RollHeldSince is the controller's memory for the next pass: when the roll started waiting.
 	RollHeldSince time.Time
+	// Copies are the credential copies to keep (PlanCopies), in order.
+	Copies []CopyStep
 }
 
 // Quorum is the sentinel controller's planner (pure): the registration plan (internal/registration) with
@@ -109,7 +111,8 @@ type QuorumDecision struct {
 // changes no registration, at most one Sentinel pod to replace (roll.PlanSentinel, vetted by CheckQuorum).
 // heldSince is when the roll started waiting (memory).
 func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
-	d := QuorumDecision{RollHeldSince: heldSince, Warnings: append([]string(nil), w.Warnings...)}
+	d := QuorumDecision{RollHeldSince: heldSince, Warnings: append(append([]string(nil), w.Warnings...), NamespaceWarnings(w)...),
+		Copies: PlanCopies(w)}
 	var wanted []registration.Wanted
 	for _, qi := range w.Instances {
 		if len(qi.Instance.Unknown) > 0 {
@@ -335,7 +338,8 @@ func QuorumGauges(w QuorumWorld, d QuorumDecision, monitors []status.MonitorStat
 	return mo
 }
 
-// Derive fills the fields of w that follow from Instances and CKQuorum: Wanted, Keep, Unowned and QuorumOK.
+// Derive fills the fields of w that follow from Instances, CKQuorum and Namespaces: Wanted, Keep, Unowned
+// and QuorumOK (keepUnreadable adds the monitors of namespaces that cannot be read).
 func (w *QuorumWorld) Derive() {
 	w.Wanted, w.Keep, w.Unowned, w.QuorumOK = map[string]bool{}, map[string]string{}, "", map[string]bool{}
 	for _, qi := range w.Instances {
@@ -359,4 +363,5 @@ func (w *QuorumWorld) Derive() {
 			w.QuorumOK[ms.Name] = ms.QuorumOK
 		}
 	}
+	keepUnreadable(w)
 }
