@@ -176,17 +176,17 @@ func (c *SentinelController) relevant(obj any) bool {
 }
 
 // Reconcile runs one pass over every selected instance and every Sentinel (docs/design.md, "The sentinel
-// controller's pass"): gather the QuorumWorld, plan (pure, the policy included), apply, write status. key is
+// controller's pass"): gather the SentinelWorld, plan (pure, the policy included), apply, write status. key is
 // the quorum's (the one key of its queue; the pass serves the whole quorum whatever key it is given). It never
 // touches the work queue: a served pass asks for the resync (loop.go).
 func (c *SentinelController) Reconcile(ctx context.Context, _ types.NamespacedName) (Result, error) {
-	w, objs, err := c.gatherQuorum(ctx)
+	w, objs, err := c.gatherSentinels(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	defer c.reported.sweep("")
 	w.StuckSince = c.stuckSince
-	d := plan.Quorum(w, c.rollHeldSince)
+	d := plan.PlanSentinels(w, c.rollHeldSince)
 	next := map[string]time.Time{}
 	for _, k := range d.Registration.Stuck {
 		if since, ok := c.stuckSince[k]; ok {
@@ -196,18 +196,18 @@ func (c *SentinelController) Reconcile(ctx context.Context, _ types.NamespacedNa
 		}
 	}
 	c.stuckSince = next
-	res := c.applyQuorum(ctx, w, d, objs)
+	res := c.applySentinels(ctx, w, d, objs)
 	errs := res.errs
 	for _, cp := range res.remembered {
 		c.copies.remember(cp.Key(), cp.Sum)
 	}
-	c.reportQuorum(ctx, w, d, objs.descs)
+	c.reportSentinels(ctx, w, d, objs.descs)
 	c.reportCopies(d.Copies, res.copyFailed, objs.descs)
 	if d.RollPlanned && len(errs) == 0 {
 		c.rollHeldSince = d.RollHeldSince
 	}
-	st := plan.QuorumStatus(w, d, res.last)
-	c.metrics.ObserveQuorum(c.key.String(), plan.QuorumGauges(w, d, st.Monitors))
+	st := plan.SentinelStatus(w, d, res.last)
+	c.metrics.ObserveQuorum(c.key.String(), plan.SentinelGauges(w, d, st.Monitors))
 	if err := c.putStatus(ctx, st); err != nil {
 		errs = append(errs, err)
 	}

@@ -37,8 +37,8 @@ type applied struct {
 	errs       []error
 }
 
-// applyQuorum executes d with the objects the gather read.
-func (c *SentinelController) applyQuorum(ctx context.Context, w plan.QuorumWorld, d plan.QuorumDecision, objs gathered) applied {
+// applySentinels executes d with the objects the gather read.
+func (c *SentinelController) applySentinels(ctx context.Context, w plan.SentinelWorld, d plan.SentinelDecision, objs gathered) applied {
 	descs := objs.descs
 	var res applied
 	for _, a := range d.Registration.Actions {
@@ -118,7 +118,7 @@ func (c *SentinelController) reregister(ctx context.Context, cl *valkey.Client, 
 
 // applyAction runs one MONITOR (+SET), SET, REMOVE, Restore or Realign on one Sentinel, sends its Event and
 // records the credentials applied (c.applied, read by the next gather). Errors name the command.
-func (c *SentinelController) applyAction(ctx context.Context, w plan.QuorumWorld, a registration.Action, descs map[string]*corev1.ConfigMap) error {
+func (c *SentinelController) applyAction(ctx context.Context, w plan.SentinelWorld, a registration.Action, descs map[string]*corev1.ConfigMap) error {
 	cl, err := c.pool.get(ctx, a.Addr, c.sentinelOpts(w.TLS))
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (c *SentinelController) publish(ctx context.Context, desc *corev1.ConfigMap
 
 // deleteSentinel replaces one Sentinel pod as observed (UID and resourceVersion as preconditions: one
 // replaced or changed since fails with a Conflict).
-func (c *SentinelController) deleteSentinel(ctx context.Context, w plan.QuorumWorld, descs map[string]*corev1.ConfigMap, s plan.Step) error {
+func (c *SentinelController) deleteSentinel(ctx context.Context, w plan.SentinelWorld, descs map[string]*corev1.ConfigMap, s plan.Step) error {
 	seen := w.Pods[s.Pod]
 	c.log.Info("sentinel roll: deleting", "pod", s.Pod, "reason", s.Reason)
 	if err := kube.DeletePod(ctx, c.cs, c.opts.Namespace, s.Pod, types.UID(seen.UID), seen.Version); err != nil {

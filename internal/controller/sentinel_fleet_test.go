@@ -216,8 +216,8 @@ func TestKeepUnreadableByHostNamespace(t *testing.T) {
 		return nil
 	})
 	mon := func(host string) valkey.Monitor { return valkey.Monitor{Host: host, Port: 6379} }
-	world := func() *plan.QuorumWorld {
-		w := &plan.QuorumWorld{Namespace: "platform", Sentinels: []registration.SentinelState{{Pod: "q-0", Reachable: true, Monitors: map[string]valkey.Monitor{
+	world := func() *plan.SentinelWorld {
+		w := &plan.SentinelWorld{Namespace: "platform", Sentinels: []registration.SentinelState{{Pod: "q-0", Reachable: true, Monitors: map[string]valkey.Monitor{
 			"a":  mon("a-0-0.a-0.t1.svc.cluster.local"),
 			"b":  mon("b-0-0.b-0.t2.svc.cluster.local"),
 			"lo": mon("localhost"),
@@ -230,8 +230,8 @@ func TestKeepUnreadableByHostNamespace(t *testing.T) {
 	assert.Contains(t, w.Keep["a"], "namespace t1 cannot be read", "the unreadable namespace's monitor is kept")
 	assert.NotContains(t, w.Keep, "b", "a readable namespace that selects nothing: its monitor may go")
 	assert.Contains(t, w.Unowned, "lo", "a host without namespace holds removals while a namespace cannot be read")
-	assert.Contains(t, strings.Join(plan.Quorum(*w, time.Time{}).Warnings, "\n"), "namespace t1 cannot be read")
-	assert.NotEmpty(t, plan.CheckQuorum(*w, plan.Step{Kind: plan.Remove, Pod: "q-0", Monitor: "a"}), "the policy refuses the REMOVE")
+	assert.Contains(t, strings.Join(plan.PlanSentinels(*w, time.Time{}).Warnings, "\n"), "namespace t1 cannot be read")
+	assert.NotEmpty(t, plan.CheckSentinelStep(*w, plan.Step{Kind: plan.Remove, Pod: "q-0", Monitor: "a"}), "the policy refuses the REMOVE")
 
 	fb.Set("t1", false)
 	valkeytest.Eventually(t, 20*time.Second, 50*time.Millisecond, "t1 synced", func() error {

@@ -29,16 +29,16 @@ import (
 )
 
 // gathered are the objects a pass read that its applier and report act on: the descriptor ConfigMaps by
-// plan.QuorumInstance.Key (owners of what the applier publishes, targets of Events) and the credential copies
+// plan.MonitoredInstance.Key (owners of what the applier publishes, targets of Events) and the credential copies
 // read, by plan.CredentialCopy.Key (updated with their resourceVersion).
 type gathered struct {
 	descs  map[string]*corev1.ConfigMap
 	copies map[string]*corev1.Secret
 }
 
-// gatherQuorum builds the QuorumWorld of one pass and the objects it read.
-func (c *SentinelController) gatherQuorum(ctx context.Context) (plan.QuorumWorld, gathered, error) {
-	w := plan.QuorumWorld{Release: c.opts.Release, Namespace: c.opts.Namespace, Now: time.Now(), Pods: map[string]plan.PodRef{},
+// gatherSentinels builds the SentinelWorld of one pass and the objects it read.
+func (c *SentinelController) gatherSentinels(ctx context.Context) (plan.SentinelWorld, gathered, error) {
+	w := plan.SentinelWorld{Release: c.opts.Release, Namespace: c.opts.Namespace, Now: time.Now(), Pods: map[string]plan.PodRef{},
 		Revoked: map[string]string{}}
 	objs := gathered{copies: map[string]*corev1.Secret{}}
 	q, err := c.quorumDocument()
@@ -158,7 +158,7 @@ func (c *SentinelController) quorumDocument() (spec.Quorum, error) {
 // selectInstances fills w.Instances with the descriptors this quorum selects, each with why it is refused
 // (claimed by another quorum, TLS mismatch, invalid descriptor or one of a newer major version), if it is. A
 // descriptor in failover mode None is left out: its monitor may go.
-func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*corev1.ConfigMap, error) {
+func (c *SentinelController) selectInstances(w *plan.SentinelWorld) (map[string]*corev1.ConfigMap, error) {
 	// every namespace the quorum serves and can read (sentinel_fleet.go: one that cannot be read keeps its
 	// monitors)
 	cms, err := c.cms.List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
@@ -185,7 +185,7 @@ func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*c
 			err = in.CheckCanonical(cm.Name, cm.Namespace, c.opts.ClusterDomain)
 		}
 		if err != nil {
-			w.Instances = append(w.Instances, plan.QuorumInstance{Descriptor: cm.Name, Namespace: ns, Instance: in, Refused: err.Error()})
+			w.Instances = append(w.Instances, plan.MonitoredInstance{Descriptor: cm.Name, Namespace: ns, Instance: in, Refused: err.Error()})
 			continue
 		}
 		if !in.Monitored() {
@@ -197,7 +197,7 @@ func (c *SentinelController) selectInstances(w *plan.QuorumWorld) (map[string]*c
 			}
 			continue
 		}
-		qi := plan.QuorumInstance{Descriptor: cm.Name, Namespace: ns, Instance: in}
+		qi := plan.MonitoredInstance{Descriptor: cm.Name, Namespace: ns, Instance: in}
 		if in.TLS.Enabled != w.TLS {
 			qi.Refused = plan.TLSMismatchMessage(in, c.opts.Release, c.opts.Namespace, w.TLS)
 		}
@@ -284,7 +284,7 @@ func stillLoading(ctx context.Context, cl *valkey.Client) bool {
 // observeNamespaces records what the pass can read of the namespaces the quorum serves (w.Namespaces): the
 // namespace selection, every served namespace whose cache has not synced (an API error such as Forbidden,
 // or not synced yet), and whether each namespace a registered monitor's host names is served.
-func (c *SentinelController) observeNamespaces(w *plan.QuorumWorld) {
+func (c *SentinelController) observeNamespaces(w *plan.SentinelWorld) {
 	rd := plan.NamespaceReadability{Served: map[string]bool{}}
 	if known, err := c.cmCache.SelectionKnown(); !known {
 		rd.SelectionUnknown = fmt.Sprint(err)
@@ -312,7 +312,7 @@ func (c *SentinelController) observeNamespaces(w *plan.QuorumWorld) {
 // observeCopies reads, when the controller copies the quorum's credential (SentinelOptions.CopyCredential),
 // the quorum's _instance password (only if some instance needs a copy: plan.CopyTargets) and every copy the
 // memory does not hold as current (plan.CopyCurrent), into w.Credential and objs.copies.
-func (c *SentinelController) observeCopies(ctx context.Context, w *plan.QuorumWorld, objs gathered) {
+func (c *SentinelController) observeCopies(ctx context.Context, w *plan.SentinelWorld, objs gathered) {
 	if !c.opts.CopyCredential {
 		return
 	}
@@ -348,7 +348,7 @@ func (c *SentinelController) observeCopies(ctx context.Context, w *plan.QuorumWo
 	}
 }
 
-// otherNamespace is ns when it is not the quorum's own, else "" (plan.QuorumInstance.Namespace).
+// otherNamespace is ns when it is not the quorum's own, else "" (plan.MonitoredInstance.Namespace).
 func (c *SentinelController) otherNamespace(ns string) string {
 	if ns == c.opts.Namespace {
 		return ""

@@ -19,10 +19,10 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
-// reportQuorum sends the Events of conditions that last many passes once per change of reason: unknown
+// reportSentinels sends the Events of conditions that last many passes once per change of reason: unknown
 // descriptor fields, refused and unresolved instances (MonitorRefused, MonitorNotRegistered), and the
 // policy's refusals (StepRefused); before them the namespaces that cannot be read (reportNamespaces).
-func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorld, d plan.QuorumDecision, descs map[string]*corev1.ConfigMap) {
+func (c *SentinelController) reportSentinels(ctx context.Context, w plan.SentinelWorld, d plan.SentinelDecision, descs map[string]*corev1.ConfigMap) {
 	c.reportNamespaces(ctx, w)
 	for _, qi := range w.Instances {
 		cm := descs[qi.Key()]
@@ -69,13 +69,13 @@ func (c *SentinelController) reportQuorum(ctx context.Context, w plan.QuorumWorl
 }
 
 // reportNamespaces sends the Warnings NamespaceSelectionUnreadable and NamespaceUnreadable of w.Namespaces on
-// the quorum's status ConfigMap, once per change of message (the monitors there are kept: plan.QuorumWorld.Derive).
-func (c *SentinelController) reportNamespaces(ctx context.Context, w plan.QuorumWorld) {
+// the quorum's status ConfigMap, once per change of message (the monitors there are kept: plan.SentinelWorld.Derive).
+func (c *SentinelController) reportNamespaces(ctx context.Context, w plan.SentinelWorld) {
 	if why := w.Namespaces.SelectionUnknown; why != "" {
-		c.quorumEventOnce(ctx, "selection", corev1.EventTypeWarning, "NamespaceSelectionUnreadable", plan.SelectionUnreadableMessage(why))
+		c.statusEventOnce(ctx, "selection", corev1.EventTypeWarning, "NamespaceSelectionUnreadable", plan.SelectionUnreadableMessage(why))
 	}
 	for _, u := range w.Namespaces.Unreadable {
-		c.quorumEventOnce(ctx, "ns/"+u.Namespace, corev1.EventTypeWarning, "NamespaceUnreadable", plan.NamespaceUnreadableMessage(u))
+		c.statusEventOnce(ctx, "ns/"+u.Namespace, corev1.EventTypeWarning, "NamespaceUnreadable", plan.NamespaceUnreadableMessage(u))
 	}
 }
 
@@ -103,8 +103,8 @@ func (c *SentinelController) reportCopies(steps []plan.CopyStep, failed map[stri
 	}
 }
 
-// quorumEventOnce records an Event on the quorum's status ConfigMap once per change of msg under key.
-func (c *SentinelController) quorumEventOnce(ctx context.Context, key, eventType, reason, msg string) {
+// statusEventOnce records an Event on the quorum's status ConfigMap once per change of msg under key.
+func (c *SentinelController) statusEventOnce(ctx context.Context, key, eventType, reason, msg string) {
 	if !c.reported.changed("quorum/"+key, msg) {
 		return
 	}
@@ -118,7 +118,7 @@ func (c *SentinelController) quorumEventOnce(ctx context.Context, key, eventType
 
 // eventFor records an Event on the descriptor of the instance that owns monitor (a selected one, else any
 // descriptor in the namespace: a deselected instance still has one), else on the quorum's status ConfigMap.
-func (c *SentinelController) eventFor(ctx context.Context, w plan.QuorumWorld, descs map[string]*corev1.ConfigMap, monitor, eventType, reason, msg string) {
+func (c *SentinelController) eventFor(ctx context.Context, w plan.SentinelWorld, descs map[string]*corev1.ConfigMap, monitor, eventType, reason, msg string) {
 	if monitor != "" {
 		for _, qi := range w.Instances {
 			if qi.Instance.MonitorName == monitor && descs[qi.Key()] != nil {

@@ -47,7 +47,7 @@ type CopyRead struct {
 }
 
 // CredentialCopy is one F-quorum-auth the quorum keeps: its namespace and name, the data it must hold and
-// the digest of that data; Instance is the owner's QuorumInstance.Key (the descriptor reported on).
+// the digest of that data; Instance is the owner's MonitoredInstance.Key (the descriptor reported on).
 type CredentialCopy struct {
 	Instance        string
 	Namespace, Name string
@@ -71,8 +71,8 @@ type CopyStep struct {
 
 // CopyTargets are the instances that need a copy: selected, of another namespace than the quorum's, not
 // refused, with a name.
-func CopyTargets(w QuorumWorld) []QuorumInstance {
-	var out []QuorumInstance
+func CopyTargets(w SentinelWorld) []MonitoredInstance {
+	var out []MonitoredInstance
 	for _, qi := range w.Instances {
 		if qi.Namespace != "" && qi.Refused == "" && qi.Instance.Name != "" {
 			out = append(out, qi)
@@ -83,7 +83,7 @@ func CopyTargets(w QuorumWorld) []QuorumInstance {
 
 // WantedCopies are the copies of CopyTargets with the data they must hold (user acl.SentinelInstance,
 // w.Credential.Password, the quorum's namespace and release); none without a password.
-func WantedCopies(w QuorumWorld) []CredentialCopy {
+func WantedCopies(w SentinelWorld) []CredentialCopy {
 	cw := w.Credential
 	if cw == nil || cw.Password == "" {
 		return nil
@@ -100,7 +100,7 @@ func WantedCopies(w QuorumWorld) []CredentialCopy {
 
 // CopyCurrent reports whether the memory holds copy c with the same data, written less than CopyRecheck
 // before w.Now: it is not read again.
-func CopyCurrent(w QuorumWorld, c CredentialCopy) bool {
+func CopyCurrent(w SentinelWorld, c CredentialCopy) bool {
 	if w.Credential == nil {
 		return false
 	}
@@ -112,7 +112,7 @@ func CopyCurrent(w QuorumWorld, c CredentialCopy) bool {
 // unreadable quorum credential, a copy that does not exist yet (the instance's credentials Job creates it)
 // or cannot be read is a Problem, not a pass error (the monitor does not depend on it); a current copy is
 // left alone; an equal one is remembered; a different one is written.
-func PlanCopies(w QuorumWorld) []CopyStep {
+func PlanCopies(w SentinelWorld) []CopyStep {
 	cw := w.Credential
 	if cw == nil {
 		return nil

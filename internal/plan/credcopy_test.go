@@ -13,12 +13,12 @@ import (
 // _instance credential and scope; a current copy is left alone, an equal one remembered, a different one
 // written, a missing or unreadable one (or an unreadable quorum credential) a problem.
 func TestPlanCopies(t *testing.T) {
-	qi := func(ns, name, refused string) QuorumInstance {
-		return QuorumInstance{Descriptor: name + "-instance", Namespace: ns, Instance: spec.Instance{Name: name, Namespace: ns}, Refused: refused}
+	qi := func(ns, name, refused string) MonitoredInstance {
+		return MonitoredInstance{Descriptor: name + "-instance", Namespace: ns, Instance: spec.Instance{Name: name, Namespace: ns}, Refused: refused}
 	}
-	base := func(cw *CredentialWorld) QuorumWorld {
-		return QuorumWorld{Namespace: "platform", Release: "q", Now: now, Credential: cw,
-			Instances: []QuorumInstance{qi("t1", "vk", ""), qi("", "local", ""), qi("t1", "bad", "refused")}}
+	base := func(cw *CredentialWorld) SentinelWorld {
+		return SentinelWorld{Namespace: "platform", Release: "q", Now: now, Credential: cw,
+			Instances: []MonitoredInstance{qi("t1", "vk", ""), qi("", "local", ""), qi("t1", "bad", "refused")}}
 	}
 	assert.Nil(t, PlanCopies(base(nil)), "copies off")
 	want := WantedCopies(base(&CredentialWorld{Password: "pw"}))

@@ -17,8 +17,8 @@ import (
 func TestMonitorNameCollisionAcrossNamespaces(t *testing.T) {
 	a := spec.Instance{Name: "cache", Namespace: "a", MonitorName: "cache"}
 	b := spec.Instance{Name: "cache", Namespace: "b", MonitorName: "cache"}
-	world := func(reg []registration.SentinelState) *QuorumWorld {
-		w := &QuorumWorld{Sentinels: reg, Instances: []QuorumInstance{{Descriptor: "cache-instance", Namespace: "a", Instance: a},
+	world := func(reg []registration.SentinelState) *SentinelWorld {
+		w := &SentinelWorld{Sentinels: reg, Instances: []MonitoredInstance{{Descriptor: "cache-instance", Namespace: "a", Instance: a},
 			{Descriptor: "cache-instance", Namespace: "b", Instance: b}}}
 		RefuseNameCollisions(w)
 		w.Derive()
@@ -63,7 +63,7 @@ func TestKeepUnreadable(t *testing.T) {
 			[]string{"a", "c"}, true, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := QuorumWorld{Namespace: "platform", Sentinels: sentinels, Namespaces: tc.rd}
+			w := SentinelWorld{Namespace: "platform", Sentinels: sentinels, Namespaces: tc.rd}
 			w.Derive()
 			var keep []string
 			for name := range w.Keep {
@@ -72,9 +72,9 @@ func TestKeepUnreadable(t *testing.T) {
 			assert.ElementsMatch(t, tc.keep, keep)
 			assert.Equal(t, tc.unowned, w.Unowned != "", "Unowned %q", w.Unowned)
 			assert.Len(t, NamespaceWarnings(w), tc.warnings)
-			d := Quorum(w, time.Time{})
+			d := PlanSentinels(w, time.Time{})
 			for _, name := range tc.keep {
-				assert.NotEmpty(t, CheckQuorum(w, Step{Kind: Remove, Pod: "q-0", Monitor: name}), "the policy refuses the REMOVE of %s", name)
+				assert.NotEmpty(t, CheckSentinelStep(w, Step{Kind: Remove, Pod: "q-0", Monitor: name}), "the policy refuses the REMOVE of %s", name)
 			}
 			assert.Equal(t, tc.warnings > 0, strings.Contains(strings.Join(d.Warnings, "\n"), "cannot be read"), "%v", d.Warnings)
 		})

@@ -35,7 +35,7 @@ type UnreadableNamespace struct {
 // Collision. The one that keeps the name is the one whose namespace the registered monitor's host names,
 // else the first by namespace/name (w.Instances is sorted so). The gather calls it before resolving: a refused
 // instance is not resolved.
-func RefuseNameCollisions(w *QuorumWorld) {
+func RefuseNameCollisions(w *SentinelWorld) {
 	byName := map[string][]int{}
 	for i, qi := range w.Instances {
 		if qi.Refused == "" && qi.Instance.MonitorName != "" {
@@ -75,7 +75,7 @@ func RefuseNameCollisions(w *QuorumWorld) {
 // NamespaceWarnings are the status warnings of w.Namespaces: the namespace selection and each namespace
 // that cannot be read (the same texts as the Warning Events NamespaceSelectionUnreadable and
 // NamespaceUnreadable).
-func NamespaceWarnings(w QuorumWorld) []string {
+func NamespaceWarnings(w SentinelWorld) []string {
 	var out []string
 	if w.Namespaces.SelectionUnknown != "" {
 		out = append(out, SelectionUnreadableMessage(w.Namespaces.SelectionUnknown))
@@ -100,8 +100,8 @@ func NamespaceUnreadableMessage(u UnreadableNamespace) string {
 // namespace cannot be read or because the namespace selection is unknown: the namespace is read from the
 // monitor's registered host (F-<i>-0.F-<i>.<ns>.svc.<domain>). A monitor whose host names no namespace
 // (tests on loopback) holds every removal instead (w.Unowned) while any namespace cannot be read. The policy
-// (CheckQuorum) then refuses their REMOVE and the Sentinel roll waits (issue 12, F3).
-func keepUnreadable(w *QuorumWorld) {
+// (CheckSentinelStep) then refuses their REMOVE and the Sentinel roll waits (issue 12, F3).
+func keepUnreadable(w *SentinelWorld) {
 	rd := w.Namespaces
 	known := rd.SelectionUnknown == ""
 	if len(rd.Unreadable) == 0 && known {
