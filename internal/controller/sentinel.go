@@ -54,10 +54,10 @@ type SentinelOptions struct {
 	// Sentinels run on loopback and that check descriptors against ClusterDomain. The CLI never sets it.
 	LoopbackSentinels bool
 	// Fleet: the namespaces whose descriptors Selector may select besides Namespace, and the quorum's
-	// identity that instances grant (sentinel_fleet.go, docs/fleet.md).
+	// identity that instances grant (plan.RefuseNameCollisions, plan.NamespaceReadability, docs/fleet.md).
 	Fleet FleetOptions
 	// CopyCredential copies the quorum's _instance credential into F-quorum-auth of the instances of other
-	// namespaces (sentinel_credcopy.go; the CLI sets it with --auth).
+	// namespaces (plan.PlanCopies; the CLI sets it with --auth).
 	CopyCredential bool
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -126,8 +127,12 @@ func TestCrossNamespaceQuorum(t *testing.T) {
 	f.waitMonitors("vk0", "vk1")
 	for _, i := range []int{0, 1} {
 		in := f.insts[i].in
-		cm, err := f.cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, in.Name+"-sentinels", metav1.GetOptions{})
-		require.NoError(t, err, "F-sentinels published in the instance's namespace")
+		// published after the registrations of the same pass: the monitors may be seen first
+		var cm *corev1.ConfigMap
+		valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "F-sentinels published in the instance's namespace", func() (err error) {
+			cm, err = f.cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, in.Name+"-sentinels", metav1.GetOptions{})
+			return err
+		})
 		si, err := spec.ParseSentinelInfo([]byte(cm.Data[contract.KeySentinels]))
 		require.NoError(t, err)
 		assert.Equal(t, "platform", si.SentinelNamespace)

@@ -159,7 +159,7 @@ func (c *SentinelController) quorumDocument() (spec.Quorum, error) {
 // (claimed by another quorum, TLS mismatch, invalid descriptor or one of a newer major version), if it is. A
 // descriptor in failover mode None is left out: its monitor may go.
 func (c *SentinelController) selectInstances(w *plan.SentinelWorld) (map[string]*corev1.ConfigMap, error) {
-	// every namespace the quorum serves and can read (sentinel_fleet.go: one that cannot be read keeps its
+	// every namespace the quorum serves and can read (plan.NamespaceReadability: one that cannot be read keeps its
 	// monitors)
 	cms, err := c.cms.List(labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentInstance}))
 	if err != nil {
