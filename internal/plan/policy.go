@@ -15,7 +15,7 @@ import (
 // at the whole World once more and refuses the step when anything it depends on was not observed, or was
 // observed in a state in which the step is never safe. A refusal is a reason, not an error: it reaches the
 // status document (refused) and one Warning Event per change of reason, and the next pass looks again.
-// Every rule is a row of TestCheck / TestCheckQuorum.
+// Every rule is a row of TestCheck / TestCheckSentinelStep.
 //
 // The planners already wait in most of these states; the policy is the second, independent look that made
 // issue 12's F3 and the SENTINEL RESET at a partition's heal impossible to repeat: it is written against the

@@ -8,7 +8,7 @@ import (
 )
 
 // StepKind names a disruptive step: one that changes replication, Sentinel's memory or a pod's life. Every
-// one passes the policy (Check, CheckQuorum) before it is applied.
+// one passes the policy (Check, CheckSentinelStep) before it is applied.
 type StepKind string
 
 // The disruptive steps of the two controllers.
