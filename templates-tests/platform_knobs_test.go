@@ -167,6 +167,25 @@ service:
 	}
 }
 
+// TestServiceNodePortKnob (walk leftover): service.primary.nodePort and service.replicas.nodePort fix the node
+// port of the Services' valkey port (before: only extraPorts could carry one, so a NodePort F-primary got
+// whatever port Kubernetes picked); 0, the default, renders none. Refusals: testdata/bad/valkey-knob-*-nodeport-*.yaml.
+func TestServiceNodePortKnob(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey", `
+service:
+  primary: {type: NodePort, nodePort: 30100}
+  replicas: {type: NodePort, nodePort: 30101}
+`))
+	for name, want := range map[string]int32{"-primary": 30100, "-replicas": 30101} {
+		ports := objs.service(t, valkeyF+name).Spec.Ports
+		require.NotEmpty(t, ports, name)
+		assert.Equal(t, "valkey", ports[0].Name, name)
+		assert.Equal(t, want, ports[0].NodePort, name)
+	}
+	def := decode(t, mustRender(t, "valkey", "service: {primary: {type: NodePort}}\n"))
+	assert.Zero(t, def.service(t, valkeyF+"-primary").Spec.Ports[0].NodePort, "0: Kubernetes picks the port")
+}
+
 // TestServerRunsUnderPlatformAssignedIDs (podSecurityContext.enabled false, OpenShift's restricted-v2): the
 // data container runs under whatever uid the platform assigns, with the fsGroup it assigns as a supplementary
 // group. The rendered valkey.conf of an instance with AOF is started by a real server under such a uid (not
