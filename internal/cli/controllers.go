@@ -200,6 +200,14 @@ type InstanceCmdOptions struct {
 	CloseDemotedClients bool
 }
 
+// controllerOptions returns the instance controller's options from the flags, with the fleet and migration
+// options already parsed (FleetFlags.options, migrate).
+func (o *InstanceCmdOptions) controllerOptions(fleet controller.FleetOptions, mig *controller.MigrateOptions) controller.InstanceOptions {
+	return controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance, Resync: o.Resync, NoSubscribe: o.NoSubscribe,
+		Version: Version, ClusterDomain: o.ClusterDomain, Fleet: fleet, Workers: o.Workers, Migrate: mig,
+		KeepDemotedClients: !o.CloseDemotedClients}
+}
+
 // migrate returns the --migrate-from options, nil without --migrate-from.
 func (o *InstanceCmdOptions) migrate() (*controller.MigrateOptions, error) {
 	if o.MigrateFrom == "" {
@@ -268,9 +276,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 					lease = "valkey-ha-instance-controller"
 				}
 			}
-			c := controller.NewInstanceController(cs, controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance,
-				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version, ClusterDomain: o.ClusterDomain,
-				Fleet: fleet, Workers: o.Workers, Migrate: mig, KeepDemotedClients: !o.CloseDemotedClients}, m, rec, slog.Default())
+			c := controller.NewInstanceController(cs, o.controllerOptions(fleet, mig), m, rec, slog.Default())
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
 		},
 	}
