@@ -71,6 +71,12 @@ type InstanceOptions struct {
 	ObserveTimeout time.Duration
 	// Migrate, when set, runs a migration from a primary outside the chart (migrate.go).
 	Migrate *MigrateOptions
+	// KeepDemotedClients turns off the controller's closing of a demoted node's application connections
+	// (closeClients: after a relabel, a repair, and again during recloseWindow): the labels move, and a
+	// client held on the old primary gets READONLY until it reconnects by itself ("labels only"; flag
+	// --close-demoted-clients=false, chart value closeDemotedClients). A handoff still closes the
+	// connections of the primary it demotes (handoff.CloseClients). Default false: they are closed.
+	KeepDemotedClients bool
 }
 
 // InstanceController is the data-side controller.
@@ -100,9 +106,8 @@ type InstanceController struct {
 	sentinelAuth quorumCredentials
 	// resetFallback remembers why SENTINEL RESET last fell back to _instance (resetClient)
 	resetFallback fallbackMemory
-	// keepDemotedClients is a test knob, set only by this package's tests: the controller's repair and
-	// relabel do not close a demoted node's connections (the "labels only" baseline of the held-clients
-	// figure, TestHeldClientsFigure)
+	// keepDemotedClients: the controller's repair and relabel do not close a demoted node's connections
+	// (InstanceOptions.KeepDemotedClients; the "labels only" baseline of the held-clients figures)
 	keepDemotedClients bool
 }
 
@@ -168,7 +173,7 @@ func NewInstanceController(cs kubernetes.Interface, o InstanceOptions, m *metric
 		o.ObserveTimeout = 10 * time.Second
 	}
 	c := &InstanceController{opts: o, cs: cs, log: log, metrics: m, recorder: rec, pool: newPool(),
-		state: map[types.NamespacedName]*instanceMemory{},
+		keepDemotedClients: o.KeepDemotedClients, state: map[types.NamespacedName]*instanceMemory{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(laneLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "instance"})}
 	c.loop = &worker{controller: "instance", namespace: o.Namespace, queue: c.queue, reconcile: c.Reconcile,

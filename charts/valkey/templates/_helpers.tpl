@@ -463,7 +463,7 @@ metrics.prometheusRule.alertLabels metrics.prometheusRule.maxLagBytes metrics.pr
 metrics.prometheusRule.memoryFullRatio
 metrics.prometheusRule.rollHeldSeconds metrics.prometheusRule.notReconcilingSeconds
 metrics.grafanaDashboard.enabled metrics.grafanaDashboard.labels metrics.grafanaDashboard.annotations
-controller.enabled controller.image.registry controller.image.repository controller.image.tag
+controller.closeDemotedClients controller.enabled controller.image.registry controller.image.repository controller.image.tag
 controller.image.digest controller.image.pullPolicy controller.replicas controller.resources.cpu
 controller.resources.memory controller.resources.requests.cpu controller.resources.requests.memory
 controller.nodeSelector controller.tolerations controller.affinity controller.topologySpreadConstraints
