@@ -2,8 +2,8 @@
 // one gathers a complete World (informer caches, INFO on every node, each Sentinel's view once), hands it to
 // a pure planner that returns at most one disruptive step (internal/plan, which owns the precedence and
 // calls internal/topology, internal/roll and internal/registration), lets the policy vet that step
-// (plan.Check, plan.CheckQuorum), applies what is left through a thin executor and writes a status document
-// built by a pure function (plan.InstanceStatus, plan.QuorumStatus).
+// (plan.Check, plan.CheckSentinelStep), applies what is left through a thin executor and writes a status document
+// built by a pure function (plan.InstanceStatus, plan.SentinelStatus).
 //
 // The instance controller has one file per phase: instance.go (the controller and its pass, Reconcile),
 // instance_gather.go (the World), instance_apply.go (the Decision's writes) and instance_report.go (Events

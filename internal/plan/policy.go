@@ -11,7 +11,7 @@ import (
 )
 
 // The policy for destructive steps (issue 12; docs/design.md, "The policy"). A planner proposes a step from
-// the World; before anything is sent, Check (instance controller) or CheckQuorum (sentinel controller) looks
+// the World; before anything is sent, Check (instance controller) or CheckSentinelStep (sentinel controller) looks
 // at the whole World once more and refuses the step when anything it depends on was not observed, or was
 // observed in a state in which the step is never safe. A refusal is a reason, not an error: it reaches the
 // status document (refused) and one Warning Event per change of reason, and the next pass looks again.
@@ -97,7 +97,7 @@ func sentinelsUnseen(w World, replicas bool) string {
 // instance's nodes (spec.OwnNode), or "" when none does. No step of the instance controller's may run then:
 // every one of them either targets Sentinel's primary or asks Sentinel to move it, and on a quorum shared by
 // tenants such an address is what one tenant's forged hello set (issue 25). The sentinel controller restores
-// the monitor (CheckQuorum, RestoreMonitor).
+// the monitor (CheckSentinelStep, RestoreMonitor).
 func ForeignPrimary(w World) string {
 	if !w.Instance.Monitored() {
 		return ""

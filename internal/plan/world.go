@@ -1,7 +1,7 @@
 // Package plan is the decision layer of both controllers (docs/design.md, "Gather, plan, apply"): a pass
 // gathers a World (everything it will decide from, or why a part could not be read), a pure planner turns
 // the World and the controller's Memory into at most one disruptive Step plus the label changes and the
-// reasons anything waits, the policy (Check, CheckQuorum) refuses a step that depends on something the World
+// reasons anything waits, the policy (Check, CheckSentinelStep) refuses a step that depends on something the World
 // did not observe, and a thin applier in internal/controller executes what is left. Nothing here does I/O:
 // every function is table-tested.
 //
