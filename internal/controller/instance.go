@@ -72,7 +72,7 @@ type InstanceOptions struct {
 	// Migrate, when set, runs a migration from a primary outside the chart (migrate.go).
 	Migrate *MigrateOptions
 	// KeepDemotedClients turns off the controller's closing of a demoted node's application connections
-	// (closeClients: after a relabel, a repair, and again during recloseWindow): the labels move, and a
+	// (closeClients: after a relabel, a repair, and again during plan.RecloseWindow): the labels move, and a
 	// client held on the old primary gets READONLY until it reconnects by itself ("labels only"; flag
 	// --close-demoted-clients=false, chart value closeDemotedClients). A handoff still closes the
 	// connections of the primary it demotes (handoff.CloseClients). Default false: they are closed.

@@ -37,7 +37,7 @@ var (
 	errGone = errors.New("descriptor gone")
 	// errInvalid: the descriptor was refused (reported on it and in the status).
 	errInvalid = errors.New("descriptor refused")
-	// errSuperseded: a +switch-master arrived while the gather still waited for a node (issue 30); the pass
+	// errSuperseded: a +switch-master arrived while the gather still waited for a node; the pass
 	// decides nothing from the pre-switch observation and the next pass starts at once.
 	errSuperseded = errors.New("observation superseded by +switch-master")
 )
@@ -104,7 +104,7 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 			var err error
 			// twice when the pooled connection turns out closed by the server: Sentinel closes every normal
 			// connection of a node it promotes or reconfigures (CLIENT KILL TYPE normal), and the new
-			// primary's answer is what the pass waits for (issue 30)
+			// primary's answer is what the pass waits for
 			for try := 0; try < 2; try++ {
 				var cl *valkey.Client
 				if cl, err = c.pool.get(nctx, addr, opts); err == nil {
@@ -126,7 +126,7 @@ func (c *InstanceController) gather(ctx context.Context, in spec.Instance, mem *
 	if w.SentinelInfo != nil {
 		c.gatherSentinels(ctx, &w)
 	}
-	// wait for every node's INFO, except (issue 30): once the Sentinels' agreed primary answered as master
+	// wait for every node's INFO, except: once the Sentinels' agreed primary answered as master
 	// (plan.PrimaryAnswered), a node still silent stragglerGrace later is recorded as not answering (a paused
 	// old primary would hold the new one's relabel for the whole command timeout); and a +switch-master
 	// arriving while a node is still silent abandons the pass (errSuperseded: the next one starts at once,
@@ -215,7 +215,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 	nw.Identity = fmt.Sprintf("%s/%d", pod.UID, restarts)
 	nw.StartRefused = startRefused(pod)
 	// a pod being deleted is still observed until its deletion deadline (its preStop hook may be handing
-	// the primary role off: topology treats it as handing off, issue 14)
+	// the primary role off: topology treats it as handing off)
 	nw.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)
 	if pod.DeletionTimestamp != nil && !nw.Terminating || pod.Status.Phase != corev1.PodRunning {
 		nw.Err = "pod not running"

@@ -145,8 +145,8 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.SentinelWor
 			return err
 		}
 	case registration.Restore:
-		// issue 25: the Sentinel names a primary that is not a node of the instance; forget it and register
-		// the observed primary again, with the instance's credentials and settings
+		// the Sentinel names a primary that is not a node of the instance (a forged hello on a shared
+		// quorum); forget it and register the observed primary again, with the instance's credentials and settings
 		if err := c.reregister(ctx, cl, a, kv); err != nil {
 			return err
 		}
@@ -155,8 +155,9 @@ func (c *SentinelController) applyAction(ctx context.Context, w plan.SentinelWor
 			fmt.Sprintf("Sentinel %s named %s as the primary of %s, which is not a node of the instance (a forged hello on a shared quorum?); "+
 				"re-registered at the observed primary %s:%d (SENTINEL REMOVE + MONITOR)", a.Sentinel, a.From, a.Name, a.Host, a.Port))
 	case registration.Realign:
-		// issue 24: the Sentinel is stuck on a stale primary (registration.Stuck); forget it and register the
-		// primary its peers name again (its next hello from them gives it their config epoch)
+		// the Sentinel is stuck on a stale primary its peers' hellos will never move it from (registration.Stuck);
+		// forget it and register the primary its peers name again (its next hello from them gives it their
+		// config epoch)
 		if err := c.reregister(ctx, cl, a, kv); err != nil {
 			return err
 		}

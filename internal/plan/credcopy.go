@@ -10,7 +10,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// A quorum's _instance credential for the instances of other namespaces (issue 17, docs/fleet.md): their data
+// A quorum's _instance credential for the instances of other namespaces (docs/fleet.md): their data
 // pods cannot mount a Secret of the quorum's namespace, so the sentinel controller copies S-auth-instance into
 // each one's F-quorum-auth, with the quorum's namespace and release as the credential's scope
 // (spec.CredentialScope). The instance's release creates that Secret empty and grants get/update on it by

@@ -9,7 +9,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// Following a switch the controller did not ask for (issue 30; docs/design.md, "After a switch"). After a
+// Following a switch the controller did not ask for (docs/design.md, "After a switch"). After a
 // plain SENTINEL FAILOVER, or one after a failure, Sentinel reconfigures the old primary only once it has
 // watched it report role master for SENTINEL_PUBLISH_PERIOD*4 = 8 s (+convert-to-slave, sentinel.c
 // sentinelRefreshInstanceInfo), and a replica it did not reconfigure during the failover only at a later

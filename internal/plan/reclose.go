@@ -11,8 +11,8 @@ import (
 
 // RecloseWindow is how long after the primary label left a node its application connections are closed
 // again at every pass: the primary Service's routing lags the label (EndpointSlice, then kube-proxy: 1-2 s
-// measured on the local cluster, BENCHMARKS.md issue 30), and a client that reconnected meanwhile landed on
-// the old node again. Longer would also keep closing the readers the replica Service sends there.
+// measured on the local cluster, BENCHMARKS.md "Clients without Sentinel"), and a client that reconnected
+// meanwhile landed on the old node again. Longer would also keep closing the readers the replica Service sends there.
 const RecloseWindow = 3 * time.Second
 
 // Reclose returns the node indexes whose application connections are closed again this pass, and the

@@ -9,8 +9,8 @@ import (
 )
 
 // The sentinel controller's fleet decisions (docs/fleet.md): monitor names shared by instances of several
-// namespaces, and the monitors kept while a namespace, or the namespace selection, cannot be read (issue 12,
-// F3). The gather observes; these decide.
+// namespaces, and the monitors kept while a namespace, or the namespace selection, cannot be read (an
+// instance not seen is not known to be gone: F3). The gather observes; these decide.
 
 // NamespaceReadability is what the sentinel controller's gather could read of the namespaces its quorum
 // serves. The zero value is "everything readable".
@@ -100,7 +100,7 @@ func NamespaceUnreadableMessage(u UnreadableNamespace) string {
 // namespace cannot be read or because the namespace selection is unknown: the namespace is read from the
 // monitor's registered host (F-<i>-0.F-<i>.<ns>.svc.<domain>). A monitor whose host names no namespace
 // (tests on loopback) holds every removal instead (w.Unowned) while any namespace cannot be read. The policy
-// (CheckSentinelStep) then refuses their REMOVE and the Sentinel roll waits (issue 12, F3).
+// (CheckSentinelStep) then refuses their REMOVE and the Sentinel roll waits (F3).
 func keepUnreadable(w *SentinelWorld) {
 	rd := w.Namespaces
 	known := rd.SelectionUnknown == ""

@@ -27,7 +27,7 @@ type MonitoredInstance struct {
 	Instance   spec.Instance
 	// Refused says why the instance is not registered or changed (another quorum claims it, TLS mismatch,
 	// a descriptor that does not parse or is not canonical); Unresolved why this pass could not resolve it
-	// (its _sentinel Secret could not be read). Either way its monitor, if any, is kept (issue 12, F3).
+	// (its _sentinel Secret could not be read). Either way its monitor, if any, is kept (F3).
 	Refused    string
 	Unresolved string
 	// Want is the resolved registration (when neither Refused nor Unresolved).

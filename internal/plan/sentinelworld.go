@@ -133,7 +133,7 @@ func monitoredInstance(w SentinelWorld, s Step) (*MonitoredInstance, string) {
 	return nil, refuse(s, "monitor %s belongs to no selected instance that resolved", s.Monitor)
 }
 
-// checkRestore vets a SENTINEL REMOVE + MONITOR that replaces a foreign primary (issue 25): the monitor is a
+// checkRestore vets a SENTINEL REMOVE + MONITOR that replaces a foreign primary (a forged hello): the monitor is a
 // selected, resolved instance's; its target is one of the instance's nodes and was observed this pass as
 // primary with connected replicas (never guessed from the Sentinels); the Sentinel was observed naming an
 // address that is not a node; and no Sentinel runs a failover of the monitor (Sentinel may be moving the
@@ -176,7 +176,7 @@ func checkRestore(w SentinelWorld, s Step) string {
 	return ""
 }
 
-// checkRealign vets a SENTINEL REMOVE + MONITOR on a Sentinel stuck on a stale primary (issue 24, "Found" 4):
+// checkRealign vets a SENTINEL REMOVE + MONITOR on a Sentinel stuck on a stale primary (RELIABILITY.md "Found" 4):
 // the monitor is a selected, resolved instance's; its target was observed this pass as primary with connected
 // replicas and is what a strict majority of the Sentinels name; and the Sentinel is still stuck
 // (registration.Stuck: no Sentinel fails the monitor over, the majority healthy at one config epoch, the

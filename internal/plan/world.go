@@ -191,7 +191,7 @@ type HandoffRefusal struct{ Print, Why string }
 // a Sentinel that has not heard of the switch yet or a failover still reconfiguring replicas notwithstanding)
 // is a node of the instance, and that node answered (answered[i]: w.Nodes[i] is final) reporting role master. Then the
 // nodes still silent are not waited for beyond a short grace: a paused or partitioned old primary would
-// otherwise hold the relabel of the new one for the whole command timeout (issue 30). A node given up on
+// otherwise hold the relabel of the new one for the whole command timeout. A node given up on
 // is unreachable for that pass: it loses its role label and no repair touches it. False for an unmonitored
 // instance (its primary is the nodes' own view: every node is waited for).
 func PrimaryAnswered(w World, answered []bool) bool {
