@@ -568,7 +568,7 @@ func partitionPrimaryNode(t *testing.T, name, extra string) (*chaos, ChaosResult
 }
 
 // TestChaosPartitionPrimaryNode: the primary's node is partitioned from the rest for 60 s with the chart's
-// defaults (since issue 24: min-replicas-to-write 1 with 2 replicas, min-replicas-max-lag 5; before,
+// defaults (min-replicas-to-write 1 with 2 replicas, min-replicas-max-lag 5, so a cut-off primary stops; before,
 // min-replicas-to-write was off and the old primary acknowledged writes for the whole partition). The majority
 // fails over; the old primary acknowledges writes until no replica acknowledged its stream for 5 s, and every
 // write it took after the majority moved on is lost. This is measured, not hidden: the test asserts that the

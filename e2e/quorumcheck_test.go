@@ -12,8 +12,8 @@ import (
 
 // TestMissingQuorumIsReported: an instance whose sentinel.release names a Sentinel release that does not
 // exist used to install silently and stay not Ready. Its controller now sends a Warning Event QuorumMissing on
-// the descriptor naming the missing quorum document, and F-status's Monitored condition says the same
-// (issue 27, 3). The data pods are not waited for: the controller reports from the cache alone.
+// the descriptor naming the missing quorum document, and F-status's Monitored condition says the same.
+// The data pods are not waited for: the controller reports from the cache alone.
 func TestMissingQuorumIsReported(t *testing.T) {
 	maybeParallel(t)
 	WaitForCPU(t, 2*50+100, 5*time.Minute)

@@ -299,9 +299,12 @@ Connect:
 
 Watch a failover; in a second terminal first:
   kubectl -n $NS exec deploy/$F-controller -- /valkey-sentinel-ctl status --namespace $NS --watch
-then trigger one, either way:
+then trigger one:
   kubectl -n $NS delete pod $primary
-      (its preStop hook hands the primary role to a caught-up replica before the pod stops)
+      (its preStop hook pauses writes and hands the primary role to a caught-up replica before the pod stops:
+       no acknowledged write is lost; this is the way to move a primary)
+or, to see Sentinel's own failover (it does not pause the old primary: writes that node acknowledges between
+the switch and its demotion are lost, README "Clients without Sentinel"):
   kubectl -n $NS exec -it $SENT_REL-0 -c sentinel -- valkey-cli -p 26379$sentinel_login SENTINEL FAILOVER $MON
 EOF
 ((HAVE_SENT_AUTH)) && echo "      (password of _instance: kubectl -n $NS get secret $SENT_REL-auth-instance -o jsonpath='{.data.password}' | base64 -d)"

@@ -152,10 +152,11 @@ func TestCaseS25ProbesNeverDependOnQuorum(t *testing.T) {
 			assert.NotContains(t, cmd, bad, "a probe must not ask about quorum")
 		}
 	}
-	// readiness asks the peers only which monitors they hold, and skips one that does not answer (issue 24;
-	// TestReplacedSentinelsStillFailOverWithControllersDown runs it with a peer paused)
+	// readiness asks the peers only which monitors they hold, and skips one that does not answer (a paused peer must
+	// not hold the others back; TestReplacedSentinelsStillFailOverWithControllersDown runs it with a peer paused)
 	assert.Contains(t, c.ReadinessProbe.Exec.Command[2], "2>/dev/null | sed -n")
-	// data side too: liveness asks only the local server (and fails only on BUSY or no answer, issue 19)
+	// data side too: liveness asks only the local server (and fails only on BUSY or no answer, so a script that
+	// never ends restarts the node)
 	d := decode(t, mustRender(t, "valkey", ""))
 	for _, s := range d.statefulSets() {
 		vc := container(t, &s.Spec.Template.Spec, "valkey")

@@ -31,7 +31,7 @@ const (
 // fresh random password, kept in the pod's runtime directory and in the runtime ACL file of that node only.
 // The preStop hook (valkey-sentinel-ctl prestop) uses it to hand the primary role off its own server. It
 // exists only on the node whose bootstrap created it, so a compromised data container gains nothing on its
-// peers (the _operator password never reaches a data pod; issue 19). Reads of the peers go through _probe.
+// peers (the _operator password never reaches a data pod). Reads of the peers go through _probe.
 var PreStopUser = SystemUser{Name: PreStop, Perms: []Permission{
 	{"+hello", "valkey-go opens connections with HELLO 3 AUTH"},
 	{"+ping", "liveness of its connections"},
@@ -250,19 +250,19 @@ var Presets = map[string]string{
 	// ROLE as for readonly
 	// FUNCTION: see NoFunctionRules (FUNCTION LOAD is @write)
 	"readwrite": "-@all +@read +@write +@connection +@transaction +@pubsub -@admin -@dangerous +info +role " + NoFunctionRules,
-	// everything but @admin (issue 19): no ACL reads or writes, CONFIG (GET would read masterauth, the
-	// replication password; RESETSTAT resets what the exporter reads), CLIENT KILL/PAUSE/LIST/UNBLOCK (the
-	// probe's and the controller's connections), replication and failover commands, SHUTDOWN, DEBUG, MODULE,
-	// MONITOR, SAVE/BGSAVE, SLOWLOG, LATENCY; ROLE as for readonly. Scripting stays (queues, rate limiters and
-	// locks need EVAL): a script that never ends is handled by the liveness probe (README, Security model).
-	// FCALL stays, the library commands do not (NoFunctionRules). No RESTORE (issue 25): a DUMP payload is
-	// LZF-compressed, so 3.4 MB (under proto-max-bulk-len) inflated to a 300 MB value in one command, past the
-	// starter plan's limit, on 9.1, 8.0 and 7.0; and a corrupt one crashed 8.0 and 7.0 without
-	// sanitize-dump-payload. DUMP stays.
+	// everything but @admin, so a customer's user cannot reach credentials or roles: no ACL reads or writes,
+	// CONFIG (GET would read masterauth, the replication password; RESETSTAT resets what the exporter reads),
+	// CLIENT KILL/PAUSE/LIST/UNBLOCK (the probe's and the controller's connections), replication and failover
+	// commands, SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE/BGSAVE, SLOWLOG, LATENCY; ROLE as for readonly.
+	// Scripting stays (queues, rate limiters and locks need EVAL): a script that never ends is handled by the
+	// liveness probe (README, Security model). FCALL stays, the library commands do not (NoFunctionRules). No
+	// RESTORE: a DUMP payload is LZF-compressed, so 3.4 MB (under proto-max-bulk-len) inflated to a 300 MB
+	// value in one command, past the starter plan's limit, on 9.1, 8.0 and 7.0; and a corrupt one crashed 8.0
+	// and 7.0 without sanitize-dump-payload. DUMP stays.
 	"full": "+@all -@admin +role -restore -restore-asking " + NoFunctionRules,
 }
 
-// NoFunctionRules are subtracted from every preset (issue 25): function libraries are server-wide and FCALL
+// NoFunctionRules are subtracted from every preset: function libraries are server-wide and FCALL
 // runs a library's code with the caller's key rights, so a user who may FUNCTION LOAD REPLACE (or DELETE,
 // FLUSH, RESTORE) any library runs code of its choosing as every user who FCALLs it, and one who may FUNCTION
 // LIST WITHCODE or DUMP reads everyone's code. ACL rules cannot bind a library to a user or forbid REPLACE
@@ -283,7 +283,7 @@ const RestrictedKeyRules = "-keys -randomkey -flushall -flushdb -swapdb -script|
 
 // SentinelHelloChannel is the channel Sentinels use on every monitored node to discover each other and to
 // spread a new configuration (Sentinel docs, "Sentinels and replicas auto discovery"). A forged message on
-// it with a newer config epoch makes every Sentinel switch the primary to any address (issue 19).
+// it with a newer config epoch makes every Sentinel switch the primary to any address.
 const SentinelHelloChannel = "__sentinel__:hello"
 
 // ChannelPatternReachesSentinel reports whether a channel pattern could match a __sentinel__: channel. Valkey
@@ -344,7 +344,7 @@ func CustomerRules(access string, keys, channels []string, functions bool) (stri
 // CheckCustomerRules refuses rules (as users.json carries them) that grant a channel pattern which could
 // match a __sentinel__: channel, or every channel, or that hold a parenthesis: "(" opens an ACL selector
 // (Valkey 7.0+), whose own channel and command rules, such as "(&__sentinel__:hello +publish)", add to the
-// user's, and the chart never renders one (issue 25). The live sync applies nothing such a file asks for,
+// user's, and the chart never renders one. The live sync applies nothing such a file asks for,
 // whoever wrote it.
 func CheckCustomerRules(rules string) error {
 	for _, f := range strings.Fields(rules) {

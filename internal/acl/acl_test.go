@@ -206,7 +206,7 @@ func TestPresetsAgainstRealServer(t *testing.T) {
 }
 
 // fullRefuses is what the `full` preset must refuse: everything the preset subtracted one by one before it
-// became +@all -@admin (issue 19), and what issue 19 found still allowed (CONFIG GET masterauth, CLIENT LIST,
+// became +@all -@admin, and what a security review found it still allowed (CONFIG GET masterauth, CLIENT LIST,
 // ACL USERS, ACL LOG RESET, CONFIG RESETSTAT, SLOWLOG RESET, SAVE).
 var fullRefuses = [][]string{{"ACL", "SETUSER", "evil", "on", ">x", "+@all"}, {"ACL", "DELUSER", "_probe"}, {"ACL", "LOAD"}, {"ACL", "SAVE"},
 	{"ACL", "LIST"}, {"ACL", "GETUSER", "_operator"}, {"ACL", "DRYRUN", "_probe", "PING"}, {"ACL", "USERS"}, {"ACL", "LOG", "RESET"},
@@ -230,7 +230,7 @@ func TestFullPresetRefusesAdminOnRedis(t *testing.T) {
 
 // TestRotationGracePeriod: during the grace period both passwords authenticate; after previousValidUntil the
 // next sync revokes the old one and only the new one works, and the user's open sessions are closed (one of
-// them may have used the old password; issue 19).
+// them may have used the old password).
 func TestRotationGracePeriod(t *testing.T) {
 	top, c := startNode(t)
 	n := top.Nodes[0]
@@ -248,7 +248,7 @@ func TestRotationGracePeriod(t *testing.T) {
 	require.Error(t, held.Ping(context.Background()), "the session that authenticated with the revoked password is closed (and cannot come back)")
 }
 
-// TestSyncHundredUsersThreeNodes is the capacity figure of issue 6: 100 users synced to 3 nodes. It prints
+// TestSyncHundredUsersThreeNodes is the ACL sync's capacity figure: 100 users synced to 3 nodes. It prints
 // the time; the target (2 s) is reported, not asserted as a timing.
 func TestSyncHundredUsersThreeNodes(t *testing.T) {
 	top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Sentinels: -1})

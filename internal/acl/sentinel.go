@@ -14,9 +14,10 @@ import (
 // audience of a Sentinel password is every application pod with a Sentinel-aware client. With users, those
 // clients get discovery only (SentinelClient), the instance releases' components also failover
 // (SentinelInstance), the instance controllers alone reset (SentinelController), and only the quorum's own
-// controller and peers may register, change or remove monitors (SentinelAdmin). Nobody may SENTINEL DEBUG, SIMULATE-FAILURE or CONFIG (CONFIG SET could change
-// sentinel-user/sentinel-pass and the announced addresses), ACL, or SHUTDOWN. Sources: Sentinel docs,
-// "Configuring Sentinel instances with authentication" and "Sentinel commands"; Valkey docs "ACL rules".
+// controller and peers may register, change or remove monitors (SentinelAdmin). Nobody may SENTINEL DEBUG,
+// SIMULATE-FAILURE or CONFIG (CONFIG SET could change sentinel-user/sentinel-pass and the announced addresses),
+// ACL, or SHUTDOWN. Sources: Sentinel docs, "Configuring Sentinel instances with authentication" and "Sentinel
+// commands"; Valkey docs "ACL rules".
 //
 // Valkey 8.0 and 9.1 and Redis 7.0 Sentinels all load `user` lines with subcommand rules from sentinel.conf
 // (tested against each, internal/valkey integration tests and templates-tests); the rules that name
@@ -58,7 +59,7 @@ type SentinelUser struct {
 
 // discovery is what every authenticated Sentinel client may do: find the primary, replicas and Sentinels,
 // follow the event channels, check the quorum. PUBLISH is never in it: a Sentinel handles a PUBLISH on
-// __sentinel__:hello as a peer's hello, so a forged one could move its primary (issue 19).
+// __sentinel__:hello as a peer's hello, so a forged one could move its primary.
 var discovery = []SentinelPermission{
 	perm("&*", "event channels (+switch-master, +sdown, ...; some clients PSUBSCRIBE *): a Sentinel publishes only its "+
 		"events to subscribers, hellos it receives are not forwarded; publishing is not granted"),

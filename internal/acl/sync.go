@@ -211,8 +211,8 @@ func ObserveNode(ctx context.Context, c *valkey.Client, desired []DesiredUser) (
 // BuildNodeSync is BuildSync for one observed node, plus Kill: every customer user the node still lets in
 // with a hash the plan drops (a rotation's expired password, a replaced passwordSecret, a user switched off).
 // The server cannot tell which password a session used, so all of that user's sessions are closed once,
-// right after the hash is gone; clients with the current password reconnect. Before this, sessions
-// authenticated with a revoked password lived on (issue 19). System users' sessions are never killed.
+// right after the hash is gone; clients with the current password reconnect. Otherwise sessions
+// authenticated with a revoked password would live on. System users' sessions are never killed.
 func BuildNodeSync(desired []DesiredUser, node NodeACL, now time.Time) (SyncPlan, error) {
 	p, err := BuildSync(desired, node.Users, now)
 	if err != nil {

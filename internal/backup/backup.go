@@ -1,6 +1,6 @@
 // Package backup takes RDB snapshots of an instance from a replica into a directory (a mounted volume) and
-// restores one into the data directory of a new instance's first node before its server starts (issue 28;
-// README "Backups and restore").
+// restores one into the data directory of a new instance's first node before its server starts
+// (README "Backups and restore").
 //
 // A snapshot is `valkey-cli --rdb` (REPLCONF rdb-only 1, then SYNC) against a replica whose link to the primary
 // is up, as the _backup system user (acl.SystemUsers: +sync +replconf, and +info to find a replica). The

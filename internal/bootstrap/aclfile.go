@@ -17,7 +17,7 @@ import (
 // user of users.json with only the passwords still valid at now (a user whose every password expired is off).
 // F-acl's users.acl was written when the credentials step last ran and keeps a rotated password's hash until
 // it runs again; starting from it after previousValidUntil would accept the revoked password until the
-// controller's next sync, or forever without a controller (issue 19). A user acl.SplitUsers refuses is left
+// controller's next sync, or forever without a controller. A user acl.SplitUsers refuses is left
 // out, as the live sync leaves it out (the controller reports it, Event UsersRefused): one bad user never keeps
 // a node from starting nor costs the others their access.
 func RenderRuntimeACL(usersJSON []byte, now time.Time) (string, error) {

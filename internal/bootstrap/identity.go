@@ -11,8 +11,7 @@ import (
 // nodeIndex must be this pod (hostname: a StatefulSet pod's host name is its pod name), and every name and
 // host must be the chart's canonical one for that instance (spec.Instance.CheckCanonical). The descriptor
 // decides where the boot step sends the _probe password (peers) and the _replication password (masterauth
-// towards the primary); a ConfigMap rewritten by anyone who may write ConfigMaps must not redirect them
-// (issue 19).
+// towards the primary); a ConfigMap rewritten by anyone who may write ConfigMaps must not redirect them.
 func CheckIdentity(in spec.Instance, nodeIndex int, hostname, clusterDomain string) error {
 	if nodeIndex < 0 || nodeIndex >= len(in.Nodes) {
 		return fmt.Errorf("node index %d: the descriptor has %d nodes", nodeIndex, len(in.Nodes))

@@ -1,9 +1,9 @@
 // Package bootstrap decides, before a data node's server starts, whether it starts as the primary or as a
-// replica of whom (docs/design.md, "The boot step"). It runs in every data pod, also when every
-// controller is scaled to zero, so a restarted node rejoins as a replica (case S05) and an empty node that
-// Sentinel still names primary never wipes its replicas (case S08). With persistence, a cold start is led by
-// the node whose disk holds the newest dataset (issue 12, F5): a waiting node publishes what its disk holds on
-// its own port (BootServer) so booting peers can compare.
+// replica of whom (docs/design.md, "The boot step"). It runs in every data pod, also when every controller is
+// scaled to zero, so a restarted node rejoins as a replica (case S05) and an empty node that Sentinel still
+// names primary never wipes its replicas (case S08). With persistence, a cold start is led by the node whose
+// disk holds the newest dataset, so no resync throws newer data away (F5): a waiting node publishes what its
+// disk holds on its own port (BootServer) so booting peers can compare.
 //
 // The flow is observe (ask the Sentinels, then the peers) -> PlanBoot (pure) -> act (write the config, or
 // request a failover and look again, or wait and look again).
@@ -76,7 +76,8 @@ type Observation struct {
 	Persistence bool
 	Local       Persisted
 	// FailoverRequested is true once this boot asked Sentinel to fail over away from this node: from then on
-	// the node never starts as primary on its own (issue 12, F4).
+	// the node never starts as primary on its own: Sentinel may promote a
+	// replica at any moment, and a second primary would split the writes (F4).
 	FailoverRequested bool
 	// FailoverGrace is how long every Sentinel that names this (empty) node primary must have flagged it
 	// s_down, with no failover running, before this boot asks for a failover: until then Sentinel's own
@@ -125,7 +126,7 @@ type Decision struct {
 //     would flush this node's data: wait). If it is this node and it has persisted data, start as primary. If
 //     it starts empty (no persistence, or no data file), it starts as primary only when Sentinel itself lists
 //     no replica and no peer answers as a replica or a primary: a replica that does not answer (paused,
-//     partitioned, slow) is unknown, not absent (issue 12, F4). Otherwise it never starts as an empty primary
+//     partitioned, slow) is unknown, not absent (F4). Otherwise it never starts as an empty primary
 //     that would wipe the replicas on resync (case S08) or be a second writable primary: it waits for
 //     Sentinel's own failover (the node serves nothing, so Sentinel sees it down after down-after), and
 //     requests one only when every Sentinel naming it has flagged it s_down for the grace with no failover
@@ -138,10 +139,10 @@ type Decision struct {
 //     promotes the best replica, case S07).
 //  3. A cold start (no primary, no running peer with data), only when no Sentinel is configured or most of
 //     them answered that they do not know the monitor: Sentinels that do not answer may name a primary that
-//     does not answer either (issue 12, F4), so then the node waits. Without persistence, only node 0 starts as
+//     does not answer either (F4), so then the node waits. Without persistence, only node 0 starts as
 //     primary and the others wait. With persistence, the node with the newest persisted dataset leads (see
 //     planColdStart); every peer must have answered, as a server or through its boot step, because a peer that
-//     did not may hold the newest data (issue 12, F5).
+//     did not may hold the newest data (F5).
 //
 // A replica that starts without data is guarded (Decision.Guard; see internal/firstsync).
 func PlanBoot(o Observation) Decision {
@@ -178,7 +179,7 @@ func planBoot(o Observation) Decision {
 	}
 	if host, port, votes, ok := sentinelPrimary(o.Sentinels); ok {
 		if !spec.OwnNode(ownNodes(o), host, port) {
-			// issue 25: on a quorum shared by tenants, a forged hello makes Sentinel name any address; this
+			// on a quorum shared by tenants, a forged hello makes Sentinel name any address; this
 			// node never replicates from it (nor sends it the replication password)
 			return Decision{Kind: Wait, Reason: fmt.Sprintf("%d Sentinel(s) name %s:%d as primary, which is not a node of "+
 				"this instance: never following it; waiting for the quorum's controller to restore the monitor", votes, host, port)}
@@ -383,7 +384,7 @@ func failoverRunning(answers []SentinelAnswer, host string, port int) (string, b
 // down-after-milliseconds unless set), with no failover running: Sentinel then had its chance to fail over on
 // its own.
 //
-// Asking earlier (issue 14, "a lost primary pod must not cost 24 s") races Sentinel itself: the replacement
+// Asking earlier (to cut the 24 s a lost primary pod would cost) races Sentinel itself: the replacement
 // pod comes back under the same hostname with a new IP while Sentinel still holds the old one (it re-resolves
 // only when it reconnects) and still trusts the primary (not s_down, fresh INFO). Every replica INFO then
 // shows a "different" primary, so Sentinel sends +fix-slave-config, whose transaction ends with CLIENT KILL

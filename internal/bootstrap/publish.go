@@ -25,12 +25,12 @@ const (
 )
 
 // BootServer answers on the node's own port while the boot step waits, so that booting peers can compare
-// persisted datasets before any server runs (issue 12, F5). It speaks just enough RESP for the `_probe` user
-// (the one peers and the readiness probe log in as): AUTH, then INFO (any section) returns a "# Bootstrap"
-// section with valkey_ha_booting:1, persisted_data:0|1, persisted_repl_id and persisted_repl_offset (-1 when
-// unknown). Everything else is refused with an error: PING answers -BOOTING (so the readiness probe stays
-// unready, and Sentinel, which logs in as another user and gets -NOAUTH, counts the node as down exactly as if
-// nothing listened). It is closed before the server is started.
+// persisted datasets before any server runs and the newest one leads (F5). It speaks just enough RESP for the
+// `_probe` user (the one peers and the readiness probe log in as): AUTH, then INFO (any section) returns a "#
+// Bootstrap" section with valkey_ha_booting:1, persisted_data:0|1, persisted_repl_id and persisted_repl_offset
+// (-1 when unknown). Everything else is refused with an error: PING answers -BOOTING (so the readiness probe
+// stays unready, and Sentinel, which logs in as another user and gets -NOAUTH, counts the node as down exactly
+// as if nothing listened). It is closed before the server is started.
 type BootServer struct {
 	ln       net.Listener
 	password string

@@ -195,6 +195,17 @@ type InstanceCmdOptions struct {
 	MigrateUser         string
 	MigratePasswordFile string
 	MigrateSwitch       bool
+	// CloseDemotedClients (--close-demoted-clients, default true) is the negation of
+	// controller.InstanceOptions.KeepDemotedClients.
+	CloseDemotedClients bool
+}
+
+// controllerOptions returns the instance controller's options from the flags, with the fleet and migration
+// options already parsed (FleetFlags.options, migrate).
+func (o *InstanceCmdOptions) controllerOptions(fleet controller.FleetOptions, mig *controller.MigrateOptions) controller.InstanceOptions {
+	return controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance, Resync: o.Resync, NoSubscribe: o.NoSubscribe,
+		Version: Version, ClusterDomain: o.ClusterDomain, Fleet: fleet, Workers: o.Workers, Migrate: mig,
+		KeepDemotedClients: !o.CloseDemotedClients}
 }
 
 // migrate returns the --migrate-from options, nil without --migrate-from.
@@ -265,9 +276,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 					lease = "valkey-ha-instance-controller"
 				}
 			}
-			c := controller.NewInstanceController(cs, controller.InstanceOptions{Namespace: o.Namespace, Instance: o.Instance,
-				Resync: o.Resync, NoSubscribe: o.NoSubscribe, Version: Version, ClusterDomain: o.ClusterDomain,
-				Fleet: fleet, Workers: o.Workers, Migrate: mig}, m, rec, slog.Default())
+			c := controller.NewInstanceController(cs, o.controllerOptions(fleet, mig), m, rec, slog.Default())
 			return runController(cmd.Context(), o.CommonOptions, cs, m, h, lease, func(ctx context.Context) error { return c.Run(ctx, h) })
 		},
 	}
@@ -275,6 +284,7 @@ the primary Service never has two endpoints) and subscribes to +switch-master fo
 	cmd.Flags().StringVar(&o.Instance, "instance", "", "instance (release fullname) to manage; empty = every instance in the namespace")
 	cmd.Flags().DurationVar(&o.Resync, "resync", contract.DefaultInstanceResync, "polling period per instance")
 	cmd.Flags().BoolVar(&o.NoSubscribe, "no-subscribe", false, "do not subscribe to +switch-master (polling only)")
+	cmd.Flags().BoolVar(&o.CloseDemotedClients, "close-demoted-clients", true, "close a demoted node's application connections when the primary label leaves it, so clients of the primary Service reconnect to the new primary (false: labels only; README \"Clients without Sentinel\")")
 	clusterDomainFlag(cmd.Flags(), &o.ClusterDomain)
 	cmd.Flags().StringVar(&o.SharedIdentity, "shared-identity", "", "run as the shared instance controller <namespace>/<serviceAccount>: serve every instance whose descriptor names it (controller.mode shared)")
 	cmd.Flags().IntVar(&o.Workers, "workers", 0, "parallel passes at most (0: one worker lane per instance, so a stuck instance never delays another)")

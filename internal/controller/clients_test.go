@@ -17,9 +17,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/plan"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/topology"
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
@@ -242,7 +240,7 @@ func sentinelFailoverHeld(t *testing.T, labelsOnly bool, lag time.Duration) (s, 
 	var route func() func(int) (string, error)
 	wait := 5 * time.Second
 	if lag > 0 {
-		route, wait = func() func(int) (string, error) { return startLaggedRouting(t, e, lag).dial }, lag+recloseWindow+3*time.Second
+		route, wait = func() func(int) (string, error) { return startLaggedRouting(t, e, lag).dial }, lag+plan.RecloseWindow+3*time.Second
 	}
 	held, m := e.heldClientsOnPrimary(t, labelsOnly, route)
 	old := e.Top.Nodes[0]
@@ -263,33 +261,6 @@ func sentinelFailoverHeld(t *testing.T, labelsOnly bool, lag time.Duration) (s, 
 	t.Logf("held clients after the switch: %s; old primary demoted %s after the switch; closed by the controller: %v",
 		s, demotedAt.Sub(at).Round(time.Millisecond), testutil.ToFloat64(m.DemotedClientsClosed.WithLabelValues(ns+"/vk")))
 	return s, after
-}
-
-func TestCloseOnRelabel(t *testing.T) {
-	n0, n1 := spec.Node{Index: 0, Pod: "vk-0-0"}, spec.Node{Index: 1, Pod: "vk-1-0"}
-	st := func(label string, reachable bool, role valkey.Role) topology.NodeState {
-		return topology.NodeState{Node: n0, RoleLabel: label, Reachable: reachable, Repl: valkey.Replication{Role: role}}
-	}
-	unlabel := topology.Action{Kind: topology.Label, Node: n0, Role: ""}
-	toReplica := topology.Action{Kind: topology.Label, Node: n0, Role: contract.RoleReplica}
-	elsewhere := topology.Plan{Primary: &n1, PrimaryConfirmed: true}
-	for _, tc := range []struct {
-		name string
-		n    topology.NodeState
-		a    topology.Action
-		tp   topology.Plan
-		want bool
-	}{
-		{"demoted primary relabelled replica", st(contract.RolePrimary, true, valkey.RoleReplica), toReplica, elsewhere, true},
-		{"stale primary while another is confirmed", st(contract.RolePrimary, true, valkey.RolePrimary), unlabel, elsewhere, true},
-		{"stale primary, no confirmed primary", st(contract.RolePrimary, true, valkey.RolePrimary), unlabel, topology.Plan{Primary: &n1}, false},
-		{"the confirmed primary itself", st(contract.RolePrimary, true, valkey.RolePrimary), unlabel, topology.Plan{Primary: &n0, PrimaryConfirmed: true}, false},
-		{"unreachable", st(contract.RolePrimary, false, ""), unlabel, elsewhere, false},
-		{"was a replica", st(contract.RoleReplica, true, valkey.RoleReplica), unlabel, elsewhere, false},
-		{"labelled primary", st("", true, valkey.RolePrimary), topology.Action{Kind: topology.Label, Node: n0, Role: contract.RolePrimary}, elsewhere, false},
-	} {
-		assert.Equal(t, tc.want, closeOnRelabel(tc.n, tc.a, tc.tp), tc.name)
-	}
 }
 
 // TestHeldClientsFigure (issue 30, outside CI: VALKEY_HA_HELD_FIGURE=1) prints, per switch kind, the held
@@ -360,7 +331,7 @@ func TestClosedByServer(t *testing.T) {
 }
 
 // laggedRouting models a primary Service whose routing lags the role labels (the EndpointSlice, then
-// kube-proxy: 1-2 s on the local cluster, BENCHMARKS.md issue 30): dial returns the pod that was labelled
+// kube-proxy: 1-2 s on the local cluster): dial returns the pod that was labelled
 // primary lag ago.
 type laggedRouting struct {
 	mu      sync.Mutex
@@ -420,7 +391,7 @@ func (r *laggedRouting) dial(int) (string, error) {
 // TestHeldClientsFollowALaggingService (issue 30): SENTINEL FAILOVER with ten clients of a primary Service
 // whose routing lags the labels by 1.5 s (kube-proxy on the local cluster lagged 1-2 s). The clients closed
 // at the demotion and at the relabel reconnect, are routed to the old node again and get READONLY there; the
-// controller closes its application connections again at every pass for recloseWindow after the relabel, so
+// controller closes its application connections again at every pass for plan.RecloseWindow after the relabel, so
 // every client reaches the new primary within the lag plus a few passes, and the old node acknowledges no
 // write after its demotion. Before the reclose they stayed on the old node until the end (never).
 func TestHeldClientsFollowALaggingService(t *testing.T) {
@@ -428,40 +399,6 @@ func TestHeldClientsFollowALaggingService(t *testing.T) {
 	s, after := sentinelFailoverHeld(t, false, lag)
 	t.Logf("held clients behind a %s routing lag after the switch: %s", lag, s)
 	assert.GreaterOrEqual(t, s.Worst(), time.Duration(0), "every connection reached the new primary")
-	assert.LessOrEqual(t, s.Worst(), lag+recloseWindow, "every connection within the lag and the reclose window")
+	assert.LessOrEqual(t, s.Worst(), lag+plan.RecloseWindow, "every connection within the lag and the reclose window")
 	assert.Zero(t, after.AckedByOld, "no write acknowledged by the old primary after its demotion")
-}
-
-func TestPlanReclose(t *testing.T) {
-	now := time.Unix(1000, 0)
-	n0, n1 := spec.Node{Index: 0, Pod: "vk-0-0"}, spec.Node{Index: 1, Pod: "vk-1-0"}
-	world := func(label string, reachable bool, role valkey.Role) plan.World {
-		return plan.World{Nodes: []plan.Node{
-			{NodeState: topology.NodeState{Node: n0, RoleLabel: label, Reachable: reachable, Repl: valkey.Replication{Role: role}}},
-			{NodeState: topology.NodeState{Node: n1, RoleLabel: contract.RolePrimary, Reachable: true, Repl: valkey.Replication{Role: valkey.RolePrimary}}},
-		}}
-	}
-	confirmed := topology.Plan{Primary: &n1, PrimaryConfirmed: true}
-	open := map[int]time.Time{0: now.Add(time.Second)}
-	for _, tc := range []struct {
-		name      string
-		w         plan.World
-		tp        topology.Plan
-		until     map[int]time.Time
-		wantClose []int
-		wantOpen  bool
-	}{
-		{"demoted replica in its window", world(contract.RoleReplica, true, valkey.RoleReplica), confirmed, open, []int{0}, true},
-		{"stale primary while another is confirmed", world("", true, valkey.RolePrimary), confirmed, open, []int{0}, true},
-		{"stale primary, no confirmed primary", world("", true, valkey.RolePrimary), topology.Plan{Primary: &n1}, open, nil, true},
-		{"unreachable: kept, not closed", world(contract.RoleReplica, false, ""), confirmed, open, nil, true},
-		{"window passed", world(contract.RoleReplica, true, valkey.RoleReplica), confirmed, map[int]time.Time{0: now}, nil, false},
-		{"primary again (topology)", world(contract.RoleReplica, true, valkey.RolePrimary), topology.Plan{Primary: &n0, PrimaryConfirmed: true}, open, nil, false},
-		{"labelled primary again", world(contract.RolePrimary, true, valkey.RoleReplica), confirmed, open, nil, false},
-		{"no window", world(contract.RoleReplica, true, valkey.RoleReplica), confirmed, nil, nil, false},
-	} {
-		got, left := planReclose(tc.w, tc.tp, tc.until, now)
-		assert.Equal(t, tc.wantClose, got, tc.name)
-		assert.Equal(t, tc.wantOpen, len(left) > 0, tc.name+": window still open")
-	}
 }

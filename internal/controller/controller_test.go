@@ -490,7 +490,7 @@ func TestCaseS18TLSOnly(t *testing.T) {
 }
 
 // TestQuorumAboveSentinelCountIsNotReady: a quorum pin larger than the number of Sentinels can never agree that
-// the primary is down, so failover is impossible; the instance must not read Ready (issue 16), even though the
+// the primary is down, so failover is impossible; the instance must not read Ready, even though the
 // primary, the replicas and the registration are all fine.
 func TestQuorumAboveSentinelCountIsNotReady(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{})

@@ -1,6 +1,6 @@
 package controller
 
-// Fleets (issue 17, docs/fleet.md): one instance controller serving many instances across namespaces (the
+// Fleets (docs/fleet.md): one instance controller serving many instances across namespaces (the
 // shared controller), one quorum selecting instances across namespaces. This file holds the hooks both
 // controllers call: the namespaces they serve, who serves which instance, and the worker lanes that keep one
 // stuck instance from delaying another.

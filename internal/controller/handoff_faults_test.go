@@ -167,7 +167,7 @@ func TestPlannedRollAskedSentinelKilledHandsOffThroughTheOthers(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	e.PublishSentinels()
 	e.MarkStale([]string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
-	asked := e.Top.Sentinels[len(e.Top.Sentinels)-1] // planFailoverOrder: last first
+	asked := e.Top.Sentinels[len(e.Top.Sentinels)-1] // plan.FailoverOrder: last first
 	killed := make(chan time.Time, 1)
 	onSentinelEvent(t, e.Top, "+try-failover", func(from string) {
 		if from == asked.Addr() {

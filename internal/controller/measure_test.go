@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/plan"
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 	"github.com/valkey-ha/valkey-ha/internal/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
@@ -155,11 +156,11 @@ func TestPassesPerFailover(t *testing.T) {
 	// (REPLICAOF to the new one, when Sentinel has not converted it yet) in a pass that completes between two
 	// polls, the labelling pass right after it may still be in flight when the labels are seen. So: at most that
 	// one pass completes after the labels moved, and no more passes than the failover's own events cause (the
-	// Sentinels' +switch-master and at most one repair of the old primary: 4, issue 13); a pass triggered by the
+	// Sentinels' +switch-master and at most one repair of the old primary: 4); a pass triggered by the
 	// controller's own label patch or status write would add one more, and repeat.
-	// The primary label's removal opens a reclose window (recloseWindow, a pass every recloseEvery: the
+	// The primary label's removal opens a reclose window (plan.RecloseWindow, a pass every recloseEvery: the
 	// Service's routing lags the label), whose passes end with it.
-	reclose := uint64(recloseWindow/recloseEvery) + 1
+	reclose := uint64(plan.RecloseWindow/recloseEvery) + 1
 	assert.LessOrEqual(t, after, labelled+1+reclose, "no pass after the labels moved but the one in flight and the reclose window's (none triggered by the controller's own writes)")
 	assert.LessOrEqual(t, after-before, 4+reclose, "passes per failover: at most the failover's own events and the reclose window's (none triggered by the controller's own writes)")
 }

@@ -21,10 +21,14 @@ var noReplicasLines = []string{"min-replicas-to-write 1", "min-replicas-max-lag 
 
 // operatorFailover is what one plain SENTINEL FAILOVER (asked by an operator, not the controller's handoff) did
 // with ten clients of the primary Service writing: from +switch-master, the held clients' summary, when the new
-// primary first acknowledged a write, and when the old primary reported role replica.
+// primary first acknowledged a write, and when the old primary reported role replica; e, old and new (the
+// test's environment, the old and the new primary) and every write attempt, for further checks.
 type operatorFailover struct {
 	s, afterDemotion testenv.HeldSummary
 	writes, demoted  time.Duration
+	e                *env
+	old, new         *valkeytest.Proc
+	held             []testenv.HeldWrite
 }
 
 // sentinelFailoverNoReplicas runs a plain SENTINEL FAILOVER (asked of Sentinel 0) with min-replicas-to-write 1
@@ -64,7 +68,7 @@ func sentinelFailoverNoReplicas(t *testing.T, cfg valkeytest.TopologyConfig, fau
 		}
 	}
 	r := operatorFailover{s: held.Summarize(at, old.Addr(), newNode.Addr()), writes: -1, demoted: demotedAt.Sub(at),
-		afterDemotion: held.Summarize(demotedAt, old.Addr(), newNode.Addr())}
+		afterDemotion: held.Summarize(demotedAt, old.Addr(), newNode.Addr()), e: e, old: old, new: newNode, held: held.Writes()}
 	for _, w := range held.Writes() {
 		if w.OK && w.Addr == newNode.Addr() && !w.End.Before(at) && (r.writes < 0 || w.End.Sub(at) < r.writes) {
 			r.writes = w.End.Sub(at)

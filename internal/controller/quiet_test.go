@@ -144,11 +144,11 @@ func TestQuorumEventsOnChangeOnly(t *testing.T) {
 	c := &SentinelController{opts: SentinelOptions{Release: "q"}, recorder: rec, log: quietLog(), cs: fake.NewClientset()}
 	desc := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vk-instance", Namespace: "ns"}}
 	descs := map[string]*corev1.ConfigMap{"vk-instance": desc}
-	w := plan.QuorumWorld{Release: "q", Instances: []plan.QuorumInstance{
+	w := plan.SentinelWorld{Release: "q", Instances: []plan.MonitoredInstance{
 		{Descriptor: "vk-instance", Instance: spec.Instance{MonitorName: "vk", Unknown: []string{"zone"}}, Unresolved: "get secret: forbidden"}}}
-	d := plan.QuorumDecision{Refused: []plan.Refusal{{Step: plan.Step{Kind: plan.Remove, Monitor: "vk"}, Why: "sentinel-remove refused: x"}}}
-	pass := func(w plan.QuorumWorld, d plan.QuorumDecision) []string {
-		c.reportQuorum(context.Background(), w, d, descs)
+	d := plan.SentinelDecision{Refused: []plan.Refusal{{Step: plan.Step{Kind: plan.Remove, Monitor: "vk"}, Why: "sentinel-remove refused: x"}}}
+	pass := func(w plan.SentinelWorld, d plan.SentinelDecision) []string {
+		c.reportSentinels(context.Background(), w, d, descs)
 		c.reported.sweep("")
 		return testenv.DrainEvents(rec, "")
 	}
@@ -158,12 +158,12 @@ func TestQuorumEventsOnChangeOnly(t *testing.T) {
 		assert.Empty(t, pass(w, d), "pass %d: the same reasons again", i)
 	}
 	changed := w
-	changed.Instances = []plan.QuorumInstance{{Descriptor: "vk-instance", Instance: spec.Instance{MonitorName: "vk", Unknown: []string{"zone"}},
+	changed.Instances = []plan.MonitoredInstance{{Descriptor: "vk-instance", Instance: spec.Instance{MonitorName: "vk", Unknown: []string{"zone"}},
 		Unresolved: "get secret: the server is currently unable to handle the request"}}
 	assert.Len(t, pass(changed, d), 1, "a new reason: one event")
 	refused := w
-	refused.Instances = []plan.QuorumInstance{{Descriptor: "vk-instance", Instance: spec.Instance{MonitorName: "vk"}, Refused: "TLS mismatch"}}
-	assert.Equal(t, []string{"Warning MonitorRefused Sentinel release q: TLS mismatch"}, pass(refused, plan.QuorumDecision{}))
-	assert.Empty(t, pass(refused, plan.QuorumDecision{}))
+	refused.Instances = []plan.MonitoredInstance{{Descriptor: "vk-instance", Instance: spec.Instance{MonitorName: "vk"}, Refused: "TLS mismatch"}}
+	assert.Equal(t, []string{"Warning MonitorRefused Sentinel release q: TLS mismatch"}, pass(refused, plan.SentinelDecision{}))
+	assert.Empty(t, pass(refused, plan.SentinelDecision{}))
 	assert.Len(t, pass(w, d), 3, "the earlier conditions came back after they were gone: reported again")
 }

@@ -57,7 +57,7 @@ func (c *InstanceController) reportMismatches(desc *corev1.ConfigMap, w plan.Wor
 // reportQuorumMismatches is the sentinel controller's side: a selected instance whose sentinel.quorum exceeds
 // this quorum's Sentinels gets a Warning Event on its descriptor naming both releases (its monitor is still
 // registered: clients keep discovering the primary; the TLS mismatch is a MonitorRefused).
-func (c *SentinelController) reportQuorumMismatches(w plan.QuorumWorld, descs map[string]*corev1.ConfigMap) {
+func (c *SentinelController) reportQuorumMismatches(w plan.SentinelWorld, descs map[string]*corev1.ConfigMap) {
 	for _, qi := range w.Instances {
 		if qi.Refused != "" || qi.Instance.Quorum <= len(w.Sentinels) {
 			continue

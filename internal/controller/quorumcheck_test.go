@@ -64,7 +64,7 @@ func waitEvent(t *testing.T, e *env, reason string, says ...string) string {
 }
 
 // TestInstanceNamingMissingQuorumIsReported: an instance whose sentinel.release names a quorum that does not
-// exist gets a QuorumMissing Event and a Monitored condition naming the missing quorum (issue 27, 3; before:
+// exist gets a QuorumMissing Event and a Monitored condition naming the missing quorum (before:
 // reason NoSentinelSelects naming nothing, and no Event); once the quorum document exists, that reason goes.
 func TestInstanceNamingMissingQuorumIsReported(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true, Replicas: 1})

@@ -48,18 +48,28 @@ func TestCopyCredentialAcrossNamespaces(t *testing.T) {
 	rec := record.NewFakeRecorder(100)
 	c := &SentinelController{opts: SentinelOptions{Namespace: "platform", Release: "q", CopyCredential: true, CommandTimeout: time.Second},
 		cs: cs, recorder: rec, log: quietLog()}
-	qi := func(ns, name, refused string) plan.QuorumInstance {
-		return plan.QuorumInstance{Descriptor: name + "-instance", Namespace: ns, Instance: spec.Instance{Name: name, Namespace: ns}, Refused: refused}
+	qi := func(ns, name, refused string) plan.MonitoredInstance {
+		return plan.MonitoredInstance{Descriptor: name + "-instance", Namespace: ns, Instance: spec.Instance{Name: name, Namespace: ns}, Refused: refused}
 	}
-	w := plan.QuorumWorld{Instances: []plan.QuorumInstance{qi("t1", "vk", ""), qi("t2", "other", ""), qi("", "local", ""), qi("t1", "bad", "not canonical")}}
+	w := plan.SentinelWorld{Namespace: "platform", Release: "q", Instances: []plan.MonitoredInstance{qi("t1", "vk", ""), qi("t2", "other", ""), qi("", "local", ""), qi("t1", "bad", "not canonical")}}
 	descs := map[string]*corev1.ConfigMap{}
 	for _, i := range w.Instances {
 		descs[i.Key()] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: i.Descriptor, Namespace: i.Namespace}}
 	}
+	// the copies' share of a pass: gather, plan, apply, memory, report
 	pass := func() ([]error, []string) {
-		errs := c.copyCredentials(ctx, w, descs)
+		w.Now = time.Now()
+		objs := gathered{descs: descs, copies: map[string]*corev1.Secret{}}
+		c.observeCopies(ctx, &w, objs)
+		steps := plan.PlanCopies(w)
+		var res applied
+		c.applyCopies(ctx, steps, objs.copies, &res)
+		for _, cp := range res.remembered {
+			c.copies.remember(cp.Key(), cp.Sum)
+		}
+		c.reportCopies(steps, res.copyFailed, descs)
 		c.reported.sweep("")
-		return errs, testenv.DrainEvents(rec, "")
+		return res.errs, testenv.DrainEvents(rec, "")
 	}
 
 	errs, events := pass()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -126,8 +127,12 @@ func TestCrossNamespaceQuorum(t *testing.T) {
 	f.waitMonitors("vk0", "vk1")
 	for _, i := range []int{0, 1} {
 		in := f.insts[i].in
-		cm, err := f.cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, in.Name+"-sentinels", metav1.GetOptions{})
-		require.NoError(t, err, "F-sentinels published in the instance's namespace")
+		// published after the registrations of the same pass: the monitors may be seen first
+		var cm *corev1.ConfigMap
+		valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "F-sentinels published in the instance's namespace", func() (err error) {
+			cm, err = f.cs.CoreV1().ConfigMaps(in.Namespace).Get(ctx, in.Name+"-sentinels", metav1.GetOptions{})
+			return err
+		})
 		si, err := spec.ParseSentinelInfo([]byte(cm.Data[contract.KeySentinels]))
 		require.NoError(t, err)
 		assert.Equal(t, "platform", si.SentinelNamespace)
@@ -216,23 +221,22 @@ func TestKeepUnreadableByHostNamespace(t *testing.T) {
 		return nil
 	})
 	mon := func(host string) valkey.Monitor { return valkey.Monitor{Host: host, Port: 6379} }
-	world := func() *plan.QuorumWorld {
-		w := &plan.QuorumWorld{Namespace: "platform", Sentinels: []registration.SentinelState{{Pod: "q-0", Reachable: true, Monitors: map[string]valkey.Monitor{
+	world := func() *plan.SentinelWorld {
+		w := &plan.SentinelWorld{Namespace: "platform", Sentinels: []registration.SentinelState{{Pod: "q-0", Reachable: true, Monitors: map[string]valkey.Monitor{
 			"a":  mon("a-0-0.a-0.t1.svc.cluster.local"),
 			"b":  mon("b-0-0.b-0.t2.svc.cluster.local"),
 			"lo": mon("localhost"),
 		}}}}
+		c.observeNamespaces(w)
 		w.Derive()
 		return w
 	}
-	c.beginFleetPass()
 	w := world()
-	c.keepUnreadable(context.Background(), w)
 	assert.Contains(t, w.Keep["a"], "namespace t1 cannot be read", "the unreadable namespace's monitor is kept")
 	assert.NotContains(t, w.Keep, "b", "a readable namespace that selects nothing: its monitor may go")
 	assert.Contains(t, w.Unowned, "lo", "a host without namespace holds removals while a namespace cannot be read")
-	assert.Contains(t, strings.Join(w.Warnings, "\n"), "namespace t1 cannot be read")
-	assert.NotEmpty(t, plan.CheckQuorum(*w, plan.Step{Kind: plan.Remove, Pod: "q-0", Monitor: "a"}), "the policy refuses the REMOVE")
+	assert.Contains(t, strings.Join(plan.PlanSentinels(*w, time.Time{}).Warnings, "\n"), "namespace t1 cannot be read")
+	assert.NotEmpty(t, plan.CheckSentinelStep(*w, plan.Step{Kind: plan.Remove, Pod: "q-0", Monitor: "a"}), "the policy refuses the REMOVE")
 
 	fb.Set("t1", false)
 	valkeytest.Eventually(t, 20*time.Second, 50*time.Millisecond, "t1 synced", func() error {
@@ -241,34 +245,7 @@ func TestKeepUnreadableByHostNamespace(t *testing.T) {
 		}
 		return nil
 	})
-	c.beginFleetPass()
 	w = world()
-	c.keepUnreadable(context.Background(), w)
 	assert.Empty(t, w.Keep)
 	assert.Empty(t, w.Unowned, "everything readable: removals follow the selection again")
-}
-
-// TestMonitorNameCollisionAcrossNamespaces (issue 17): two instances of different namespaces with the same
-// monitor name; the one already registered (by its host's namespace) keeps it, the other is refused.
-func TestMonitorNameCollisionAcrossNamespaces(t *testing.T) {
-	c := &SentinelController{}
-	a := spec.Instance{Name: "cache", Namespace: "a", MonitorName: "cache"}
-	b := spec.Instance{Name: "cache", Namespace: "b", MonitorName: "cache"}
-	world := func(reg []registration.SentinelState) *plan.QuorumWorld {
-		w := &plan.QuorumWorld{Sentinels: reg, Instances: []plan.QuorumInstance{{Descriptor: "cache-instance", Namespace: "a", Instance: a},
-			{Descriptor: "cache-instance", Namespace: "b", Instance: b}}}
-		c.refuseNameCollisions(w)
-		w.Derive()
-		return w
-	}
-	w := world(nil)
-	assert.Empty(t, w.Instances[0].Refused, "unregistered: the first by namespace/name keeps the name")
-	assert.Contains(t, w.Instances[1].Refused, "also used by instance a/cache")
-	assert.True(t, w.Instances[1].Collision)
-	assert.NotContains(t, w.Keep, "cache", "the loser keeps nothing (its Keep would hold every Sentinel roll)")
-
-	reg := []registration.SentinelState{{Reachable: true, Monitors: map[string]valkey.Monitor{"cache": {Host: "cache-0-0.cache-0.b.svc.cluster.local"}}}}
-	w = world(reg)
-	assert.Empty(t, w.Instances[1].Refused, "the registered one keeps its monitor")
-	assert.Contains(t, w.Instances[0].Refused, "also used by instance b/cache")
 }

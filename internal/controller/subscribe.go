@@ -12,10 +12,10 @@ import (
 
 // subscription is one instance's registration for the Sentinels' topology events (valkey.TopologyEvents:
 // +switch-master, +convert-to-slave) of its monitor: each event enqueues the instance at once, so labels move
-// within one pass of the switch and of the old primary's demotion (case S21), with no pass of the
-// controller's own making. The subscriber connections are the switchHub's, one per Sentinel for every
-// instance (issue 17). stop unregisters and returns once the goroutines of every Sentinel subscription it
-// was the last registrant of have returned.
+// within one pass of the switch and of the old primary's demotion (case S21), with no pass of the controller's
+// own making. The subscriber connections are the switchHub's, one per Sentinel for every instance, so a
+// controller serving many instances holds few connections. stop unregisters and returns once the goroutines of
+// every Sentinel subscription it was the last registrant of have returned.
 type subscription struct {
 	key    string
 	cancel func()
@@ -53,7 +53,7 @@ func (c *InstanceController) ensureSubscription(ctx context.Context, name types.
 		func(ev valkey.MonitorEvent) {
 			c.log.Info("Sentinel event", "instance", name.String(), "event", ev.Channel, "message", ev.Payload)
 			if ev.Channel == "+switch-master" {
-				mem.signalSwitch() // a gather still waiting for a node gives up (issue 30)
+				mem.signalSwitch() // a gather still waiting for a silent node gives up: the relabel must not wait for it
 			}
 			c.queue.Add(name)
 		})}

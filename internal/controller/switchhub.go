@@ -16,7 +16,7 @@ import (
 // switchHub keeps one subscription to the topology events (valkey.TopologyEvents) per Sentinel (address,
 // user and TLS) for every instance whose monitor that Sentinel holds, and hands each event to the instances
 // of its monitor name. One controller serving K instances on one quorum so holds 3 subscriber connections
-// instead of 3K (issue 17: each would also be a client, and a file descriptor, of every Sentinel). Every
+// instead of 3K (each would also be a client, and a file descriptor, of every Sentinel). Every
 // goroutine it starts is owned: the registration that ends a Sentinel's subscription waits for it.
 type switchHub struct {
 	log *slog.Logger
@@ -36,7 +36,7 @@ type switchSub struct {
 	// opts are the registrants' options, by registration id. A (re)dial tries the newest first and falls back
 	// to the others: on a shared controller each comes from another instance's Secret (F-quorum-auth), which
 	// that tenant's namespace admin can overwrite, so one tenant's wrong password must not end the
-	// subscription of every instance (issue 25 item 7).
+	// subscription of every instance.
 	opts map[int]func(context.Context) valkey.Options
 	// watchers maps a monitor name to the callbacks of the instances registered for it, by registration id
 	watchers map[string]map[int]func(valkey.MonitorEvent)

@@ -1,8 +1,8 @@
 // Package credentials creates, at run time, the Secrets an instance's passwords live in, and the hashed ACL
-// state the data pods and the instance controller read (issue 15: GitOps-safe charts). charts/valkey renders
-// no password and uses no render-time lookup: it renders Spec (which users exist, their rules, where each
-// password lives, which rotation generation is wanted) into Secret F-acl-spec, and a Job runs
-// `valkey-sentinel-ctl credentials` with it (docs/contract.md). That step
+// state the data pods and the instance controller read, so that a render holds no secret and a GitOps tool can
+// apply it again and again: charts/valkey renders no password and uses no render-time lookup: it renders Spec
+// (which users exist, their rules, where each password lives, which rotation generation is wanted) into Secret
+// F-acl-spec, and a Job runs `valkey-sentinel-ctl credentials` with it (docs/contract.md). That step
 //   - creates each generated Secret once (F-system, F-sentinel-auth, F-user-<name>) and never overwrites a
 //     password in it: its Role has no update on F-system or F-sentinel-auth at all;
 //   - rotates F-user-<name> when the wanted generation is above the stored one, fixing the previous

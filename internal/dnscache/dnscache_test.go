@@ -115,7 +115,9 @@ func lookup(t *testing.T, addr, name string) (*dns.Msg, time.Duration) {
 }
 
 // TestAnswersWhileEveryOtherUpstreamFlowIsDead: with every other new flow to the upstream pinned to a dead
-// backend (the first of each lookup included), every lookup of a new name is answered within TryEvery + 200 ms,
+// backend (the first of each lookup included), every lookup of a new name is answered well before the cache's
+// 1 s Deadline (a retry on a new flow after TryEvery, 100 ms, about 0.1-0.4 s measured on 2 busy cores; the bound
+// is 800 ms so that a loaded machine does not fail it, while waiting for the dead flow would take the Deadline),
 // where a stub resolver that retries on its own socket (glibc) waits timeout x attempts and fails.
 func TestAnswersWhileEveryOtherUpstreamFlowIsDead(t *testing.T) {
 	u := startUpstream(t, func(n int) bool { return n%2 == 0 })
@@ -140,7 +142,7 @@ func TestAnswersWhileEveryOtherUpstreamFlowIsDead(t *testing.T) {
 			worst = took
 		}
 	}
-	if bound := 300 * time.Millisecond; worst > bound {
+	if bound := 800 * time.Millisecond; worst > bound {
 		t.Errorf("slowest lookup took %s, want at most %s", worst, bound)
 	}
 	t.Logf("20 new names through the cache: slowest %s", worst.Round(time.Millisecond))

@@ -55,7 +55,7 @@ type Config struct {
 	// Priority is the replica-priority to restore (Priority of the config template).
 	Priority int64
 	// Nodes are "host:port" of every node of the instance (spec.Instance.NodeAddrs). When set, a sync from
-	// any other primary does not count: a replica a forged hello pointed at a foreign server (issue 25)
+	// any other primary does not count: a replica a forged hello pointed at a foreign server
 	// keeps replica-priority 0, so Sentinel never promotes the foreign data set.
 	Nodes []string
 	// MasterAuth, when it has a Password, is set as masteruser/masterauth once the server turned primary: node 0
@@ -68,8 +68,8 @@ type Config struct {
 	Log  *slog.Logger
 }
 
-// Run waits until the server at cfg.Addr, started by the bootstrap as a replica with
-// replica-priority 0 (bootstrap.Decision.Guard), completed its first sync (INFO replication: master_link_status up, no sync in
+// Run waits until the server at cfg.Addr, started by the bootstrap as a replica with replica-priority 0
+// (bootstrap.Decision.Guard), completed its first sync (INFO replication: master_link_status up, no sync in
 // progress), or turned primary (then its data set is the instance's), and then restores its replica-priority
 // with CONFIG SET. It retries connection errors (the server may not listen yet) until ctx ends.
 func Run(ctx context.Context, cfg Config) error {

@@ -1,5 +1,5 @@
-// Package handoff moves the primary role off one data node on purpose without losing an acknowledged write
-// (issue 12): the planned handoff of a data roll (internal/controller) and of a data pod's preStop hook,
+// Package handoff moves the primary role off one data node on purpose without losing an acknowledged write:
+// the planned handoff of a data roll (internal/controller) and of a data pod's preStop hook,
 // which has no Kubernetes API. It takes addresses, credentials and timeouts, returns a Result or an *Error
 // with a Reason, and imports nothing from Kubernetes.
 //
@@ -10,7 +10,7 @@
 //     connection failures, TILT and NOQUORUM move on to the next Sentinel. A Sentinel in TILT mode (its
 //     timer jumped by more than 2 s, e.g. the process was stopped) accepts SENTINEL FAILOVER but runs none
 //     of it for 30 s (Sentinel docs, "TILT mode"); one without quorum is cut off from its peers or was
-//     replaced a moment ago (issue 24.3).
+//     replaced a moment ago, so it could not win the vote a failover needs.
 //     Its replicas that a failover may pick are the candidates: replica-priority > 0 and not s_down, o_down or
 //     disconnected. The replica link is deliberately not a filter: Sentinel also promotes a replica whose
 //     link has been down for less than ten times down-after-milliseconds (Sentinel docs, "Replica
@@ -33,7 +33,7 @@
 //     (or answers again running none), or it refuses connections later while we watch (killed after
 //     accepting), nothing runs there: another Sentinel is asked, but only when a majority of all Sentinels
 //     answers naming the primary with no failover running; one that names another primary or runs a
-//     failover is watched instead, never asked (issue 24.3).
+//     failover is watched instead, never asked.
 //     A Sentinel that leaves the request unanswered on a live connection for stallWait (its tilt-trigger,
 //     2 s by default, plus 300 ms), or accepts it while in TILT mode, is given up the same way (another
 //     Sentinel asked under the same conditions), unless it answers again outside TILT mode running a
@@ -113,8 +113,8 @@ type Config struct {
 	// Target is the replica to promote when unmonitored ("host:port").
 	Target string
 	// Nodes are "host:port" of every node of the instance (spec.Instance.NodeAddrs). When set, a primary a
-	// Sentinel names that is not one of them is never taken for the handoff's result nor demoted to (issue
-	// 25: a forged hello on a shared quorum; spec.OwnNode).
+	// Sentinel names that is not one of them is never taken for the handoff's result nor demoted to (a
+	// forged hello on a shared quorum can make it name any address; spec.OwnNode).
 	Nodes []string
 
 	// PauseBudget bounds how long the primary stays write-paused while still primary. 0 means half of the
@@ -314,12 +314,12 @@ const LockName = "valkey-ha-handoff-"
 // connect as (acl.Operator for the instance controller's planned roll, acl.PreStop for the preStop hook).
 // Any user may name a connection (CLIENT SETNAME is in @connection, which every customer preset grants),
 // so a name alone would let a customer's connection defer planned rolls forever and make the hook skip
-// its handoff (issue 25.5); CLIENT LIST reports each connection's user, which a client cannot choose.
+// its handoff; CLIENT LIST reports each connection's user, which a client cannot choose.
 var LockUsers = []string{acl.Operator, acl.PreStop}
 
-// lock names a fresh connection to the primary LockName+<random> and then lists the primary's clients:
-// the lock is held when no other connection with that prefix, of one of LockUsers, has a lower client id. Both sides name
-// their connection before they look, and the server runs one command at a time, so of two handoffs that
+// lock names a fresh connection to the primary LockName+<random> and then lists the primary's clients: the lock
+// is held when no other connection with that prefix, of one of LockUsers, has a lower client id. Both sides
+// name their connection before they look, and the server runs one command at a time, so of two handoffs that
 // race, the later one to list sees the other, and only the one with the lower id goes on.
 func (h *handoff) lock(ctx context.Context) (*valkey.Client, error) {
 	b := make([]byte, 8)

@@ -27,7 +27,7 @@ const pollTimeout = 300 * time.Millisecond
 const tiltTrigger = 2 * time.Second
 
 // stallWait is how long the asked Sentinel may leave SENTINEL FAILOVER unanswered on a live connection before
-// another Sentinel is asked (issue 24.3): a Sentinel that has not read a request this long has not run its
+// another Sentinel is asked: a Sentinel that has not read a request this long has not run its
 // event loop since (stopped, blocked), so it resumes in TILT mode and the request waits there, held, until
 // the other Sentinel's announcement of its promotion resets it; or the request is still in the network and
 // the reset closing our connection discards it. The margin covers the request's own way to the Sentinel.
@@ -757,7 +757,8 @@ func (h *handoff) observeSentinel(ctx context.Context, addr string, until time.T
 }
 
 // foreign reports whether a Sentinel's primary is not a node of the instance (Config.Nodes set): the handoff
-// never follows nor demotes to it (issue 25).
+// never follows nor demotes to it (a forged hello on a shared quorum can make Sentinel
+// name any address).
 func (h *handoff) foreign(host string, port int) bool {
 	if len(h.cfg.Nodes) == 0 || spec.OwnNode(h.cfg.Nodes, host, port) {
 		return false

@@ -142,7 +142,7 @@ func sentinelsView(top *valkeytest.Topology) (string, error) {
 	return view, nil
 }
 
-// assertStalledHandoff checks what the issue promises while a majority of Sentinels is healthy (issue 24.3):
+// assertStalledHandoff checks what a stalled asked Sentinel must not cost while a majority of Sentinels is healthy:
 // the handoff completes with one promotion, 0 acknowledged writes lost, never two writable primaries, and a
 // write outage as if every Sentinel were healthy; and no second failover follows when the stalled Sentinel
 // comes back.

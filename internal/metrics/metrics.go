@@ -25,7 +25,7 @@ type Metrics struct {
 	Registrations *prometheus.CounterVec
 	Removals      *prometheus.CounterVec
 	// ForeignPrimaries counts, per monitor, the Sentinels found naming a primary that is not a node of the
-	// monitor's instance (issue 25: a forged hello on a shared quorum), one per Sentinel and pass;
+	// monitor's instance (what a forged hello on a shared quorum causes), one per Sentinel and pass;
 	// ForeignRestores the monitors the sentinel controller re-registered at the observed real primary
 	// (SENTINEL REMOVE + MONITOR + SET on one Sentinel). Alert ValkeyHAForeignPrimary fires on either.
 	ForeignPrimaries *prometheus.CounterVec
@@ -104,8 +104,8 @@ type Metrics struct {
 	// SentinelRollHeldSeconds is how long in seconds a planned Sentinel roll has been waiting, 0 when none waits.
 	SentinelRollHeldSeconds *prometheus.GaugeVec
 
-	// Per-instance work of the instance controller (issue 17: a shared controller serves many instances and
-	// one must never hide another). InstancePassSeconds is the duration in seconds of the instance's last
+	// Per-instance work of the instance controller (a shared controller serves many instances, and one must
+	// never hide another). InstancePassSeconds is the duration in seconds of the instance's last
 	// pass; InstancePassErrors counts its passes that failed (each retried with a backoff of its own).
 	InstancePassSeconds *prometheus.GaugeVec
 	InstancePassErrors  *prometheus.CounterVec

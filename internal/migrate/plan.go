@@ -1,5 +1,5 @@
 // Package migrate moves the data and the writes of a primary outside this chart (another chart's release: the
-// source) onto a new instance without losing an acknowledged write (issue 28, item 3; README "Migration").
+// source) onto a new instance without losing an acknowledged write (README "Migration").
 //
 // While migrating, node 0 of the new instance is a replica of the source and the other nodes are replicas of
 // node 0 (a chain: the source serves one extra replica, whatever the instance's size, and the switch has one

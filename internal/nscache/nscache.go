@@ -3,7 +3,8 @@
 // namespace selector, every namespace whose labels match (docs/fleet.md). It says for each namespace whether
 // its cache has synced and what its last list or watch failed with, so a controller can tell "not there"
 // (a namespace it does not serve: NotFound) from "not readable" (a namespace whose objects it cannot see
-// yet or any more: an error), and never mistakes the second for the first (issue 12, F3).
+// yet or any more: an error), and never mistakes the second for the first: a namespace
+// taken for empty while unreadable would cost every monitor of its instances (F3).
 //
 // List and watch cannot be bound to object names by RBAC, so a namespace is readable only when something
 // granted this controller list/watch there (the instance releases of charts/valkey do, per instance).

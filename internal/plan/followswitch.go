@@ -9,7 +9,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// Following a switch the controller did not ask for (issue 30; docs/design.md, "After a switch"). After a
+// Following a switch the controller did not ask for (docs/design.md, "After a switch"). After a
 // plain SENTINEL FAILOVER, or one after a failure, Sentinel reconfigures the old primary only once it has
 // watched it report role master for SENTINEL_PUBLISH_PERIOD*4 = 8 s (+convert-to-slave, sentinel.c
 // sentinelRefreshInstanceInfo), and a replica it did not reconfigure during the failover only at a later
@@ -40,7 +40,8 @@ func (n Named) String() string {
 
 // rememberNamed updates m.Named (and m.Former at a switch) from the Sentinels' majority in w; nothing when the
 // instance is not monitored or the majority's primary was not observed. The epoch is read only from Sentinels
-// that report no failover in flight.
+// that report no failover in flight. While m.Former is unknown (no switch seen since this controller
+// started) it is read from the Sentinels that have not heard of the switch yet (formerFromSentinels).
 func rememberNamed(w World, m *Memory) {
 	if !w.Monitored() {
 		return
@@ -59,12 +60,51 @@ func rememberNamed(w World, m *Memory) {
 	}
 	if m.Named.Host == v.Host && m.Named.Port == v.Port {
 		m.Named.Epoch = max(m.Named.Epoch, epoch)
-		return
+	} else {
+		if m.Named.Known() {
+			m.Former = m.Named
+		}
+		m.Named = Named{Host: v.Host, Port: v.Port, Epoch: epoch}
 	}
-	if m.Named.Known() {
-		m.Former = m.Named
+	if !m.Former.Known() {
+		m.Former = formerFromSentinels(w, m.Named)
 	}
-	m.Named = Named{Host: v.Host, Port: v.Port, Epoch: epoch}
+}
+
+// formerFromSentinels is the former primary read from the Sentinels that have not heard of the switch to
+// named, for a controller that did not see the switch (it started after it, so its memory holds no former
+// primary): the one node of the instance that every answering Sentinel not naming named names, under a config
+// epoch below named.Epoch, with the highest such epoch. Named{} when every Sentinel names named, when the
+// others name different nodes or a node that is not one of the instance's, when one of them names its node
+// under an epoch no lower than named.Epoch, does not know the monitor or reports a failover in flight. With
+// it the step after a switch (planFollowSwitch, vetted by switchSettled) demotes a primary the Sentinels'
+// majority has left even when the switch came while the controller was down (before: left to Sentinel's
+// +convert-to-slave, about 9 s after the restart).
+func formerFromSentinels(w World, named Named) Named {
+	in := w.Instance
+	primary, ok := in.NodeByAddr(named.Host, named.Port)
+	if !ok {
+		return Named{}
+	}
+	var former Named
+	for _, s := range w.Sentinels {
+		if !s.Answered() {
+			continue
+		}
+		if !s.Found || s.Monitor.FailoverInProgress() {
+			return Named{}
+		}
+		h, p, e := s.Monitor.Host, s.Monitor.Port, s.Monitor.ConfigEpoch
+		n, ok := in.NodeByAddr(h, p)
+		switch {
+		case ok && n.Index == primary.Index:
+			continue
+		case !ok || e >= named.Epoch || former.Known() && (former.Host != n.Host || former.Port != p):
+			return Named{}
+		}
+		former = Named{Host: n.Host, Port: p, Epoch: max(former.Epoch, e)}
+	}
+	return former
 }
 
 // planFollowSwitch returns the step Sentinel would take only later after the switch from m.Former to the

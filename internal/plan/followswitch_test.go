@@ -65,8 +65,39 @@ func TestFollowSwitch(t *testing.T) {
 				w.Sentinels[2].Monitor.Flags = []string{"master", "s_down"}
 			},
 			refused: "flags the primary down"},
-		{name: "the controller saw no switch (it restarted) and a Sentinel disagrees: nothing (the topology is frozen)",
-			mutate: func(w *World, m *Memory) { staleSentinel(w, 2); m.Named = Named{} }},
+		{name: "the controller saw no switch (it restarted) and a Sentinel has not heard of it: the former primary read from that Sentinel is demoted",
+			mutate: func(w *World, m *Memory) { staleSentinel(w, 2); m.Named = Named{} }, step: "vk-0-0"},
+		{name: "restarted, the memory names the new primary already: the former primary read from the Sentinels is demoted",
+			mutate: func(w *World, m *Memory) {
+				staleSentinel(w, 2)
+				m.Named = Named{Host: w.Instance.Nodes[1].Host, Port: 6379, Epoch: 1}
+			}, step: "vk-0-0"},
+		{name: "restarted, the other Sentinel names the old primary under the new epoch: nothing",
+			mutate: func(w *World, m *Memory) {
+				staleSentinel(w, 2)
+				w.Sentinels[2].Monitor.ConfigEpoch = 1
+				m.Named = Named{}
+			}},
+		{name: "restarted, the other Sentinel names a third node: nothing",
+			mutate: func(w *World, m *Memory) {
+				w.Sentinels[2].Monitor.Host = w.Instance.Nodes[2].Host
+				w.Sentinels[2].Monitor.ConfigEpoch = 0
+				m.Named = Named{}
+			}},
+		{name: "restarted, the other Sentinel names a node that is not the instance's: nothing",
+			mutate: func(w *World, m *Memory) {
+				staleSentinel(w, 2)
+				w.Sentinels[2].Monitor.Port = 7000
+				m.Named = Named{}
+			}},
+		{name: "restarted, a Sentinel does not know the monitor: nothing",
+			mutate: func(w *World, m *Memory) {
+				staleSentinel(w, 2)
+				w.Sentinels[1].Found = false
+				m.Named = Named{}
+			}},
+		{name: "restarted, only one of three names the new primary: nothing",
+			mutate: func(w *World, m *Memory) { staleSentinel(w, 1); staleSentinel(w, 2); m.Named = Named{} }},
 		{name: "a replica still follows the former primary: repointed",
 			mutate: func(w *World, _ *Memory) {
 				w.Nodes[0].Repl = valkey.Replication{Role: valkey.RoleReplica, PrimaryHost: w.Instance.Nodes[1].Host, PrimaryPort: 6379, LinkUp: true}
@@ -131,6 +162,16 @@ func TestRememberNamed(t *testing.T) {
 	d = Instance(w, m)
 	assert.Equal(t, node(0, 0), d.Memory.Named)
 	assert.False(t, d.Memory.Former.Known())
+
+	// a controller that did not see the switch reads the former primary from the Sentinel that has not heard
+	// of it, under that Sentinel's epoch; with every Sentinel switched there is nothing to read
+	w, m = switchedWorld()
+	staleSentinel(&w, 2)
+	d = Instance(w, Memory{})
+	assert.Equal(t, node(1, 1), d.Memory.Named)
+	assert.Equal(t, node(0, 0), d.Memory.Former, "the former primary read from the Sentinel that has not heard of the switch")
+	w, _ = switchedWorld()
+	assert.False(t, Instance(w, Memory{}).Memory.Former.Known(), "every Sentinel switched: no former primary to read")
 
 	// not monitored, or no majority: nothing changes
 	w, m = steadyWorld(), Memory{Named: node(2, 5)}

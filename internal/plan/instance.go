@@ -32,7 +32,22 @@ type Decision struct {
 	// HandoffPrint fingerprints the view a planned handoff was gated under (roll.CheckHandoffReplicas'
 	// inputs); the applier records it with a refusal for want of a promotable replica.
 	HandoffPrint string
-	// Memory is the controller's memory for the next pass.
+	// FailoverOrder is, for a HandOff step of a monitored instance, the Sentinels to ask SENTINEL FAILOVER of,
+	// in that order (FailoverOrder); nil otherwise (an unmonitored instance hands off with FAILOVER TO
+	// Step.Target).
+	FailoverOrder []string
+	// HandoffObstacle is, while the primary's pod is terminating (Topology.HandingOff), why its preStop hook
+	// cannot hand off (HandoffObstacle), "" when nothing observed stops it.
+	HandoffObstacle string
+	// Reclose are the nodes whose application connections are closed again this pass, before any step
+	// (Reclose: their primary label was removed less than RecloseWindow ago); CloseOnRelabel the nodes whose
+	// connections are closed right after their label change is applied (CloseOnRelabel).
+	Reclose        []int
+	CloseOnRelabel []int
+	// PrimaryChanged is the primary move this pass confirmed (zero: none).
+	PrimaryChanged PrimaryChange
+	// Memory is the controller's memory for the next pass, before the applier's Outcome is folded in
+	// (Remember).
 	Memory Memory
 }
 
@@ -111,6 +126,15 @@ func Instance(w World, m Memory) Decision {
 			d.Step = step
 		}
 	}
+	if d.Step != nil && d.Step.Kind == HandOff && w.Monitored() {
+		d.FailoverOrder = FailoverOrder(w.SentinelInfo.Addrs())
+	}
+	if h := tp.HandingOff; h != nil {
+		d.HandoffObstacle = HandoffObstacle(w, *h)
+	}
+	d.Reclose, mem.Reclose = Reclose(w, tp, m.Reclose, w.Now)
+	d.CloseOnRelabel = relabelCloses(w, d)
+	d.PrimaryChanged = primaryChange(m, *mem)
 	return d
 }
 

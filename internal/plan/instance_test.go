@@ -34,7 +34,58 @@ func TestInstance(t *testing.T) {
 			step: Repoint, node: "vk-1-0"},
 		{name: "a stale replica is replaced", mutate: func(w *World, _ *Memory) { stale(w, 1) }, step: DeletePod, node: "vk-1-0", planned: true},
 		{name: "the stale primary is handed off", mutate: func(w *World, _ *Memory) { stale(w, 0) }, step: HandOff, node: "vk-0-0", planned: true,
-			checkMem: func(t *testing.T, d Decision) { assert.NotEmpty(t, d.HandoffPrint) }},
+			checkMem: func(t *testing.T, d Decision) {
+				assert.NotEmpty(t, d.HandoffPrint)
+				assert.Equal(t, []string{"s2:26379", "s1:26379", "s0:26379"}, d.FailoverOrder, "SENTINEL FAILOVER asks the last Sentinel first")
+			}},
+		{name: "an unmonitored stale primary is handed off with FAILOVER TO: no Sentinel order", mutate: func(w *World, _ *Memory) {
+			stale(w, 0)
+			w.SentinelInfo, w.Sentinels, w.Quorum, w.QuorumAsked = nil, nil, valkey.Quorum{}, false
+		}, step: HandOff, node: "vk-0-0", planned: true,
+			checkMem: func(t *testing.T, d Decision) { assert.Nil(t, d.FailoverOrder) }},
+		{name: "a replica's roll asks no Sentinel to fail over", mutate: func(w *World, _ *Memory) { stale(w, 1) }, step: DeletePod, node: "vk-1-0", planned: true,
+			checkMem: func(t *testing.T, d Decision) { assert.Nil(t, d.FailoverOrder) }},
+		{name: "the primary's pod terminates with a quorum: nothing stops its preStop handoff", mutate: func(w *World, _ *Memory) {
+			w.Nodes[0].Terminating = true
+		}, planned: true,
+			checkMem: func(t *testing.T, d Decision) {
+				assert.NotNil(t, d.Topology.HandingOff)
+				assert.Empty(t, d.HandoffObstacle)
+			}},
+		{name: "the primary's pod terminates without a quorum: the obstacle is named", mutate: func(w *World, _ *Memory) {
+			w.Nodes[0].Terminating = true
+			w.Quorum = valkey.Quorum{Message: "NOQUORUM 1 usable Sentinels"}
+		}, planned: true,
+			checkMem: func(t *testing.T, d Decision) {
+				assert.Equal(t, "no Sentinel quorum (NOQUORUM 1 usable Sentinels)", d.HandoffObstacle)
+			}},
+		{name: "no primary handing off: no obstacle looked for", mutate: func(w *World, _ *Memory) { w.Quorum.OK = false }, planned: true,
+			checkMem: func(t *testing.T, d Decision) { assert.Empty(t, d.HandoffObstacle) }},
+		{name: "memory: a confirmed primary move is a PrimaryChange", mutate: func(w *World, m *Memory) { m.LastPrimaryPod = "vk-1-0" }, planned: true,
+			checkMem: func(t *testing.T, d Decision) {
+				assert.Equal(t, PrimaryChange{From: "vk-1-0", To: "vk-0-0"}, d.PrimaryChanged)
+				assert.Equal(t, "vk-0-0", d.Memory.LastPrimaryPod)
+			}},
+		{name: "a node labelled primary that reports replica: relabelled, its connections closed after", mutate: func(w *World, _ *Memory) {
+			w.Nodes[0].RoleLabel, w.Nodes[1].RoleLabel, w.Nodes[2].RoleLabel = contract.RolePrimary, contract.RolePrimary, contract.RoleReplica
+		}, planned: true,
+			checkMem: func(t *testing.T, d Decision) {
+				assert.Equal(t, []int{1}, d.CloseOnRelabel)
+				assert.Empty(t, d.Reclose)
+			}},
+		{name: "memory: an open reclose window closes the demoted node's connections again", mutate: func(w *World, m *Memory) {
+			w.Nodes[0].RoleLabel, w.Nodes[1].RoleLabel, w.Nodes[2].RoleLabel = contract.RolePrimary, contract.RoleReplica, contract.RoleReplica
+			m.Reclose = map[int]time.Time{1: now.Add(time.Second), 2: now}
+		}, planned: true,
+			checkMem: func(t *testing.T, d Decision) {
+				assert.Empty(t, d.CloseOnRelabel)
+				assert.Equal(t, []int{1}, d.Reclose)
+				assert.Equal(t, map[int]time.Time{1: now.Add(time.Second)}, d.Memory.Reclose, "a window that passed is forgotten")
+			}},
+		{name: "memory: the first confirmed primary is no move", mutate: func(w *World, m *Memory) { m.LastPrimaryPod = "" }, planned: true,
+			checkMem: func(t *testing.T, d Decision) { assert.Zero(t, d.PrimaryChanged) }},
+		{name: "memory: the same primary is no move", mutate: func(w *World, m *Memory) { m.LastPrimaryPod = "vk-0-0" }, planned: true,
+			checkMem: func(t *testing.T, d Decision) { assert.Zero(t, d.PrimaryChanged) }},
 		{name: "handoff gated: a Sentinel flags a replica down", mutate: func(w *World, _ *Memory) {
 			stale(w, 0)
 			w.Sentinels[1].Replicas[0].Flags = []string{"s_down", "slave"}

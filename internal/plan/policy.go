@@ -10,16 +10,17 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// The policy for destructive steps (issue 12; docs/design.md, "The policy"). A planner proposes a step from
-// the World; before anything is sent, Check (instance controller) or CheckQuorum (sentinel controller) looks
+// The policy for destructive steps (docs/design.md, "The policy"). A planner proposes a step from
+// the World; before anything is sent, Check (instance controller) or CheckSentinelStep (sentinel controller) looks
 // at the whole World once more and refuses the step when anything it depends on was not observed, or was
 // observed in a state in which the step is never safe. A refusal is a reason, not an error: it reaches the
 // status document (refused) and one Warning Event per change of reason, and the next pass looks again.
-// Every rule is a row of TestCheck / TestCheckQuorum.
+// Every rule is a row of TestCheck / TestCheckSentinelStep.
 //
 // The planners already wait in most of these states; the policy is the second, independent look that made
-// issue 12's F3 and the SENTINEL RESET at a partition's heal impossible to repeat: it is written against the
-// step, not against the planner's reasoning.
+// the removal of a monitor whose instance is still selected but did not resolve (F3) and the SENTINEL RESET
+// at a partition's heal impossible to repeat: it is written against the step, not against the planner's
+// reasoning.
 
 // ResetQuiet is how long after a primary change (or the controller's start) no SENTINEL RESET is sent: twice
 // the monitor's failover-timeout, the time Sentinel may still spend reconfiguring replicas and the demoted
@@ -96,8 +97,8 @@ func sentinelsUnseen(w World, replicas bool) string {
 // ForeignPrimary says which Sentinel names, for the instance's monitor, a primary that is not one of the
 // instance's nodes (spec.OwnNode), or "" when none does. No step of the instance controller's may run then:
 // every one of them either targets Sentinel's primary or asks Sentinel to move it, and on a quorum shared by
-// tenants such an address is what one tenant's forged hello set (issue 25). The sentinel controller restores
-// the monitor (CheckQuorum, RestoreMonitor).
+// tenants such an address is what one tenant's forged hello set. The sentinel controller restores
+// the monitor (CheckSentinelStep, RestoreMonitor).
 func ForeignPrimary(w World) string {
 	if !w.Instance.Monitored() {
 		return ""
@@ -127,7 +128,7 @@ func unsettled(w World) string {
 	return ""
 }
 
-// handingOff names the primary whose pod is terminating (its preStop hook hands the role off, issue 14), or
+// handingOff names the primary whose pod is terminating (its preStop hook hands the role off), or
 // "": no step of the controller's may race that handoff.
 func handingOff(w World) string {
 	v := w.Vote()

@@ -299,8 +299,8 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func quorumWorld() QuorumWorld {
-	w := QuorumWorld{Release: "q", Now: now, StatefulSet: &StatefulSet{Name: "q", UpdateRevision: "r2"}, Pods: map[string]PodRef{},
+func sentinelWorld() SentinelWorld {
+	w := SentinelWorld{Release: "q", Now: now, StatefulSet: &StatefulSet{Name: "q", UpdateRevision: "r2"}, Pods: map[string]PodRef{},
 		Wanted: map[string]bool{"vk": true}, Keep: map[string]string{}, QuorumOK: map[string]bool{"vk": true}}
 	for i := 0; i < 3; i++ {
 		pod := fmt.Sprintf("q-%d", i)
@@ -313,12 +313,12 @@ func quorumWorld() QuorumWorld {
 	return w
 }
 
-// TestCheckQuorum has one row per refusal of the sentinel controller's policy (SENTINEL REMOVE and Sentinel
+// TestCheckSentinelStep has one row per refusal of the sentinel controller's policy (SENTINEL REMOVE and Sentinel
 // pod deletes), and one row per step kind that the steady world allows.
-func TestCheckQuorum(t *testing.T) {
+func TestCheckSentinelStep(t *testing.T) {
 	remove := Step{Kind: Remove, Pod: "q-1", Monitor: "old", Reason: "instance no longer selected"}
 	deletePod := Step{Kind: DeleteSentinelPod, Pod: "q-0"}
-	flag := func(w *QuorumWorld, pod int, name string, fields map[string]string, flags ...string) {
+	flag := func(w *SentinelWorld, pod int, name string, fields map[string]string, flags ...string) {
 		m := w.Sentinels[pod].Monitors[name]
 		m.Flags, m.Fields = flags, fields
 		w.Sentinels[pod].Monitors[name] = m
@@ -326,58 +326,58 @@ func TestCheckQuorum(t *testing.T) {
 	tests := []struct {
 		name   string
 		step   Step
-		mutate func(w *QuorumWorld)
+		mutate func(w *SentinelWorld)
 		want   string
 	}{
 		{"remove: allowed", remove, nil, ""},
-		{"remove: the descriptors could not be listed", remove, func(w *QuorumWorld) { w.DescriptorsErr = "the server is currently unable to handle the request" },
+		{"remove: the descriptors could not be listed", remove, func(w *SentinelWorld) { w.DescriptorsErr = "the server is currently unable to handle the request" },
 			"the instance descriptors could not be listed"},
-		{"remove: a selected descriptor's monitor is unknown (F3)", remove, func(w *QuorumWorld) {
+		{"remove: a selected descriptor's monitor is unknown (F3)", remove, func(w *SentinelWorld) {
 			w.Unowned = "descriptor x-instance cannot be read (instance.json: unexpected end of JSON input), so the monitor it owns is unknown"
 		}, "so the monitor it owns is unknown"},
 		{"remove: the monitor is wanted", Step{Kind: Remove, Pod: "q-1", Monitor: "vk"}, nil, "monitor vk belongs to a selected instance"},
-		{"remove: the monitor's instance did not resolve (F3)", remove, func(w *QuorumWorld) { w.Keep["old"] = "get secret ns/old-sentinel-auth: forbidden" },
+		{"remove: the monitor's instance did not resolve (F3)", remove, func(w *SentinelWorld) { w.Keep["old"] = "get secret ns/old-sentinel-auth: forbidden" },
 			"did not resolve (get secret ns/old-sentinel-auth: forbidden)"},
-		{"remove: the Sentinel was not observed", remove, func(w *QuorumWorld) { w.Sentinels[1].Reachable = false }, "Sentinel q-1 was not observed"},
+		{"remove: the Sentinel was not observed", remove, func(w *SentinelWorld) { w.Sentinels[1].Reachable = false }, "Sentinel q-1 was not observed"},
 		{"remove: the Sentinel does not list the monitor", Step{Kind: Remove, Pod: "q-1", Monitor: "gone"}, nil, "Sentinel q-1 does not list monitor gone"},
-		{"remove: its primary is down on that Sentinel", remove, func(w *QuorumWorld) { flag(w, 1, "old", nil, "master", "s_down") },
+		{"remove: its primary is down on that Sentinel", remove, func(w *SentinelWorld) { flag(w, 1, "old", nil, "master", "s_down") },
 			"reports monitor old's primary down or failing over"},
-		{"remove: another Sentinel is failing it over", remove, func(w *QuorumWorld) { flag(w, 2, "old", nil, "master", "failover_in_progress") },
+		{"remove: another Sentinel is failing it over", remove, func(w *SentinelWorld) { flag(w, 2, "old", nil, "master", "failover_in_progress") },
 			"Sentinel q-2 is failing monitor old over"},
 
 		{"Sentinel pod delete: allowed", deletePod, nil, ""},
-		{"Sentinel pod delete: allowed past a monitor down for good", deletePod, func(w *QuorumWorld) {
+		{"Sentinel pod delete: allowed past a monitor down for good", deletePod, func(w *SentinelWorld) {
 			for i := range w.Sentinels {
 				flag(w, i, "vk", map[string]string{"s-down-time": "60000"}, "master", "s_down", "o_down")
 			}
 			w.QuorumOK["vk"] = false
 		}, ""},
-		{"Sentinel pod delete: the StatefulSet was not observed", deletePod, func(w *QuorumWorld) { w.StatefulSet = nil }, "the Sentinel StatefulSet was not observed"},
-		{"Sentinel pod delete: the pod was not observed", deletePod, func(w *QuorumWorld) { delete(w.Pods, "q-0") }, "pod q-0 was not observed"},
-		{"Sentinel pod delete: the descriptors could not be listed", deletePod, func(w *QuorumWorld) { w.DescriptorsErr = "timeout" }, "could not be listed (timeout)"},
-		{"Sentinel pod delete: a selected descriptor's monitor is unknown", deletePod, func(w *QuorumWorld) { w.Unowned = "descriptor x cannot be read" },
+		{"Sentinel pod delete: the StatefulSet was not observed", deletePod, func(w *SentinelWorld) { w.StatefulSet = nil }, "the Sentinel StatefulSet was not observed"},
+		{"Sentinel pod delete: the pod was not observed", deletePod, func(w *SentinelWorld) { delete(w.Pods, "q-0") }, "pod q-0 was not observed"},
+		{"Sentinel pod delete: the descriptors could not be listed", deletePod, func(w *SentinelWorld) { w.DescriptorsErr = "timeout" }, "could not be listed (timeout)"},
+		{"Sentinel pod delete: a selected descriptor's monitor is unknown", deletePod, func(w *SentinelWorld) { w.Unowned = "descriptor x cannot be read" },
 			"descriptor x cannot be read"},
-		{"Sentinel pod delete: a Sentinel is not ready", deletePod, func(w *QuorumWorld) { w.Sentinels[2].Ready = false }, "Sentinel q-2 was not observed ready"},
-		{"Sentinel pod delete: a Sentinel was not reached", deletePod, func(w *QuorumWorld) { w.Sentinels[1].Reachable = false }, "Sentinel q-1 was not observed ready"},
-		{"Sentinel pod delete: a kept monitor is registered", deletePod, func(w *QuorumWorld) { w.Keep["old"] = "Forbidden" },
+		{"Sentinel pod delete: a Sentinel is not ready", deletePod, func(w *SentinelWorld) { w.Sentinels[2].Ready = false }, "Sentinel q-2 was not observed ready"},
+		{"Sentinel pod delete: a Sentinel was not reached", deletePod, func(w *SentinelWorld) { w.Sentinels[1].Reachable = false }, "Sentinel q-1 was not observed ready"},
+		{"Sentinel pod delete: a kept monitor is registered", deletePod, func(w *SentinelWorld) { w.Keep["old"] = "Forbidden" },
 			"monitor old did not resolve (Forbidden): a replacement could not be given it again"},
-		{"Sentinel pod delete: a monitor is failing over", deletePod, func(w *QuorumWorld) { flag(w, 2, "vk", nil, "master", "failover_in_progress") },
+		{"Sentinel pod delete: a monitor is failing over", deletePod, func(w *SentinelWorld) { flag(w, 2, "vk", nil, "master", "failover_in_progress") },
 			"monitor vk is failing over"},
-		{"Sentinel pod delete: a monitor's primary just went down", deletePod, func(w *QuorumWorld) {
+		{"Sentinel pod delete: a monitor's primary just went down", deletePod, func(w *SentinelWorld) {
 			flag(w, 0, "vk", map[string]string{"s-down-time": "1200"}, "master", "s_down")
 		}, "monitor vk's primary is down (1.2s)"},
-		{"Sentinel pod delete: CKQUORUM not observed OK", deletePod, func(w *QuorumWorld) { w.QuorumOK["vk"] = false },
+		{"Sentinel pod delete: CKQUORUM not observed OK", deletePod, func(w *SentinelWorld) { w.QuorumOK["vk"] = false },
 			"SENTINEL CKQUORUM was not observed OK for monitor vk"},
 
 		{"a step of the other controller", Step{Kind: Reset}, nil, "not a step of the sentinel controller"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := quorumWorld()
+			w := sentinelWorld()
 			if tt.mutate != nil {
 				tt.mutate(&w)
 			}
-			got := CheckQuorum(w, tt.step)
+			got := CheckSentinelStep(w, tt.step)
 			if tt.want == "" {
 				assert.Empty(t, got)
 				return

@@ -11,7 +11,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/spec"
 )
 
-// Cross-release mismatches (issue 27, items 3 and 4): an instance names the quorum that should monitor it
+// Cross-release mismatches: an instance names the quorum that should monitor it
 // (its descriptor's sentinelRelease, the charts/valkey value sentinel.release, in sentinel.namespace), and
 // some pairs of values across the two releases make failover impossible while both install cleanly. The
 // instance controller observes the named quorum's document (QuorumSide, in gather), this file decides (pure,

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -20,10 +21,15 @@ type Access struct {
 	Message   string
 }
 
-// Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none) and the Access
-// sync's result.
+// Outcome is what the applier did with a Decision: the step taken (LastAction, "" = none), the planned
+// handoff that failed (Handoff, nil = none), the nodes whose connections it closed after taking their primary
+// label off (Relabelled: node index -> when), each node's ACL sync (ACLSync, one per AccessPlan.Sync node
+// tried) and the Access sync's result (AccessResult). Remember folds it into the next pass's Memory.
 type Outcome struct {
 	LastAction string
+	Handoff    *HandoffFailure
+	Relabelled map[int]time.Time
+	ACLSync    []NodeSync
 	Access     Access
 }
 
@@ -46,6 +52,7 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 	}
 	primaryOK := tp.Primary != nil && tp.PrimaryConfirmed
 	linksUp := 0
+	var unready []string // replica pods whose readiness probe fails
 	for _, n := range w.Nodes {
 		ns := status.NodeStatus{Pod: n.Node.Pod, Host: n.Node.Host, Reachable: n.Reachable, Error: n.Err}
 		if n.Reachable {
@@ -61,6 +68,8 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 				}
 				if n.PodReady {
 					st.ReadyReplicas++
+				} else {
+					unready = append(unready, n.Node.Pod)
 				}
 				if n.Repl.LinkUp && tp.Primary != nil && in.SameAddr(*tp.Primary, n.Repl.PrimaryHost, n.Repl.PrimaryPort) {
 					linksUp++
@@ -153,10 +162,17 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 	} else {
 		set(status.AccessConverged, status.False, "Pending", o.Access.Message)
 	}
-	if primaryOK && replOK && monitoredOK {
+	// a replica pod that fails its readiness probe serves no reads (the replicas Service) and counts as
+	// disrupted for the PodDisruptionBudget: not Ready, though its replication link is up
+	switch {
+	case primaryOK && replOK && monitoredOK && len(unready) == 0:
 		set(status.Ready, status.True, "Ready", "primary elected, replicas in sync, monitored as requested")
 		st.EverReady = true
-	} else {
+	case primaryOK && replOK && monitoredOK:
+		set(status.Ready, status.False, "NotReady", fmt.Sprintf("ReplicasReady: %d/%d replica pods ready (%s fails its readiness probe: "+
+			"the replicas Service sends it no reads and the PodDisruptionBudget counts it out; kubectl describe pod)",
+			st.ReadyReplicas, len(in.Nodes)-1, strings.Join(unready, ", ")))
+	default:
 		set(status.Ready, status.False, "NotReady", firstFalse(st.Conditions))
 	}
 	rc, _ := status.Get(st.Conditions, status.Ready)

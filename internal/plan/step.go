@@ -8,7 +8,7 @@ import (
 )
 
 // StepKind names a disruptive step: one that changes replication, Sentinel's memory or a pod's life. Every
-// one passes the policy (Check, CheckQuorum) before it is applied.
+// one passes the policy (Check, CheckSentinelStep) before it is applied.
 type StepKind string
 
 // The disruptive steps of the two controllers.
@@ -30,11 +30,12 @@ const (
 	// DeleteSentinelPod deletes Sentinel pod Pod (a planned Sentinel roll).
 	DeleteSentinelPod StepKind = "delete-sentinel-pod"
 	// RestoreMonitor runs SENTINEL REMOVE + MONITOR (+ SET) of Monitor on Sentinel pod Pod, at Target, because
-	// that Sentinel names a primary that is not a node of the instance (sentinel controller; issue 25).
+	// that Sentinel names a primary that is not a node of the instance (sentinel controller; a forged hello on
+	// a shared quorum).
 	RestoreMonitor StepKind = "sentinel-restore-monitor"
 	// RealignMonitor runs SENTINEL REMOVE + MONITOR (+ SET) of Monitor on Sentinel pod Pod, at Target, because
 	// that Sentinel is stuck on a stale primary that its peers' hellos will never move it from (sentinel
-	// controller; issue 24, registration.Stuck).
+	// controller; registration.Stuck).
 	RealignMonitor StepKind = "sentinel-realign-monitor"
 )
 

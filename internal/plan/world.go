@@ -1,7 +1,7 @@
 // Package plan is the decision layer of both controllers (docs/design.md, "Gather, plan, apply"): a pass
 // gathers a World (everything it will decide from, or why a part could not be read), a pure planner turns
 // the World and the controller's Memory into at most one disruptive Step plus the label changes and the
-// reasons anything waits, the policy (Check, CheckQuorum) refuses a step that depends on something the World
+// reasons anything waits, the policy (Check, CheckSentinelStep) refuses a step that depends on something the World
 // did not observe, and a thin applier in internal/controller executes what is left. Nothing here does I/O:
 // every function is table-tested.
 //
@@ -43,6 +43,9 @@ type World struct {
 	// NamedQuorum is the quorum document of the Sentinel release the descriptor names (sentinelRelease), for
 	// the cross-release checks (QuorumMismatches); zero when the instance is not monitored.
 	NamedQuorum QuorumSide
+	// ACL is the <F>-acl Secret the descriptor names (Instance.ACLSecret; zero when it names none), read last
+	// in a pass, after its steps, for the live ACL sync (PlanAccess).
+	ACL ACLSecret
 }
 
 // Node is one data node: its pod (from the informer cache), its StatefulSet and INFO replication.
@@ -171,6 +174,12 @@ type Memory struct {
 	// Former is the one named before it (unknown until this controller saw a switch). The step after a switch
 	// (planFollowSwitch) and its policy (switchSettled) read them.
 	Named, Former Named
+	// ACLApplied is, per data pod, what the live ACL sync last applied there (PlanAccess reads it, Remember
+	// writes it); nil until the first sync.
+	ACLApplied map[string]ACLApplied
+	// Reclose holds, per node index, until when a node whose primary label this controller removed has its
+	// application connections closed again at every pass (Reclose); nil when no window is open.
+	Reclose map[int]time.Time
 }
 
 // HandoffRefusal is a handoff refused because no replica could be promoted, with the print of the
@@ -182,7 +191,7 @@ type HandoffRefusal struct{ Print, Why string }
 // a Sentinel that has not heard of the switch yet or a failover still reconfiguring replicas notwithstanding)
 // is a node of the instance, and that node answered (answered[i]: w.Nodes[i] is final) reporting role master. Then the
 // nodes still silent are not waited for beyond a short grace: a paused or partitioned old primary would
-// otherwise hold the relabel of the new one for the whole command timeout (issue 30). A node given up on
+// otherwise hold the relabel of the new one for the whole command timeout. A node given up on
 // is unreachable for that pass: it loses its role label and no repair touches it. False for an unmonitored
 // instance (its primary is the nodes' own view: every node is waited for).
 func PrimaryAnswered(w World, answered []bool) bool {

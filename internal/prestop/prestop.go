@@ -1,4 +1,4 @@
-// Package prestop is the preStop hook of a data container (`valkey-sentinel-ctl prestop`, issue 14): before
+// Package prestop is the preStop hook of a data container (`valkey-sentinel-ctl prestop`): before
 // Kubernetes stops a data pod that is the primary (delete, eviction, drain, rescheduling), it hands the
 // primary role to a caught-up replica with the same code as the controller's planned roll
 // (internal/handoff), then returns so the shutdown goes on. It needs no Kubernetes API and works with every
@@ -445,7 +445,7 @@ func readFile(path string) string {
 }
 
 // reversed returns the Sentinels last first: the order of the controller's planned roll
-// (controller.planFailoverOrder: most clients subscribe to the first Sentinel, and the asked one, the
+// (plan.FailoverOrder: most clients subscribe to the first Sentinel, and the asked one, the
 // failover's leader, publishes +switch-master last).
 func reversed(addrs []string) []string {
 	out := make([]string, 0, len(addrs))

@@ -2,7 +2,7 @@
 // sentinel controller's pass"): which Sentinel lacks which monitor, which per-monitor keys
 // differ, and which monitors no longer match the selector. It never resets or removes a monitor whose primary
 // is down or being failed over (case S10), nor one whose instance is still selected but could not be
-// resolved (issue 12, F3): a monitor goes only when its instance is positively gone, deselected or in
+// resolved (F3): a monitor goes only when its instance is positively gone, deselected or in
 // failover mode None.
 package registration
 
@@ -57,7 +57,7 @@ type Observation struct {
 	Wanted []Wanted
 	// Keep maps the monitor names of instances that are still selected but could not be resolved this pass
 	// (descriptor refused or unreadable, _sentinel Secret unreadable) to the reason: their monitors are
-	// left as they are, never removed (issue 12, F3).
+	// left as they are, never removed (F3).
 	Keep map[string]string
 	// HoldRemovals, when not empty, says why no monitor may be removed this pass: a selected descriptor
 	// could not be read far enough to know which monitor it owns.
@@ -78,12 +78,12 @@ const (
 	Set     ActionKind = "set"     // SENTINEL SET name Pairs...
 	Remove  ActionKind = "remove"  // SENTINEL REMOVE name
 	// Restore is SENTINEL REMOVE name, MONITOR name host port quorum and SET of Pairs on a Sentinel that names,
-	// in From, a primary that is not a node of the instance (issue 25: a forged hello on a shared quorum).
+	// in From, a primary that is not a node of the instance (a forged hello on a shared quorum).
 	Restore ActionKind = "restore"
 	// Realign is SENTINEL REMOVE name, MONITOR name host port quorum and SET of Pairs on a Sentinel stuck on
 	// a stale primary (Stuck): it names, in From, another node of the instance than the strict majority of
 	// the Sentinels, with a config epoch no newer than theirs, and Sentinel's own hellos will never move it
-	// (issue 24, RELIABILITY.md "Found" 4).
+	// (RELIABILITY.md "Found" 4).
 	Realign ActionKind = "realign"
 )
 
@@ -202,7 +202,7 @@ func Build(o Observation) Plan {
 		}
 		for _, s := range o.Sentinels {
 			// Reachable, ready or not: a Sentinel that came back empty is unready until it holds the
-			// monitors its peers hold (charts/valkey-sentinel vs.readinessScript, issue 24), so waiting for
+			// monitors its peers hold (charts/valkey-sentinel vs.readinessScript), so waiting for
 			// its readiness would never register them.
 			if !s.Reachable {
 				continue
@@ -324,8 +324,8 @@ func agreedEpoch(w Wanted, all []SentinelState) int64 {
 
 // AgreedPrimary returns the address most of the reachable Sentinels name for a monitor (internal/vote: hosts
 // normalised, ties broken by address), and false when none knows it, or when any of them names a primary
-// that is not one of nodes (spec.OwnNode; issue 25): then the Sentinels' view is not a source of truth, and
-// the caller observes the nodes instead.
+// that is not one of nodes (spec.OwnNode; a forged hello can set one): then the Sentinels' view is not a
+// source of truth, and the caller observes the nodes instead.
 func AgreedPrimary(sentinels []SentinelState, name string, nodes []string) (host string, port int, ok bool) {
 	claims := make([]vote.Claim, len(sentinels))
 	for i, s := range sentinels {
@@ -340,7 +340,7 @@ func AgreedPrimary(sentinels []SentinelState, name string, nodes []string) (host
 }
 
 // ForeignPrimaries returns, per Sentinel pod, the foreign primary ("host:port") it names for monitor name:
-// one that is not one of nodes (spec.OwnNode; issue 25).
+// one that is not one of nodes (spec.OwnNode; a forged hello on a shared quorum can set one).
 func ForeignPrimaries(sentinels []SentinelState, name string, nodes []string) map[string]string {
 	out := map[string]string{}
 	for _, s := range sentinels {

@@ -279,7 +279,7 @@ type SentinelView struct {
 // A listed replica is stale when it is not live and the Sentinel flags it s_down: a node removed by a
 // scale-in (it is gone, so Sentinel flags it s_down within down-after-milliseconds) or any other replica
 // that is gone. A replica the Sentinel still reaches is never stale, whatever its name (a DR or migration
-// replica attached by hand, issue 12 F6): RESET would not make Sentinel forget it, since Sentinel
+// replica attached by hand; F6): RESET would not make Sentinel forget it, since Sentinel
 // rediscovers every replica the primary's INFO lists at once, so resetting for it would only empty that
 // Sentinel's replica list again and again.
 func PlanReset(views []SentinelView, live map[string]bool) (string, string) {

@@ -9,12 +9,12 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/contract"
 )
 
-// CheckCanonical refuses a descriptor that names anything but what charts/valkey renders for the instance
-// whose descriptor is ConfigMap cmName in namespace cmNamespace (docs/contract.md). The descriptor decides
-// where the controllers send credentials (node hosts get AUTH _operator, Sentinels are told to AUTH
-// _sentinel at the primary's host) and which Secret holds the _sentinel password, and any principal that may
-// write ConfigMaps in the namespace can change it (issue 19): only the canonical names are accepted, so a
-// rewritten descriptor can point at nothing but the instance's own pods and Secrets.
+// CheckCanonical refuses a descriptor that names anything but what charts/valkey renders for the instance whose
+// descriptor is ConfigMap cmName in namespace cmNamespace (docs/contract.md). The descriptor decides where the
+// controllers send credentials (node hosts get AUTH _operator, Sentinels are told to AUTH _sentinel at the
+// primary's host) and which Secret holds the _sentinel password, and any principal that may write ConfigMaps in
+// the namespace can change it, and so could send a credential to a host of its choosing: only the canonical
+// names are accepted, so a rewritten descriptor can point at nothing but the instance's own pods and Secrets.
 //
 // Checked: name = cmName without "-instance", namespace = cmNamespace, node i = pod F-i-0 of StatefulSet F-i,
 // podSelector = {valkey.io/instance: F}, sentinelAuth = _sentinel in F-sentinel-auth key password, aclSecret =
@@ -108,12 +108,13 @@ func (si SentinelInfo) CheckCanonical(in Instance, clusterDomain string) error {
 }
 
 // CheckCanonicalFor refuses a sentinels.json to which in's components must not send a quorum credential of
-// scope cs: one published by another quorum than the descriptor's sentinelRelease (or any, when the
-// descriptor names none) or than the scope's (its release, and its namespace; the instance's own for the
-// zero scope), or, when clusterDomain is not empty, one whose hosts are not exactly that quorum's pods
-// S-<i>.S-headless.<quorum namespace>.svc.<clusterDomain> on port 26379. Whoever may write ConfigMaps can
-// rewrite <F>-sentinels and <F>-instance (issue 19): with this check a rewritten one can point the credential
-// at nothing but the quorum's own Sentinels. An empty clusterDomain skips the host check (tests on loopback).
+// scope cs: one published by another quorum than the descriptor's sentinelRelease (or any, when the descriptor
+// names none) or than the scope's (its release, and its namespace; the instance's own for the zero scope), or,
+// when clusterDomain is not empty, one whose hosts are not exactly that quorum's pods S-<i>.S-headless.<quorum
+// namespace>.svc.<clusterDomain> on port 26379. Whoever may write ConfigMaps can rewrite <F>-sentinels and
+// <F>-instance, and so choose where the credential goes: with this check a rewritten one can point the
+// credential at nothing but the quorum's own Sentinels. An empty clusterDomain skips the host check (tests on
+// loopback).
 func (si SentinelInfo) CheckCanonicalFor(in Instance, cs CredentialScope, clusterDomain string) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("sentinels.json of %s: %s: %s (Sentinel credentials go only to the quorum the descriptor names)",

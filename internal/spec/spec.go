@@ -204,7 +204,7 @@ func (in Instance) NodeAddrs() []string {
 // OwnNode reports whether host:port is one of addrs, the "host:port" of an instance's own nodes (NodeAddrs;
 // hosts compared as NormalizeHost does). It is the check every component makes before it follows, registers,
 // repeats or sends a credential to a primary that Sentinel names: on a quorum shared by tenants, one tenant's
-// forged hello moves any monitor of the quorum to any address (issue 25), so an address Sentinel names is
+// forged hello moves any monitor of the quorum to any address, so an address Sentinel names is
 // only a hint until it is one of the instance's own nodes. An empty addrs owns nothing.
 func OwnNode(addrs []string, host string, port int) bool {
 	h := NormalizeHost(host)

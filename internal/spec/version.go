@@ -14,8 +14,9 @@ import (
 // value) and reads: "<major>.<minor>". A descriptor without a version field is read as "1.0" (charts before
 // the field existed). A newer minor version only adds fields: they are kept in Instance.Unknown and
 // reported, never fatal. A newer major version may change the meaning of known fields and is refused with
-// a *VersionError. 1.1 added sentinelRelease (issue 15), instanceController and sentinelGrant (docs/fleet.md);
-// 1.2 added claims (issue 26).
+// a *VersionError. 1.1 added sentinelRelease (which quorum's Sentinels get the
+// instance's credentials), instanceController and sentinelGrant (docs/fleet.md); 1.2 added claims (the volume
+// claim every data StatefulSet must hold).
 const DescriptorVersion = "1.2"
 
 // VersionError is returned by ParseInstance for a descriptor whose major version is newer than

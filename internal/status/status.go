@@ -199,7 +199,7 @@ type Quorum struct {
 	Warnings      []string          `json:"warnings,omitempty"`
 	Held          map[string]string `json:"held,omitempty"`
 	Roll          string            `json:"roll,omitempty"`
-	// Refused says why the policy refused a disruptive step this pass planned (internal/plan.CheckQuorum).
+	// Refused says why the policy refused a disruptive step this pass planned (internal/plan.CheckSentinelStep).
 	Refused    []string  `json:"refused,omitempty"`
 	LastAction string    `json:"lastAction,omitempty"`
 	ObservedAt time.Time `json:"observedAt"`

@@ -14,7 +14,7 @@ import (
 // FakePrimary is an attacker's server on loopback that plays a Valkey primary well enough for Sentinel to
 // keep it as a monitor's primary (INFO replication says role master, PING answers) and records every AUTH
 // it is sent, and every connection that asked to replicate (PSYNC/SYNC): what a server reached through a
-// forged Sentinel hello learns (issue 25). It never hands out data (PSYNC is refused).
+// forged Sentinel hello learns. It never hands out data (PSYNC is refused).
 type FakePrimary struct {
 	ln net.Listener
 

@@ -34,7 +34,7 @@ type NodeState struct {
 	PodVersion string
 	// Terminating is true while the pod is being deleted and its deletion deadline (deletionTimestamp: the
 	// request's time plus the grace period) has not passed: its preStop hook may be handing the primary role
-	// off (issue 14). The observer still reads such a node.
+	// off. The observer still reads such a node.
 	Terminating bool
 	// Reachable is true when INFO replication answered; Err says why not.
 	Reachable bool
@@ -124,8 +124,8 @@ type Plan struct {
 	// HandingOff is the primary whose pod is terminating (NodeState.Terminating): its preStop hook hands the
 	// role off, so no repair runs and no planned handoff starts until it is gone or demoted.
 	HandingOff *spec.Node
-	// Foreign is the "host:port" the Sentinels name as primary when it is not a node of the instance (issue
-	// 25: a forged hello on a shared quorum); "" otherwise. Then nothing follows it: no repair runs, and the
+	// Foreign is the "host:port" the Sentinels name as primary when it is not a node of the instance (a
+	// forged hello on a shared quorum causes that); "" otherwise. Then nothing follows it: no repair runs, and the
 	// labels follow the nodes' own view (the node that reports role master with the most replicas) until the
 	// sentinel controller has restored the monitor.
 	Foreign string
@@ -204,7 +204,7 @@ func Build(o Observation) Plan {
 		case p.Primary != nil && p.PrimaryConfirmed && n.Node.Index == p.Primary.Index:
 			want = contract.RolePrimary
 		case n.Reachable && n.Repl.Role == valkey.RoleReplica && p.Foreign != "" && !spec.OwnNode(in.NodeAddrs(), n.Repl.PrimaryHost, n.Repl.PrimaryPort):
-			// follows an address that is not ours (issue 25): no Service of the instance routes to it
+			// follows an address that is not ours (a forged hello): no Service of the instance routes to it
 		case n.Reachable && n.Repl.Role == valkey.RoleReplica:
 			want = contract.RoleReplica
 		}

@@ -97,12 +97,12 @@ func clientOption(addr string, o Options) (vk.ClientOption, Options, error) {
 		AlwaysRESP2:       o.RESP2,
 		ClientName:        o.ClientName,
 		// small buffers and a short pipeline ring: the controllers hold one connection per node of every
-		// instance they watch, and valkey-go's defaults (0.5 MiB per direction, a ring of 2^10 slots) would make
-		// memory grow by ~1 MiB per node. Measured with 600 connections (issue 17): ring 2^10 and 32 KiB buffers
-		// 246 MiB of heap, ring 2^8 94 MiB, ring 2^6 54 MiB, ring 2^4 45 MiB (the buffers' 38 MiB). A longer
-		// reply (SENTINEL MASTERS of hundreds of monitors) is read through the small buffer all the same; 32
-		// commands in flight per connection are plenty: a pass sends a few per node, and the Sentinel
-		// connections a shared controller uses for all its instances queue the rest.
+		// instance they watch, and valkey-go's defaults (0.5 MiB per direction, a ring of 2^10 slots) would
+		// make memory grow by ~1 MiB per node. Measured with 600 connections (a shared controller's fleet):
+		// ring 2^10 and 32 KiB buffers 246 MiB of heap, ring 2^8 94 MiB, ring 2^6 54 MiB, ring 2^4 45 MiB (the
+		// buffers' 38 MiB). A longer reply (SENTINEL MASTERS of hundreds of monitors) is read through the small
+		// buffer all the same; 32 commands in flight per connection are plenty: a pass sends a few per node,
+		// and the Sentinel connections a shared controller uses for all its instances queue the rest.
 		ReadBufferEachConn:  1 << 13,
 		WriteBufferEachConn: 1 << 13,
 		RingScaleEachConn:   5,

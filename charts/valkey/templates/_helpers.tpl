@@ -463,7 +463,7 @@ metrics.prometheusRule.alertLabels metrics.prometheusRule.maxLagBytes metrics.pr
 metrics.prometheusRule.memoryFullRatio
 metrics.prometheusRule.rollHeldSeconds metrics.prometheusRule.notReconcilingSeconds
 metrics.grafanaDashboard.enabled metrics.grafanaDashboard.labels metrics.grafanaDashboard.annotations
-controller.enabled controller.image.registry controller.image.repository controller.image.tag
+controller.closeDemotedClients controller.enabled controller.image.registry controller.image.repository controller.image.tag
 controller.image.digest controller.image.pullPolicy controller.replicas controller.resources.cpu
 controller.resources.memory controller.resources.requests.cpu controller.resources.requests.memory
 controller.nodeSelector controller.tolerations controller.affinity controller.topologySpreadConstraints
@@ -476,7 +476,7 @@ podSecurityContext.enabled podSecurityContext.runAsUser podSecurityContext.runAs
 resources.requests.cpu resources.requests.memory service.primary.externalTrafficPolicy service.primary.loadBalancerIP
 service.primary.loadBalancerClass service.primary.sessionAffinity service.primary.clusterIP
 service.replicas.externalTrafficPolicy service.replicas.loadBalancerIP service.replicas.loadBalancerClass
-service.replicas.sessionAffinity service.replicas.clusterIP
+service.replicas.sessionAffinity service.replicas.clusterIP service.primary.nodePort service.replicas.nodePort
 metrics.prometheusRule.additionalRules
 metrics.podMonitor.scrapeTimeout metrics.podMonitor.honorLabels metrics.podMonitor.relabelings metrics.podMonitor.metricRelabelings metrics.serviceMonitor.scrapeTimeout metrics.serviceMonitor.honorLabels metrics.serviceMonitor.relabelings metrics.serviceMonitor.metricRelabelings controller.serviceMonitor.scrapeTimeout controller.serviceMonitor.honorLabels controller.serviceMonitor.relabelings controller.serviceMonitor.metricRelabelings
 networkPolicy.clientNamespaceSelector networkPolicy.extraIngress
@@ -1195,9 +1195,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- $d := get $data.sentinelSet $k -}}
 {{- if not $d -}}
 {{- $known := without (keys $data.sentinelSet | sortAlpha) "auth-pass" "auth-user" "quorum" "notification-script" "client-reconfig-script" -}}
-{{- fail (printf "%s: valkey %s Sentinel has no SENTINEL SET option %q; use one of %s" $field $ver $k (join ", " $known)) -}}
+{{- fail (printf "%s: valkey %s Sentinel has no SENTINEL SET option %q (an option must exist in every valkey version the valkey-sentinel chart runs: %s); use one of %s" $field $ver $k (join ", " $versions) (join ", " $known)) -}}
 {{- end -}}
-{{- include "valkey.checkValue" (dict "field" $field "value" $v "d" $d "engine" (printf "valkey %s Sentinel" $ver)) -}}
+{{- include "valkey.checkValue" (dict "field" $field "value" $v "d" $d "engine" (printf "valkey %s Sentinel (the value must suit every valkey version the valkey-sentinel chart runs: %s)" $ver (join ", " $versions))) -}}
 {{- end -}}
 {{- $ms := include "valkey.confValue" $v -}}
 {{- if eq $k "down-after-milliseconds" -}}
@@ -1613,6 +1613,26 @@ Services' fields (each only with the Service type that reads it; no headless F-p
 {{- range $name := list "primary" "replicas" -}}
 {{- $svc := get $.Values.service $name -}}
 {{- $f := printf "service.%s" $name -}}
+{{- with $svc.nodePort -}}
+{{- if eq $svc.type "ClusterIP" -}}
+{{- fail (printf "%s.nodePort: a ClusterIP Service has no node ports; set %s.type: NodePort or LoadBalancer, or leave nodePort 0" $f $f) -}}
+{{- end -}}
+{{- if or (lt (int .) 30000) (gt (int .) 32767) -}}
+{{- fail (printf "%s.nodePort: %d is outside the API server's default NodePort range 30000-32767, so the Service would be refused after the release's other objects were created; choose a port in the range, or leave it 0 and Kubernetes picks one from your cluster's range" $f (int .)) -}}
+{{- end -}}
+{{- $others := list -}}
+{{- range $o := list "primary" "replicas" -}}
+{{- $os := get $.Values.service $o -}}
+{{- if and (ne $o $name) $os.nodePort -}}{{- $others = append $others (int $os.nodePort) -}}{{- end -}}
+{{- range $p := $os.extraPorts | default list -}}{{- with $p.nodePort -}}{{- $others = append $others (int .) -}}{{- end -}}{{- end -}}
+{{- end -}}
+{{- if $.Values.externalAccess.enabled -}}
+{{- range $p := $.Values.externalAccess.nodePorts | default list -}}{{- $others = append $others (int $p) -}}{{- end -}}
+{{- end -}}
+{{- if has (int .) $others -}}
+{{- fail (printf "%s.nodePort: %d is also a node port of another Service of this release (service.*.nodePort, service.*.extraPorts or externalAccess.nodePorts); a node port serves one Service, so the API server would refuse the second; choose another" $f (int .)) -}}
+{{- end -}}
+{{- end -}}
 {{- if and $svc.externalTrafficPolicy (eq $svc.type "ClusterIP") -}}
 {{- fail (printf "%s.externalTrafficPolicy: %s applies to type NodePort or LoadBalancer only (the API server refuses it on a ClusterIP Service); set %s.type, or leave it empty" $f $svc.externalTrafficPolicy $f) -}}
 {{- end -}}

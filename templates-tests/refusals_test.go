@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Issue 27 item 4, the leftovers of a new user's walk: several refusals reported together, a typo inside a
+// Refusals a new user's first walk through the values ran into: several refusals reported together, a typo inside a
 // list item, values of a section that is off (backup, migrateFrom, persistence), and a backup schedule
 // Kubernetes would refuse. The exact messages are bad fixtures (testdata/bad: valkey-unknown-keys-several,
 // valkey-inputs-several, valkey-users-item-key-typo, sentinel-selector-expression-key-typo,

@@ -29,7 +29,7 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
 )
 
-// The knobs of issue 27, item 1: pod identity (podSecurityContext), data-pod requests below the limits and the
+// Platform knobs: pod identity (podSecurityContext), data-pod requests below the limits and the
 // typed Services' fields. Refusals live in testdata/bad/*-knob-*.yaml.
 
 // everyPodSpec returns every pod spec of a render, Jobs included, keyed by "Kind/name".
@@ -43,8 +43,8 @@ func everyPodSpec(objs objects) map[string]*corev1.PodSpec {
 	return r
 }
 
-// knobsPodsValkey renders every kind of pod charts/valkey has: data (with exporter and DNS cache, on by default), controller,
-// credentials Job, helm test.
+// knobsPodsValkey renders every kind of pod charts/valkey has: data (with exporter and DNS cache, on by
+// default), controller, credentials Job, helm test.
 const knobsPodsValkey = "metrics: {enabled: true}\nplan: casual\n"
 
 // knobsPodsSentinel: Sentinel pods, the Sentinel controller, the shared instance controller, credentials Job,
@@ -165,6 +165,25 @@ service:
 			assert.Empty(t, spec.ClusterIP, name)
 		}
 	}
+}
+
+// TestServiceNodePortKnob (walk leftover): service.primary.nodePort and service.replicas.nodePort fix the node
+// port of the Services' valkey port (before: only extraPorts could carry one, so a NodePort F-primary got
+// whatever port Kubernetes picked); 0, the default, renders none. Refusals: testdata/bad/valkey-knob-*-nodeport-*.yaml.
+func TestServiceNodePortKnob(t *testing.T) {
+	objs := decode(t, mustRender(t, "valkey", `
+service:
+  primary: {type: NodePort, nodePort: 30100}
+  replicas: {type: NodePort, nodePort: 30101}
+`))
+	for name, want := range map[string]int32{"-primary": 30100, "-replicas": 30101} {
+		ports := objs.service(t, valkeyF+name).Spec.Ports
+		require.NotEmpty(t, ports, name)
+		assert.Equal(t, "valkey", ports[0].Name, name)
+		assert.Equal(t, want, ports[0].NodePort, name)
+	}
+	def := decode(t, mustRender(t, "valkey", "service: {primary: {type: NodePort}}\n"))
+	assert.Zero(t, def.service(t, valkeyF+"-primary").Spec.Ports[0].NodePort, "0: Kubernetes picks the port")
 }
 
 // TestServerRunsUnderPlatformAssignedIDs (podSecurityContext.enabled false, OpenShift's restricted-v2): the
@@ -375,8 +394,8 @@ metrics:
 }
 
 // TestNetworkPolicyClientNamespacesAndExtraIngress: with the NetworkPolicy semantics of netpol_test.go, an
-// application in another namespace is blocked by default (before issue 27 there was no way in but CIDRs) and
-// admitted on the server (Sentinel) port once clientNamespaceSelector names its namespace (with
+// application in another namespace is blocked by default (before clientNamespaceSelector there was no way in
+// but CIDRs) and admitted on the server (Sentinel) port once clientNamespaceSelector names its namespace (with
 // clientPodSelector: only the pods it picks there), never on the exporter port; extraIngress rules land as
 // given.
 func TestNetworkPolicyClientNamespacesAndExtraIngress(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// QuorumInstance is one selected instance descriptor as the sentinel controller's gather resolved it.
-type QuorumInstance struct {
+// MonitoredInstance is one selected instance descriptor as the sentinel controller's gather resolved it.
+type MonitoredInstance struct {
 	// Descriptor is the descriptor ConfigMap's name (<F>-instance); Namespace its namespace when it is not the
 	// quorum's ("" = the quorum's: a cross-namespace quorum, docs/fleet.md).
 	Descriptor string
@@ -27,7 +27,7 @@ type QuorumInstance struct {
 	Instance   spec.Instance
 	// Refused says why the instance is not registered or changed (another quorum claims it, TLS mismatch,
 	// a descriptor that does not parse or is not canonical); Unresolved why this pass could not resolve it
-	// (its _sentinel Secret could not be read). Either way its monitor, if any, is kept (issue 12, F3).
+	// (its _sentinel Secret could not be read). Either way its monitor, if any, is kept (F3).
 	Refused    string
 	Unresolved string
 	// Want is the resolved registration (when neither Refused nor Unresolved).
@@ -42,11 +42,11 @@ type QuorumInstance struct {
 
 // Key identifies the instance's descriptor in this quorum: its name, with its namespace in front when that
 // is not the quorum's (the keys of the descriptors the gather returns).
-func (i QuorumInstance) Key() string { return NamespacedName(i.Namespace, i.Descriptor) }
+func (i MonitoredInstance) Key() string { return NamespacedName(i.Namespace, i.Descriptor) }
 
 // SentinelInfoKey is the Sentinel info ConfigMap of the instance as Key names the descriptor (what
-// QuorumWorld.Published and QuorumDecision.Withdraw hold).
-func (i QuorumInstance) SentinelInfoKey() string {
+// SentinelWorld.Published and SentinelDecision.Withdraw hold).
+func (i MonitoredInstance) SentinelInfoKey() string {
 	return NamespacedName(i.Namespace, i.SentinelInfoName())
 }
 
@@ -59,11 +59,11 @@ func NamespacedName(namespace, name string) string {
 }
 
 // Resolved reports whether the instance resolved: its monitor is wanted.
-func (i QuorumInstance) Resolved() bool { return i.Refused == "" && i.Unresolved == "" }
+func (i MonitoredInstance) Resolved() bool { return i.Refused == "" && i.Unresolved == "" }
 
 // SentinelInfoName is the name of the Sentinel info ConfigMap of the instance (<F>-sentinels,
 // docs/contract.md), derived from the descriptor's name so it does not need the descriptor to parse.
-func (i QuorumInstance) SentinelInfoName() string {
+func (i MonitoredInstance) SentinelInfoName() string {
 	f, _ := contract.InstanceOf(i.Descriptor)
 	return contract.SentinelInfo(f)
 }
@@ -76,14 +76,14 @@ type Refusal struct {
 
 // Publish is one <F>-sentinels document the applier writes (owned by the instance's descriptor).
 type Publish struct {
-	// Descriptor is the owner (its QuorumInstance.Key), Instance the instance's name F.
+	// Descriptor is the owner (its MonitoredInstance.Key), Instance the instance's name F.
 	Descriptor string
 	Instance   string
 	Info       spec.SentinelInfo
 }
 
-// QuorumDecision is the sentinel controller's plan for one pass.
-type QuorumDecision struct {
+// SentinelDecision is the sentinel controller's plan for one pass.
+type SentinelDecision struct {
 	// Registration holds the MONITOR/SET/REMOVE actions (REMOVEs the policy refused are dropped and listed
 	// in Refused), the monitors whose change waits, and configuration warnings.
 	Registration registration.Plan
@@ -102,14 +102,17 @@ type QuorumDecision struct {
 	Warnings []string
 	// RollHeldSince is the controller's memory for the next pass: when the roll started waiting.
 	RollHeldSince time.Time
+	// Copies are the credential copies to keep (PlanCopies), in order.
+	Copies []CopyStep
 }
 
-// Quorum is the sentinel controller's planner (pure): the registration plan (internal/registration) with
-// every SENTINEL REMOVE vetted by CheckQuorum, the Sentinel info to publish and withdraw, and, in a pass that
-// changes no registration, at most one Sentinel pod to replace (roll.PlanSentinel, vetted by CheckQuorum).
+// PlanSentinels is the sentinel controller's planner (pure): the registration plan (internal/registration) with
+// every SENTINEL REMOVE vetted by CheckSentinelStep, the Sentinel info to publish and withdraw, and, in a pass that
+// changes no registration, at most one Sentinel pod to replace (roll.PlanSentinel, vetted by CheckSentinelStep).
 // heldSince is when the roll started waiting (memory).
-func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
-	d := QuorumDecision{RollHeldSince: heldSince, Warnings: append([]string(nil), w.Warnings...)}
+func PlanSentinels(w SentinelWorld, heldSince time.Time) SentinelDecision {
+	d := SentinelDecision{RollHeldSince: heldSince, Warnings: append(append([]string(nil), w.Warnings...), NamespaceWarnings(w)...),
+		Copies: PlanCopies(w)}
 	var wanted []registration.Wanted
 	for _, qi := range w.Instances {
 		if len(qi.Instance.Unknown) > 0 {
@@ -139,21 +142,21 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 	d.Registration.Actions = nil
 	for _, a := range reg.Actions {
 		if a.Kind == registration.Remove {
-			if why := CheckQuorum(w, Step{Kind: Remove, Pod: a.Sentinel, Monitor: a.Name, Reason: a.Reason}); why != "" {
+			if why := CheckSentinelStep(w, Step{Kind: Remove, Pod: a.Sentinel, Monitor: a.Name, Reason: a.Reason}); why != "" {
 				d.Refused = append(d.Refused, Refusal{Step: Step{Kind: Remove, Pod: a.Sentinel, Monitor: a.Name}, Why: why})
 				continue
 			}
 		}
 		if a.Kind == registration.Restore {
 			s := Step{Kind: RestoreMonitor, Pod: a.Sentinel, Monitor: a.Name, Sentinel: net.JoinHostPort(a.Host, strconv.Itoa(a.Port)), Reason: a.Reason}
-			if why := CheckQuorum(w, s); why != "" {
+			if why := CheckSentinelStep(w, s); why != "" {
 				d.Refused = append(d.Refused, Refusal{Step: s, Why: why})
 				continue
 			}
 		}
 		if a.Kind == registration.Realign {
 			s := Step{Kind: RealignMonitor, Pod: a.Sentinel, Monitor: a.Name, Sentinel: net.JoinHostPort(a.Host, strconv.Itoa(a.Port)), Reason: a.Reason}
-			if why := CheckQuorum(w, s); why != "" {
+			if why := CheckSentinelStep(w, s); why != "" {
 				d.Refused = append(d.Refused, Refusal{Step: s, Why: why})
 				continue
 			}
@@ -182,16 +185,16 @@ func Quorum(w QuorumWorld, heldSince time.Time) QuorumDecision {
 }
 
 // UnknownFieldsWarning reports the descriptor fields of a newer charts/valkey this controller ignores.
-func UnknownFieldsWarning(qi QuorumInstance) string {
+func UnknownFieldsWarning(qi MonitoredInstance) string {
 	return fmt.Sprintf("%s: descriptor fields this controller does not know (kept, ignored; a newer charts/valkey wrote them): %s",
 		qi.Descriptor, strings.Join(qi.Instance.Unknown, ", "))
 }
 
-// planSentinelRoll returns the Sentinel pod to replace (vetted by CheckQuorum) or why the roll waits:
+// planSentinelRoll returns the Sentinel pod to replace (vetted by CheckSentinelStep) or why the roll waits:
 // nothing is replaced while a kept monitor is registered or a selected descriptor's monitor is unknown (a
 // replaced Sentinel comes back empty and could not be given that monitor again), and roll.PlanSentinel
 // decides the rest (docs/design.md, "Planned operations"; case S22).
-func planSentinelRoll(w QuorumWorld, d *QuorumDecision) (*Step, string) {
+func planSentinelRoll(w SentinelWorld, d *SentinelDecision) (*Step, string) {
 	if held := heldMonitors(w); held != "" {
 		return nil, held
 	}
@@ -224,7 +227,7 @@ func planSentinelRoll(w QuorumWorld, d *QuorumDecision) (*Step, string) {
 	if len(notes) > 0 {
 		s.Reason += "; " + strings.Join(notes, "; ")
 	}
-	if why := CheckQuorum(w, s); why != "" {
+	if why := CheckSentinelStep(w, s); why != "" {
 		d.Refused = append(d.Refused, Refusal{Step: s, Why: why})
 		return nil, why
 	}
@@ -233,7 +236,7 @@ func planSentinelRoll(w QuorumWorld, d *QuorumDecision) (*Step, string) {
 
 // heldMonitors says why no Sentinel pod may be replaced while a kept monitor (its instance selected but not
 // resolved) is registered on one of the Sentinels, or while the owner of a monitor is unknown.
-func heldMonitors(w QuorumWorld) string {
+func heldMonitors(w SentinelWorld) string {
 	if w.Unowned != "" {
 		return "no Sentinel replaced: " + w.Unowned
 	}
@@ -255,7 +258,7 @@ func heldMonitors(w QuorumWorld) string {
 // MonitorStatuses is, per selected instance in order, its monitor in the quorum status: how many Sentinels
 // know it, where they see its primary, and CKQUORUM on every Sentinel (a resolved instance), or why it was
 // refused or not resolved.
-func MonitorStatuses(w QuorumWorld) []status.MonitorStatus {
+func MonitorStatuses(w SentinelWorld) []status.MonitorStatus {
 	var out []status.MonitorStatus
 	for _, qi := range w.Instances {
 		name := qi.Instance.MonitorName
@@ -287,7 +290,7 @@ func MonitorStatuses(w QuorumWorld) []status.MonitorStatus {
 }
 
 // quorumOf is Sentinel i's CKQUORUM for monitor name, when it answered.
-func (w QuorumWorld) quorumOf(i int, name string) (valkey.Quorum, bool) {
+func (w SentinelWorld) quorumOf(i int, name string) (valkey.Quorum, bool) {
 	if i >= len(w.CKQuorum) {
 		return valkey.Quorum{}, false
 	}
@@ -295,8 +298,8 @@ func (w QuorumWorld) quorumOf(i int, name string) (valkey.Quorum, bool) {
 	return q, ok
 }
 
-// QuorumStatus builds the <S>-status document of one pass (pure; docs/design.md, "Status").
-func QuorumStatus(w QuorumWorld, d QuorumDecision, lastAction string) status.Quorum {
+// SentinelStatus builds the <S>-status document of one pass (pure; docs/design.md, "Status").
+func SentinelStatus(w SentinelWorld, d SentinelDecision, lastAction string) status.Quorum {
 	st := status.Quorum{Release: w.Release, ObservedAt: w.Now, Warnings: d.Warnings, Held: d.Registration.Held,
 		Roll: d.RollWait, LastAction: lastAction, Monitors: MonitorStatuses(w)}
 	for _, r := range d.Refused {
@@ -311,8 +314,8 @@ func QuorumStatus(w QuorumWorld, d QuorumDecision, lastAction string) status.Quo
 	return st
 }
 
-// QuorumGauges is the quorum's metrics observation (metrics.ObserveQuorum) of one pass (pure).
-func QuorumGauges(w QuorumWorld, d QuorumDecision, monitors []status.MonitorStatus) metrics.QuorumObservation {
+// SentinelGauges is the quorum's metrics observation (metrics.ObserveQuorum) of one pass (pure).
+func SentinelGauges(w SentinelWorld, d SentinelDecision, monitors []status.MonitorStatus) metrics.QuorumObservation {
 	mo := metrics.QuorumObservation{Reachable: map[string]bool{}}
 	for _, s := range w.Sentinels {
 		mo.Reachable[s.Pod] = s.Reachable
@@ -335,8 +338,9 @@ func QuorumGauges(w QuorumWorld, d QuorumDecision, monitors []status.MonitorStat
 	return mo
 }
 
-// Derive fills the fields of w that follow from Instances and CKQuorum: Wanted, Keep, Unowned and QuorumOK.
-func (w *QuorumWorld) Derive() {
+// Derive fills the fields of w that follow from Instances, CKQuorum and Namespaces: Wanted, Keep, Unowned
+// and QuorumOK (keepUnreadable adds the monitors of namespaces that cannot be read).
+func (w *SentinelWorld) Derive() {
 	w.Wanted, w.Keep, w.Unowned, w.QuorumOK = map[string]bool{}, map[string]string{}, "", map[string]bool{}
 	for _, qi := range w.Instances {
 		name := qi.Instance.MonitorName
@@ -359,4 +363,5 @@ func (w *QuorumWorld) Derive() {
 			w.QuorumOK[ms.Name] = ms.QuorumOK
 		}
 	}
+	keepUnreadable(w)
 }

@@ -66,8 +66,8 @@ func handoffPaths() []handoffPath {
 	}
 }
 
-// lastSentinel dials the last Sentinel, the one a planned handoff asks (see the controller's
-// planFailoverOrder: the other Sentinels publish +switch-master about 1 s before the leader does).
+// lastSentinel dials the last Sentinel, the one a planned handoff asks (see
+// plan.FailoverOrder: the other Sentinels publish +switch-master about 1 s before the leader does).
 func lastSentinel(ctx context.Context, top *valkeytest.Topology) *valkey.Client {
 	return top.Sentinels[len(top.Sentinels)-1].Client(top.SentinelOptions())
 }

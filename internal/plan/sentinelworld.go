@@ -13,10 +13,10 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/valkey"
 )
 
-// QuorumWorld is what one pass of the sentinel controller observed of its quorum and of the instances it
+// SentinelWorld is what one pass of the sentinel controller observed of its quorum and of the instances it
 // selects (docs/design.md, "The sentinel controller's pass"), and all that its planner, policy and status
 // read.
-type QuorumWorld struct {
+type SentinelWorld struct {
 	Release, Namespace string
 	Now                time.Time
 	// StatefulSet is the Sentinels' StatefulSet (nil: not observed).
@@ -34,9 +34,9 @@ type QuorumWorld struct {
 	// DescriptorsErr is why the instance descriptors could not be listed ("" = listed).
 	DescriptorsErr string
 	// Instances are the selected descriptors, sorted by namespace and name, as resolved this pass.
-	Instances []QuorumInstance
+	Instances []MonitoredInstance
 	// Published names the <F>-sentinels ConfigMaps this quorum has published (namespace/name for another
-	// namespace than the quorum's, as QuorumInstance.SentinelInfoKey).
+	// namespace than the quorum's, as MonitoredInstance.SentinelInfoKey).
 	Published []string
 	// Warnings are what the gather found odd but could work with (reported in the status).
 	Warnings []string
@@ -51,6 +51,15 @@ type QuorumWorld struct {
 	// StuckSince is the controller's memory of when each Sentinel monitor was first seen stuck on a stale
 	// primary (registration.StuckKey; registration.Stuck).
 	StuckSince map[string]time.Time
+	// Namespaces is what the gather could read of the namespaces the quorum serves (the zero value: all).
+	Namespaces NamespaceReadability
+	// Revoked maps the monitor name of a selected descriptor whose instance grants another quorum (or, in
+	// another namespace, none) to why: it is treated like a deselected instance, and the Event of its
+	// monitor's removal says why.
+	Revoked map[string]string
+	// Credential is what the gather read for the credential copies (PlanCopies); nil when the controller
+	// copies no credential.
+	Credential *CredentialWorld
 }
 
 // PodRef identifies a pod object observed (UID and resourceVersion: a delete carries them as preconditions).
@@ -59,8 +68,8 @@ type PodRef struct {
 	Stale        bool
 }
 
-// CheckQuorum returns why step s must not be applied in QuorumWorld w, or "" when it may.
-func CheckQuorum(w QuorumWorld, s Step) string {
+// CheckSentinelStep returns why step s must not be applied in SentinelWorld w, or "" when it may.
+func CheckSentinelStep(w SentinelWorld, s Step) string {
 	switch s.Kind {
 	case Remove:
 		return checkRemove(w, s)
@@ -74,7 +83,7 @@ func CheckQuorum(w QuorumWorld, s Step) string {
 	return fmt.Sprintf("%s is not a step of the sentinel controller", s.Kind)
 }
 
-func checkRemove(w QuorumWorld, s Step) string {
+func checkRemove(w SentinelWorld, s Step) string {
 	switch {
 	case w.DescriptorsErr != "":
 		return refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
@@ -112,7 +121,7 @@ func checkRemove(w QuorumWorld, s Step) string {
 
 // monitoredInstance returns the selected, resolved instance whose monitor step s acts on, or nil and the
 // refusal: the descriptors could not be listed, or no such instance.
-func monitoredInstance(w QuorumWorld, s Step) (*QuorumInstance, string) {
+func monitoredInstance(w SentinelWorld, s Step) (*MonitoredInstance, string) {
 	if w.DescriptorsErr != "" {
 		return nil, refuse(s, "the instance descriptors could not be listed (%s)", w.DescriptorsErr)
 	}
@@ -124,12 +133,12 @@ func monitoredInstance(w QuorumWorld, s Step) (*QuorumInstance, string) {
 	return nil, refuse(s, "monitor %s belongs to no selected instance that resolved", s.Monitor)
 }
 
-// checkRestore vets a SENTINEL REMOVE + MONITOR that replaces a foreign primary (issue 25): the monitor is a
+// checkRestore vets a SENTINEL REMOVE + MONITOR that replaces a foreign primary (a forged hello): the monitor is a
 // selected, resolved instance's; its target is one of the instance's nodes and was observed this pass as
 // primary with connected replicas (never guessed from the Sentinels); the Sentinel was observed naming an
 // address that is not a node; and no Sentinel runs a failover of the monitor (Sentinel may be moving the
 // primary back to a node itself: its failover goes first).
-func checkRestore(w QuorumWorld, s Step) string {
+func checkRestore(w SentinelWorld, s Step) string {
 	qi, why := monitoredInstance(w, s)
 	if qi == nil {
 		return why
@@ -167,12 +176,12 @@ func checkRestore(w QuorumWorld, s Step) string {
 	return ""
 }
 
-// checkRealign vets a SENTINEL REMOVE + MONITOR on a Sentinel stuck on a stale primary (issue 24, "Found" 4):
+// checkRealign vets a SENTINEL REMOVE + MONITOR on a Sentinel stuck on a stale primary (RELIABILITY.md "Found" 4):
 // the monitor is a selected, resolved instance's; its target was observed this pass as primary with connected
 // replicas and is what a strict majority of the Sentinels name; and the Sentinel is still stuck
 // (registration.Stuck: no Sentinel fails the monitor over, the majority healthy at one config epoch, the
 // Sentinel's own epoch no newer).
-func checkRealign(w QuorumWorld, s Step) string {
+func checkRealign(w SentinelWorld, s Step) string {
 	qi, why := monitoredInstance(w, s)
 	if qi == nil {
 		return why
@@ -196,7 +205,7 @@ func checkRealign(w QuorumWorld, s Step) string {
 // MonitorGates builds the Sentinel roll's gate of every wanted monitor from every reachable Sentinel's
 // SENTINEL MASTERS (roll.MonitorGate), sorted by name: failing over on any, down on any and for how long at
 // most, its failover-timeout, and CKQUORUM OK on every Sentinel.
-func MonitorGates(w QuorumWorld) []roll.MonitorGate {
+func MonitorGates(w SentinelWorld) []roll.MonitorGate {
 	names := make([]string, 0, len(w.Wanted))
 	for name := range w.Wanted {
 		names = append(names, name)
@@ -224,7 +233,7 @@ func MonitorGates(w QuorumWorld) []roll.MonitorGate {
 	return out
 }
 
-func checkDeleteSentinelPod(w QuorumWorld, s Step) string {
+func checkDeleteSentinelPod(w SentinelWorld, s Step) string {
 	if w.StatefulSet == nil {
 		return refuse(s, "the Sentinel StatefulSet was not observed")
 	}
