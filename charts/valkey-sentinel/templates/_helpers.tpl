@@ -871,10 +871,13 @@ Readiness (issue 24, 2): this Sentinel answers and holds every monitor that any 
 Sentinel that came back empty (emptyDir) stays unready until the sentinel controller registered its monitors
 again, so the PodDisruptionBudget (which counts ready pods) refuses to evict a second Sentinel meanwhile: a
 majority always knows every monitor and a primary crash still fails over with every controller down. Peers
-are asked in parallel (INFO sentinel as _client, 1 s each); a peer that does not answer (its node gone, DNS
+are asked in parallel (INFO sentinel as _client, 1 s each; not itself, by $HOSTNAME); a peer that does not answer (its node gone, DNS
 down) is skipped, so a dead peer never makes the others unready, and an instance no Sentinel monitors yet
 changes nothing. The monitors' passwords are not needed: only names are compared. docs/design.md, "Sentinel
-readiness".
+readiness". The probe runs in the sentinel container's cgroup, so every process it starts spends Sentinel's
+CPU limit (50m by default): it starts as few as it can (one valkey-cli per other Sentinel and one awk for
+every reply, where it once started 13 processes and kept a 50m Sentinel throttled in 85 % of CFS periods, its
+timer late enough for TILT mode).
 */}}
 {{- define "vs.readinessScript" -}}
 {{- $peers := list -}}
@@ -883,13 +886,14 @@ readiness".
 {{- end -}}
 own=$({{ include "vs.cli" . }} info sentinel 2>&1) || { echo "$own"; exit 1; }
 case "$own" in *sentinel_masters:*) ;; *) echo "no Sentinel answer: $own"; exit 1 ;; esac
-missing=$({ printf '%s\n' "$own" | sed -n 's/^master[0-9]*:name=\([^,]*\),.*/+\1/p'
+missing=$({ printf '%s\n@@\n' "$own"
   for p in {{ join " " $peers }}; do
-    timeout 1 {{ include "vs.cliNoPort" . }} -h "${p%:*}" -p "${p##*:}" info sentinel 2>/dev/null | sed -n 's/^master[0-9]*:name=\([^,]*\),.*/-\1/p' &
+    case "$p" in "$HOSTNAME".*) continue ;; esac
+    timeout 1 {{ include "vs.cliNoPort" . }} -h "${p%:*}" -p "${p##*:}" info sentinel 2>/dev/null &
   done
-  wait; } | awk '/^[+]/ { own[substr($0, 2)] = 1; next } { n = substr($0, 2) } !(n in own) && !(n in seen) { seen[n] = 1; print n }')
+  wait; } | awk -F '[=,]' '/^@@/ { peers = 1; next } !/^master[0-9]*:name=/ { next } !peers { own[$2] = 1; next } !($2 in own) && !($2 in seen) { seen[$2] = 1; n++; if (n <= 5) list = list " " $2 } END { if (n) print n ":" list }')
 [ -z "$missing" ] && exit 0
-echo "this Sentinel lacks $(printf '%s\n' "$missing" | wc -l) monitor(s) its peers hold, until the sentinel controller registers them:" $(printf '%s\n' "$missing" | head -n 5)
+echo "this Sentinel lacks ${missing%%:*} monitor(s) its peers hold, until the sentinel controller registers them:${missing#*:}"
 exit 1
 {{- end -}}
 
