@@ -212,6 +212,7 @@ func indent(s string) string {
 // /data/sentinel.conf names FQDNs, never IP literals, before and after a failover; no data node replicates
 // from an IP or from itself.
 func TestCaseS19S04FQDNsOnly(t *testing.T) {
+	longTest(t, "templates-tests TestCaseS19SentinelAnnouncesItsOwnFQDN and TestCaseS04NoIPLiteralsInHostnameTopology")
 	maybeParallel(t)
 	d := Deploy(t, "fqdn", DeployOpts{})
 	in := d.I()

@@ -13,6 +13,7 @@
 //	E2E_HELM_DEBUG=1    log the Helm SDK's debug lines
 //	E2E_PSS=restricted  Pod Security level enforced on test namespaces ("none" disables; default restricted)
 //	E2E_PARALLEL=1      run the deployment tests in parallel (default: one at a time, see maybeParallel)
+//	E2E_LONG=1          also run the tests make e2e leaves to make e2e-long for time (longTest)
 //	E2E_HELD_CLIENTS=1  also run TestPrimaryServiceClientsFollowEverySwitch (make e2e-clients; a measurement kept out of make test)
 //	E2E_VALKEY_IMAGE, E2E_CTL_IMAGE   override the charts' default server and controller images (default: none,
 //	                    the charts' defaults, which hack/images.sh builds locally under those names)

@@ -31,7 +31,10 @@ func TestMigrateFromPlainValkey(t *testing.T) { migrateFromPlain(t, valkeyImage,
 
 // TestMigrateFromPlainRedis is TestMigrateFromPlainValkey with a redis 7.0 server as the other chart's primary
 // (the Bitnami redis chart's engine): node 0 (valkey 9.1) loads its RDB and follows it, then switches.
-func TestMigrateFromPlainRedis(t *testing.T) { migrateFromPlain(t, redisImage, "redis-server") }
+func TestMigrateFromPlainRedis(t *testing.T) {
+	longTest(t, "TestMigrateFromPlainValkey (make e2e) and internal/migrate with a real redis-server")
+	migrateFromPlain(t, redisImage, "redis-server")
+}
 
 // migrateFromPlain runs the migration e2e with the source server of image (its binary server).
 func migrateFromPlain(t *testing.T, image, server string) {

@@ -560,6 +560,7 @@ func countFailovers(evs []SentinelLogEvent) FailoverCount {
 // reported), the new pods run the new setting, the Sentinel pods are untouched, CKQUORUM is OK on every
 // Sentinel and the deployment converges with every pod Ready.
 func TestServerConfigRollsDataPods(t *testing.T) {
+	longTest(t, "internal/controller TestPlannedDataRollLosesNoAckedWrite (in the engine matrix too) and the handoffs of TestPrimaryPodDeleteAndEvictHandOff")
 	maybeParallel(t)
 	const (
 		writeEvery  = 10 * time.Millisecond

@@ -195,7 +195,9 @@ valkeySelector:
 `, d.Sentinels, quorumLabel, d.Label)
 	lean := ""
 	if !d.ChartDefaults {
-		lean = "resources: {cpu: 50m, memory: 64Mi}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n" + leanDNSCache
+		// 100m, not the chart's 50m: the suite's own queries exec valkey-cli in a Sentinel container, and every
+		// exec spends that container's CPU limit (about 0.1 s each): at 50m those polls kept the Sentinels throttled
+		lean = "resources: {cpu: 100m, memory: 64Mi}\ncontroller: {resources: {cpu: 100m, memory: 128Mi}}\n" + leanDNSCache
 	}
 	return mergeYAML(d.t, append([]string{base, imageValues(), lean, dnsCacheValues(), d.SentinelExtra}, extra...)...)
 }
@@ -992,6 +994,16 @@ var metavGet = metav1.GetOptions{}
 func maybeParallel(t *testing.T) {
 	if envOr("E2E_PARALLEL", "0") == "1" {
 		t.Parallel()
+	}
+}
+
+// longTest skips t unless E2E_LONG=1 (`make e2e-long`). The suite ran past its 55-minute timeout on the 2-core
+// CI machine of 2026-12-04 (about 63 minutes of tests, one deployment at a time), so the tests whose claims are
+// also proven with real processes in `make unit` (named in why) run in make e2e-long instead of make test.
+func longTest(t *testing.T, why string) {
+	t.Helper()
+	if envOr("E2E_LONG", "0") != "1" {
+		t.Skipf("SKIPPED in make e2e for time, runs in make e2e-long (E2E_LONG=1); also covered by %s", why)
 	}
 }
 
