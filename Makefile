@@ -72,9 +72,9 @@ e2e-deletions: deps ## the repeated primary-pod deletion test on the local clust
 # issue 30: 20 connections held through F-primary follow four kinds of switch (about 2.5 min; prints median, p95 and
 # worst per kind; kept out of make test for time, its numbers in BENCHMARKS.md)
 # the e2e tests make e2e leaves out for time (longTest: each names the unit tests that cover its claim with real
-# processes); about 18 minutes
-E2E_LONG_RUN := ^(TestCaseS19S04FQDNsOnly|TestEngineOverrides|TestReplicaRejoinsAndS08NoKeyLoss|TestMigrateFromPlainRedis|TestServerConfigRollsDataPods|TestUpgradeFromRecordedCommitUnderTraffic)$$
-e2e-long: deps ## the e2e tests make test leaves out for time, on the local cluster (about 18 minutes)
+# processes); about 20 minutes
+E2E_LONG_RUN := ^(TestCaseS19S04FQDNsOnly|TestEngineOverrides|TestReplicaRejoinsAndS08NoKeyLoss|TestMigrateFromPlainRedis|TestServerConfigRollsDataPods|TestUpgradeFromRecordedCommitUnderTraffic|TestCaseS22SentinelOnlyChangeKeepsDataPods)$$
+e2e-long: deps ## the e2e tests make test leaves out for time, on the local cluster (about 20 minutes)
 	E2E_LONG=1 hack/e2e.sh -run '$(E2E_LONG_RUN)' -v
 e2e-clients: deps ## the held-connections measurement on the local cluster (TestPrimaryServiceClientsFollowEverySwitch)
 	E2E_HELD_CLIENTS=1 hack/e2e.sh -run '^TestPrimaryServiceClientsFollowEverySwitch$$' -v

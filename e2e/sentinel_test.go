@@ -216,6 +216,7 @@ func TestOneQuorumThreeInstances(t *testing.T) {
 // is replaced or restarted, also while the Sentinel controller may roll the Sentinel pods. (Whether and how
 // the Sentinel pods are rolled is logged, not asserted here.)
 func TestCaseS22SentinelOnlyChangeKeepsDataPods(t *testing.T) {
+	longTest(t, "templates-tests TestCaseS22SentinelOnlyChangeLeavesDataTemplatesIdentical and internal/controller TestCaseS22SentinelRollKeepsQuorum")
 	maybeParallel(t)
 	d := Deploy(t, "s22", DeployOpts{})
 	in := d.I()
