@@ -164,18 +164,34 @@ func TestStepAfterSwitchUnderFaults(t *testing.T) {
 // it is (no Repaired event, role master); once the leader ended the failover the controller demotes it.
 func TestStepAfterSwitchWaitsForTheFailover(t *testing.T) {
 	t.Parallel() // timer-bound (the 5 s delay): runs beside the other long tests (make unit time)
-	var checked int
+	var checked, failedReads int
+	// a read that fails (EOF or a reset from the leader or the old primary: seen at load 6 on 2026-12-04) checks
+	// nothing and is retried; more than 20 of them fail the test
+	readFailed := func(what string, err error) bool {
+		if err == nil {
+			return false
+		}
+		if failedReads++; failedReads > 20 {
+			require.NoError(t, err, "%s: more than 20 failed reads", what)
+		}
+		t.Logf("%s (retried): %v", what, err)
+		return true
+	}
 	r := sentinelFailoverNoReplicas(t, valkeytest.TopologyConfig{ExtraServerLines: []string{"repl-diskless-sync-delay 5"}}, nil,
 		func(e *env, old *valkeytest.Proc) {
 			leader := e.Top.Sentinels[0].Client(e.Top.SentinelOptions())
 			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 				m, _, err := leader.SentinelMaster(context.Background(), e.Top.Cfg.MonitorName)
-				require.NoError(t, err)
+				if readFailed("SENTINEL MASTER on the leader", err) {
+					continue
+				}
 				if !m.FailoverInProgress() {
 					return
 				}
 				rp, err := e.Top.Replication(old)
-				require.NoError(t, err)
+				if readFailed("INFO replication on the old primary", err) {
+					continue
+				}
 				require.Equal(t, valkey.RolePrimary, rp.Role, "the old primary was touched while the leader's failover was in flight")
 				require.Empty(t, testenv.DrainEvents(e.Rec, "Repaired"), "a repair while the leader's failover was in flight")
 				checked++
