@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -71,10 +72,22 @@ func TestSentinelStuckOnStalePrimaryRealigned(t *testing.T) {
 	events.Take()
 	before := time.Now()
 
-	// the stuck state: the replica named at the others' config epoch
+	// the stuck state: the replica named at the others' config epoch. The controller runs every 300 ms and
+	// registers a missing monitor at the primary: when its pass falls between REMOVE and MONITOR (CI under
+	// load), MONITOR answers "Duplicate master name"; remove and try again.
 	cl := stuck.Client(e.Top.SentinelOptions())
-	require.NoError(t, cl.SentinelRemove(ctx, name))
-	e.Top.Register(ctx, stuck, replica)
+	for try := 1; ; try++ {
+		require.NoError(t, cl.SentinelRemove(ctx, name))
+		err := cl.SentinelMonitor(ctx, name, valkeytest.Host, replica.Port, e.Top.Cfg.Quorum)
+		if err == nil {
+			break
+		}
+		require.Less(t, try, 10, "MONITOR at the replica: %v", err)
+		require.ErrorContains(t, err, "Duplicate master name")
+	}
+	require.NoError(t, cl.SentinelSet(ctx, name, "down-after-milliseconds", strconv.Itoa(e.Top.Cfg.DownAfterMs),
+		"failover-timeout", strconv.Itoa(e.Top.Cfg.FailoverTimeoutMs),
+		"auth-user", acl.Sentinel, "auth-pass", e.Top.Passwords[acl.Sentinel]))
 	made := time.Now()
 	port, epoch := names(stuck)
 	require.Equal(t, replica.Port, port, "the stuck Sentinel names the replica")
