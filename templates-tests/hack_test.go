@@ -1,9 +1,13 @@
 package templatestests
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,4 +58,42 @@ func TestDetachedDaemonHoldsNoLockOfTheCaller(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"0", "1", "2"}, names, "descriptors of the detached process")
 	assert.NoError(t, exec.Command("flock", "-n", lock, "true").Run(), "the caller's lock is free while the daemon runs")
+}
+
+// TestMakeE2ELongRunsEveryLongTest: the e2e tests that skip themselves in `make e2e` (they call longTest) are the
+// ones `make e2e-long` runs by name (the Makefile's E2E_LONG_RUN). A test added to one list and not the other
+// would never run in either target; the two lists must name the same tests.
+func TestMakeE2ELongRunsEveryLongTest(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "e2e", "*_test.go"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "e2e/*_test.go")
+	fset := token.NewFileSet()
+	var long []string
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err, f)
+		for _, d := range file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Test") {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					if id, ok := call.Fun.(*ast.Ident); ok && id.Name == "longTest" {
+						long = append(long, fn.Name.Name)
+						return false
+					}
+				}
+				return true
+			})
+		}
+	}
+	require.NotEmpty(t, long, "no e2e test calls longTest: is the helper renamed?")
+
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^E2E_LONG_RUN\s*:=\s*\^\(([^)]*)\)\$\$\s*$`).FindSubmatch(mk)
+	require.NotNil(t, m, "Makefile: E2E_LONG_RUN := ^(TestA|TestB)$$ not found")
+	assert.ElementsMatch(t, long, strings.Split(string(m[1]), "|"),
+		"the e2e tests calling longTest (left) and the Makefile's E2E_LONG_RUN (right) must name the same tests")
 }
