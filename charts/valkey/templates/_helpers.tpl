@@ -1217,6 +1217,9 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if and (eq .Values.failover.mode "Sentinel") (not .Values.sentinel.release) -}}
 {{- fail "sentinel.release: empty, so this instance names no quorum: no Sentinel controller could read its _sentinel password and its pods would have no Sentinel credential; set it to the full name of the valkey-sentinel release that monitors it (sentinel by default), or failover.mode: None" -}}
 {{- end -}}
+{{- if and (ne .Values.failover.mode "Sentinel") (gt (int (.Values.sentinel.quorum | default 0)) 0) -}}
+{{- fail (printf "sentinel.quorum: %d pins the quorum of a Sentinel monitor, but failover.mode %s registers none (no automatic failover); remove sentinel.quorum, or set failover.mode: Sentinel" (int .Values.sentinel.quorum) .Values.failover.mode) -}}
+{{- end -}}
 {{- if gt (int (.Values.sentinel.quorum | default 0)) 15 -}}
 {{- fail (printf "sentinel.quorum: %d is more than the largest Sentinel release (15 Sentinels) could ever agree on, so failover would never happen; set it to at most the Sentinel count, or 0 for a majority" (int .Values.sentinel.quorum)) -}}
 {{- end -}}
