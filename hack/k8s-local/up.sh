@@ -429,7 +429,7 @@ metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 conntrack: {maxPerCore: 0, min: 0}
 nodePortAddresses: [primary]
-iptables: {localhostNodePorts: false, syncPeriod: 30s, minSyncPeriod: 1s}
+iptables: {localhostNodePorts: false, syncPeriod: 30s, minSyncPeriod: ${KUBE_PROXY_MIN_SYNC:-1s}}
 oomScoreAdj: $DAEMON_OOM
 EOF
 }
