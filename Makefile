@@ -6,12 +6,12 @@ export PATH := $(shell go env GOPATH)/bin:$(PATH)
 
 .PHONY: deps build quick test unit engines e2e e2e-long e2e-deletions e2e-clients chaos chaos-ci chaos-cluster demo images lint bench clean
 
-# The engine matrix: everything runs against valkey 9.1 (the default); internal/valkey and the chart render
+# The engine matrix: everything runs against valkey 9.1 (the default); internal/valkeyapi/valkey and the chart render
 # tests cover every engine themselves; these boot, roll, orphan-repair and failover-label tests run again
 # against valkey 8.0 and redis 7.0 (about 20 s each).
 MATRIX_ENGINES := valkey-8.0 redis-7.0
 MATRIX_RUN     := TestCaseS05|TestCaseS08|TestColdStart|TestPlannedDataRollLosesNoAckedWrite|TestCaseS21
-MATRIX_PKGS    := ./internal/bootstrap ./internal/controller
+MATRIX_PKGS    := ./internal/podsteps/bootstrap ./internal/controllers/controller
 define run_matrix
 	for e in $(MATRIX_ENGINES); do \
 	  echo "== engine $$e: $(MATRIX_RUN)"; \
@@ -39,15 +39,15 @@ quick: ## the pure tests (no processes, no cluster, no deps installed): go test 
 
 # Three test packages at a time (go test's default is one per core, 2 here): the long packages wait on server and
 # Sentinel timers, not on the CPU, so a third slot shortens the phase to about its longest package
-# (internal/controller, about 640 s) instead of half the sum (about 960 s at -p 2).
+# (internal/controllers/controller, about 640 s) instead of half the sum (about 960 s at -p 2).
 UNIT_P ?= 3
 # The longest packages go first (go test starts packages in the order listed, ./... adds the rest once): listed
 # last by name, templates-tests (about 480 s, CPU-bound) started only when a slot freed, about 400 s in, and ended
-# the phase (CI at d8aded2: unit phase 921 s, internal/controller 541 s, templates-tests 478 s).
-UNIT_FIRST := ./templates-tests/ ./internal/controller/ ./internal/handoff/ ./internal/bootstrap/
+# the phase (CI at d8aded2: unit phase 921 s, internal/controllers/controller 541 s, templates-tests 478 s).
+UNIT_FIRST := ./templates-tests/ ./internal/controllers/controller/ ./internal/podsteps/handoff/ ./internal/podsteps/bootstrap/
 
 # The engine matrix (about 75 s, timer-bound) runs beside the main test run, its output printed after it: the
-# phase still ends with internal/controller.
+# phase still ends with internal/controllers/controller.
 unit: deps ## unit, real-process and chart render tests (valkey 9.1), and beside them the engine matrix
 	$(GO) vet ./...
 	log=$$(mktemp); ( $(run_matrix) ) >$$log 2>&1 & m=$$!; \

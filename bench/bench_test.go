@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
 )
 
 // command is what `make bench` runs (kept equal to the Makefile's bench target).
@@ -279,8 +279,8 @@ func renderMarkdown(figs []*figure, took time.Duration, load0, load1, root strin
 	w("- Every comparison is measured side by side in the same run (same machine, same minute) and the **ratio** is\n")
 	w("  what we track; absolute times move with the machine and its load, ratios much less.\n")
 	w("- All data nodes and Sentinels are real `valkey-server` / `valkey-sentinel` processes on loopback\n")
-	w("  (internal/valkeytest), with the charts' ACL system users. The controllers are the real ones\n")
-	w("  (internal/controller) on a fake Kubernetes clientset, except figure 5, which installs the charts on the local cluster.\n")
+	w("  (internal/testsupport/valkeytest), with the charts' ACL system users. The controllers are the real ones\n")
+	w("  (internal/controllers/controller) on a fake Kubernetes clientset, except figure 5, which installs the charts on the local cluster.\n")
 	w("- A writer is valkey-go's Sentinel-aware client writing every 10 ms (`SET key n GET`, its own key). Figures 1\n")
 	w("  and 2 run three, writer j listing the Sentinels from Sentinel j on, so one is subscribed to each Sentinel\n")
 	w("  (valkey-go listens to the first that answers), as clients spread over a Sentinel Service are. An\n")

@@ -3,7 +3,7 @@
 // without the +switch-master subscription, scale of one Sentinel quorum, time to ready on the local cluster,
 // the planned handoff's paths and the primary pod's graceful deletion with and without the preStop hook (figure
 // 7). Everything lives in _test.go files behind the build tag "bench" and drives real valkey-server /
-// valkey-sentinel processes on loopback (internal/valkeytest) and the real controllers (internal/controller);
+// valkey-sentinel processes on loopback (internal/testsupport/valkeytest) and the real controllers (internal/controllers/controller);
 // figure 8 is a fleet: one quorum and one shared instance controller for 10, 100 and 300 instances across
 // namespaces:
 //

@@ -16,14 +16,14 @@ var figureMethod = map[int]string{
 		"`min-replicas-to-write 1` on every node (1000 ms only). failover-timeout 5000 ms. After each kill the old primary restarts as a " +
 		"replica of the new one (as the chart's bootstrap makes it) and the next round waits until replication and every Sentinel are healthy.",
 	2: "Method: *ours*: the real instance controller (defaults) sees every StatefulSet at update revision r2 and every pod at r1 " +
-		"(as internal/controller/roll_test.go) and rolls: replicas first, then the handoff of internal/handoff: CLIENT PAUSE WRITE on the " +
+		"(as internal/controllers/controller/roll_test.go) and rolls: replicas first, then the handoff of internal/podsteps/handoff: CLIENT PAUSE WRITE on the " +
 		"primary, its master_repl_offset polled on every replica Sentinel may promote until each has it, SENTINEL FAILOVER asked of the " +
 		"last Sentinel, demotion of the old primary and CLIENT UNPAUSE once that Sentinel names the new primary, CLIENT KILL TYPE " +
 		"pubsub on that Sentinel (its subscribers re-ask GET-MASTER-ADDR-BY-NAME instead of waiting for its late +switch-master), and " +
 		"the old primary replaced last. A fake kubelet replaces each deleted pod by SIGTERM + start " +
 		"of its process. *naive*: no controller; SIGTERM + start of node 0, 1, 2 in ordinal order, each after the previous one is back " +
 		"in sync (what a RollingUpdate StatefulSet does, without a handoff). Chart defaults: down-after 5000 ms, failover-timeout " +
-		"15000 ms, no persistence. Every node-to-node link delayed (see the title) through internal/valkeytest's fault links. The same " +
+		"15000 ms, no persistence. Every node-to-node link delayed (see the title) through internal/testsupport/valkeytest's fault links. The same " +
 		"three writers (one per Sentinel); the two rolls alternate.",
 	3: "Method: two instance controllers watch the same real topology, each through its own fake clientset: one with the " +
 		"+switch-master subscription (default), one with `NoSubscribe` (polling only, default Resync 2 s), so every SENTINEL FAILOVER " +
@@ -92,7 +92,7 @@ var missExplained = []struct {
 		"leader (one time in three) therefore waits about 1.1 s more: the per-round samples are bimodal. Subscribing to every " +
 		"Sentinel, or asking GET-MASTER-ADDR-BY-NAME when writes fail, would remove it; it is the client's doing, not the controller's."},
 	{2, "planned-roll outage", "Writes are blocked from CLIENT PAUSE WRITE until the clients learn the new primary " +
-		"(internal/handoff). First the replicas need the link's delay to reach the paused primary's offset (the catch-up; before " +
+		"(internal/podsteps/handoff). First the replicas need the link's delay to reach the paused primary's offset (the catch-up; before " +
 		"issue 12 a WAIT from a connection that never wrote returned at once and the handoff did not wait at all, losing writes). " +
 		"Then the failover leader sees the promotion only in " +
 		"its next INFO of the promoted replica: Sentinel sends that INFO once a second during a failover and the first one goes " +
@@ -108,7 +108,7 @@ var missExplained = []struct {
 		"subscribers were nudged, the outage was 3.2 s (2.2 s for a client subscribed to the leader)."},
 	{2, "0 lost", "An acknowledged write is lost when the promoted replica lacks it (the handoff did not wait for the replicas' " +
 		"offsets: issue 12, F1) or when the old primary accepts it after the write pause is lifted and is then demoted (F2). " +
-		"internal/handoff waits for every promotable replica to reach the paused offset and demotes the old primary (REPLICAOF " +
+		"internal/podsteps/handoff waits for every promotable replica to reach the paused offset and demotes the old primary (REPLICAOF " +
 		"the new primary) before CLIENT UNPAUSE. A miss means one of those windows has reopened."},
 	{2, "outage ours / naive", "The naive roll's outage here is only SIGTERM of the primary (valkey-server waits up to a second for " +
 		"its replicas' acknowledgement before exiting) plus a restart of about 0.1 s, because the fake kubelet restarts a process at " +

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/prestop"
-	"github.com/valkey-ha/valkey-ha/internal/prestop/prestoptest"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/prestop"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/prestoptest"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // Figure 7 (issue 14): the primary's pod is deleted gracefully (what kubectl delete pod, an eviction and a
@@ -23,7 +23,7 @@ import (
 // every replication link delayed by each of BENCH_PRESTOP_LAG_MS (default 100 and 300 ms each way, so the
 // replicas trail the primary), on each engine of BENCH_PRESTOP_ENGINES (default valkey-9.1,valkey-8.0), three ways alternated
 // round by round so each sees the same conditions:
-//   - (a) ours: the data container's preStop hook (valkey-sentinel-ctl prestop, internal/prestop: CLIENT PAUSE
+//   - (a) ours: the data container's preStop hook (valkey-sentinel-ctl prestop, internal/podsteps/prestop: CLIENT PAUSE
 //     WRITE, wait until the replicas hold the paused primary's offset, SENTINEL FAILOVER, demote as soon as the
 //     asked Sentinel names the promoted replica, close its Pub/Sub clients, unpause), then SIGTERM;
 //   - (b) no hook: SIGTERM (valkey-server waits up to shutdown-timeout for lagging replicas, then exits) and

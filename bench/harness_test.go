@@ -2,7 +2,7 @@
 
 package bench
 
-// Small helpers shared by the figures: wrappers of the shared test environment (internal/testenv: writers,
+// Small helpers shared by the figures: wrappers of the shared test environment (internal/testsupport/testenv: writers,
 // the fake clientset, the fake kubelet, Sentinel watchers), readers for process CPU and memory, statistics.
 
 import (
@@ -19,11 +19,11 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/metrics"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 const ns = "bench"

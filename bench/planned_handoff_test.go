@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // Figure 6: one planned Sentinel-led handoff of the primary (1 primary + 2 replicas, 3 Sentinels, the chart's

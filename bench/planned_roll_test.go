@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
 )
 
 // Figure 2: planned roll of 1 primary + 2 replicas under the Sentinel-aware writer.
@@ -178,7 +178,7 @@ func fig2(t *testing.T) *figure {
 	}
 	f.Raw = append(f.Raw, raw...)
 	f.Notes = append(f.Notes, fmt.Sprintf("Every node-to-node link (replication, in whichever direction a failover leaves it) delays each byte by %s "+
-		"(internal/valkeytest fault links: a toxiproxy link per pair of nodes, reached through a uid-matched iptables redirect), so the replicas trail the primary "+
+		"(internal/testsupport/valkeytest fault links: a toxiproxy link per pair of nodes, reached through a uid-matched iptables redirect), so the replicas trail the primary "+
 		"by that much and the handoff has to wait for them; Sentinel and client links are not delayed.", replDelay()),
 		"Both rolls replace a pod by SIGTERM and an immediate restart of its process (about 0.1 s here); "+
 			"a real pod replacement takes seconds, which lengthens the naive roll's outage and leaves ours unchanged (it never restarts the primary while it is primary).",

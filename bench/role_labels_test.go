@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // Figure 3: role-label convergence after a failover. Two instance controllers watch the same real topology,

@@ -27,13 +27,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/metrics"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // Figure 4: one 3-Sentinel quorum monitoring K instances of 1 primary + 1 replica (K = 1, 10, 50; 2K

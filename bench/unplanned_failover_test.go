@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
 )
 
 // Figure 1: unplanned failover (SIGKILL of the primary). Three topologies per down-after setting run their

@@ -26,16 +26,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
 	"github.com/valkey-ha/valkey-ha/internal/cli"
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/kubefault"
-	"github.com/valkey-ha/valkey-ha/internal/metrics"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/kubefault"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // TestChaos runs rounds of random faults (issue 12, "A chaos test on loopback"). Each round is a subtest with
@@ -47,7 +47,7 @@ import (
 //     per round: with 2000 ms a paused primary outlives down-after and Sentinel fails over on its own;
 //   - both controllers in process on a fake clientset with the API server's bookkeeping (kubefault.Strict),
 //     at their production resync periods; the sentinel controller registers the monitor itself;
-//   - a fake kubelet that runs the data pods' real boot step (internal/bootstrap) before it restarts a
+//   - a fake kubelet that runs the data pods' real boot step (internal/podsteps/bootstrap) before it restarts a
 //     deleted node, as the chart's init container does;
 //   - three Sentinel-aware writers (one subscribed to each Sentinel), one key per write;
 //   - a probe: every 100 ms, ROLE and a probe write on every node.

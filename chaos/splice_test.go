@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
 )
 
 // TestSummaryWritesOneSection: CHAOS_UPDATE=1 (make chaos) writes the loopback table into RELIABILITY.md: the

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
 )
 
 // row sums up the phases of one category.
@@ -262,7 +262,7 @@ func (s summary) markdown(failed []string) string {
 	w("- A Sentinel stopped for more than 2 s enters TILT mode for 30 s: it still accepts SENTINEL FAILOVER but runs\n")
 	w("  none of it. The planned handoff asked such a Sentinel, demoted the old primary when its pause budget ran out,\n")
 	w("  and nothing was promoted for 23 s (6855 failed writes in one roll). The handoff now skips a Sentinel in TILT\n")
-	w("  mode (`internal/handoff` TestRunSkipsASentinelInTilt: FailoverTimeout after 20 s before, done in 1.05 s after).\n")
+	w("  mode (`internal/podsteps/handoff` TestRunSkipsASentinelInTilt: FailoverTimeout after 20 s before, done in 1.05 s after).\n")
 	w("- A Sentinel stopped right as it receives the request held the handoff until its command timeout, past the\n")
 	w("  server-side write pause: the old primary acknowledged writes while a failover request that would demote it\n")
 	w("  was pending. Its reply is now awaited no longer than the pause budget (TestRunAskedSentinelStallsAfterTheRequest:\n")

@@ -167,7 +167,7 @@ const (
 )
 
 // startS3 creates the credentials Secret, the versitygw pod (its bucket directory made before the server
-// starts, as internal/s3test does) and its Service in ns, and returns a function that waits until the pod is Ready.
+// starts, as internal/testsupport/s3test does) and its Service in ns, and returns a function that waits until the pod is Ready.
 func startS3(t testing.TB, ns string) (waitReady func()) {
 	t.Helper()
 	ctx := t.Context()

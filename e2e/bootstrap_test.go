@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

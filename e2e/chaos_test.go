@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // The multi-node scenarios (make chaos-cluster: NODES=3 hack/cluster.sh up, then go test -tags 'e2e chaos'

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/testenv"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
 )
 
 // Clients of the primary Service that know nothing of Sentinel (issue 30): held connections through
@@ -46,7 +46,7 @@ type connRound struct {
 // Each round holds fresh connections, so one stuck on a replica (labels only) does not spill into the next.
 //
 // It measures more than it asserts (about 2.5 min), so `make test` leaves it out to stay within 60 minutes:
-// `make e2e-clients` runs it (E2E_HELD_CLIENTS=1). The real-process tests of internal/controller
+// `make e2e-clients` runs it (E2E_HELD_CLIENTS=1). The real-process tests of internal/controllers/controller
 // (TestPausedPrimaryFailoverMovesHeldClients and the held-clients scenarios) run in CI.
 func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
 	if envOr("E2E_HELD_CLIENTS", "0") != "1" {

@@ -15,7 +15,7 @@ import (
 // and is failed over once by SENTINEL FAILOVER (the _sentinel user of each engine lets the 9.1 Sentinels
 // promote and reconfigure it), with the role labels following.
 func TestEngineOverrides(t *testing.T) {
-	longTest(t, "the engine matrix of make unit (valkey 8.0, redis 7.0) and internal/valkey")
+	longTest(t, "the engine matrix of make unit (valkey 8.0, redis 7.0) and internal/valkeyapi/valkey")
 	maybeParallel(t)
 	d := Deploy(t, "engines", DeployOpts{Releases: []string{"v80", "rd"}, Replicas: 1,
 		DataExtra: "controller: {resources: {cpu: 50m, memory: 128Mi}}",

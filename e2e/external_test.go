@@ -19,7 +19,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // ---- a client outside the cluster (externalAccess) --------------------------------------------------------

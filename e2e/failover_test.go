@@ -107,7 +107,7 @@ func TestCaseS05S01KillPrimaryControllersOff(t *testing.T) {
 // 200 ms inside their pods, never drops below the key count, and the reborn pod ends as a replica of the
 // new primary holding every key.
 func TestReplicaRejoinsAndS08NoKeyLoss(t *testing.T) {
-	longTest(t, "internal/bootstrap TestCaseS08EmptyPrimaryNeverWipesReplicas (in the engine matrix too)")
+	longTest(t, "internal/podsteps/bootstrap TestCaseS08EmptyPrimaryNeverWipesReplicas (in the engine matrix too)")
 	maybeParallel(t)
 	const keys = 20000
 	d := Deploy(t, "s08", DeployOpts{DataExtra: `users: [{name: app, access: readwrite, keys: ["*"]}]`})

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 )
 
 // TestMigrateFromPlainValkey (issue 28.3, README "Migration from another chart"): a plain valkey Deployment with
@@ -32,7 +32,7 @@ func TestMigrateFromPlainValkey(t *testing.T) { migrateFromPlain(t, valkeyImage,
 // TestMigrateFromPlainRedis is TestMigrateFromPlainValkey with a redis 7.0 server as the other chart's primary
 // (the Bitnami redis chart's engine): node 0 (valkey 9.1) loads its RDB and follows it, then switches.
 func TestMigrateFromPlainRedis(t *testing.T) {
-	longTest(t, "TestMigrateFromPlainValkey (make e2e) and internal/migrate with a real redis-server")
+	longTest(t, "TestMigrateFromPlainValkey (make e2e) and internal/podsteps/migrate with a real redis-server")
 	migrateFromPlain(t, redisImage, "redis-server")
 }
 

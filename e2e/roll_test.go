@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 
 	"github.com/valkey-io/valkey-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // ---- reaching the cluster like a client inside it --------------------------------------------------------
@@ -560,7 +560,7 @@ func countFailovers(evs []SentinelLogEvent) FailoverCount {
 // reported), the new pods run the new setting, the Sentinel pods are untouched, CKQUORUM is OK on every
 // Sentinel and the deployment converges with every pod Ready.
 func TestServerConfigRollsDataPods(t *testing.T) {
-	longTest(t, "internal/controller TestPlannedDataRollLosesNoAckedWrite (in the engine matrix too) and the handoffs of TestPrimaryPodDeleteAndEvictHandOff")
+	longTest(t, "internal/controllers/controller TestPlannedDataRollLosesNoAckedWrite (in the engine matrix too) and the handoffs of TestPrimaryPodDeleteAndEvictHandOff")
 	maybeParallel(t)
 	const (
 		writeEvery  = 10 * time.Millisecond

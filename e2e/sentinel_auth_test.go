@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // TestSentinelAuthOnTheCluster (issue 15): both charts with their defaults (Sentinel auth on). From a data

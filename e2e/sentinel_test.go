@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,7 +216,7 @@ func TestOneQuorumThreeInstances(t *testing.T) {
 // is replaced or restarted, also while the Sentinel controller may roll the Sentinel pods. (Whether and how
 // the Sentinel pods are rolled is logged, not asserted here.)
 func TestCaseS22SentinelOnlyChangeKeepsDataPods(t *testing.T) {
-	longTest(t, "templates-tests TestCaseS22SentinelOnlyChangeLeavesDataTemplatesIdentical and internal/controller TestCaseS22SentinelRollKeepsQuorum")
+	longTest(t, "templates-tests TestCaseS22SentinelOnlyChangeLeavesDataTemplatesIdentical and internal/controllers/controller TestCaseS22SentinelRollKeepsQuorum")
 	maybeParallel(t)
 	d := Deploy(t, "s22", DeployOpts{})
 	in := d.I()

@@ -203,7 +203,7 @@ func rolledOnto(t testing.TB, ns string, timeout time.Duration, what string) {
 // labelled primary), every pod of every StatefulSet and Deployment on the current template with no container of
 // the old controller image, both releases at revision 2 of the current charts, the deployment converged.
 func TestUpgradeFromRecordedCommitUnderTraffic(t *testing.T) {
-	longTest(t, "internal/controller TestPlannedRollWaitsForAHalfAppliedUpgrade, templates-tests TestPasswordsSurviveUpgrades and the rolls of make e2e")
+	longTest(t, "internal/controllers/controller TestPlannedRollWaitsForAHalfAppliedUpgrade, templates-tests TestPasswordsSurviveUpgrades and the rolls of make e2e")
 	maybeParallel(t)
 	const (
 		writeEvery = 10 * time.Millisecond

@@ -3,7 +3,7 @@
 # outside the repo, idempotently. This host (Debian 12, libc 2.36) cannot run sid's valkey (it needs libc >= 2.38)
 # and its libc is never upgraded: the binaries run through the root filesystem's own dynamic loader instead,
 #   $ROOT/lib64/ld-linux-x86-64.so.2 --library-path $ROOT/usr/lib/x86_64-linux-gnu $ROOT/usr/bin/valkey-server ...
-# which is how internal/valkeytest starts them, and the same root filesystem becomes the valkey/valkey:9.1 image
+# which is how internal/testsupport/valkeytest starts them, and the same root filesystem becomes the valkey/valkey:9.1 image
 # (hack/images.sh). Nothing is installed on the host: packages are resolved and downloaded by apt with a private
 # configuration and state under the cache folder (the host's apt sources, preferences and dpkg status are not
 # touched) and unpacked with dpkg-deb -x; no maintainer script runs.

@@ -3,7 +3,7 @@
 # Debian repositories and the Go module proxy only:
 #   valkey-server / valkey-sentinel / valkey-tools 8.0 (bookworm-backports), redis-server / redis-sentinel /
 #   redis-tools 7.0 (bookworm, the second engine), iptables (the fault-injection redirects of
-#   internal/valkeytest), valkey 9.1 (Debian sid on a trixie root filesystem in /var/cache/valkey-ha/engines, by
+#   internal/testsupport/valkeytest), valkey 9.1 (Debian sid on a trixie root filesystem in /var/cache/valkey-ha/engines, by
 #   hack/engine-rootfs.sh; nothing of it is installed on the host), the helm CLI v3.22.0 (go install),
 #   promtool (the binary only, from Debian's prometheus package), actionlint v1.7.12 (go install) with the
 #   Debian package shellcheck for `make lint` of .github/workflows, and the S3-compatible server versitygw of the
@@ -138,7 +138,7 @@ install_engines() {
   "$here/engine-rootfs.sh" || die "valkey 9.1 root filesystem: hack/engine-rootfs.sh failed"
 }
 
-# versitygw, the S3-compatible server of the backup tests (internal/s3test)
+# versitygw, the S3-compatible server of the backup tests (internal/testsupport/s3test)
 install_s3() {
   local here
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

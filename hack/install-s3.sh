@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# install-s3.sh - install the S3-compatible server the backup tests upload to (internal/s3test): versitygw
+# install-s3.sh - install the S3-compatible server the backup tests upload to (internal/testsupport/s3test): versitygw
 # (an S3 gateway over a POSIX directory, Apache-2.0), built with `go install` from the Go module proxy into
 # /var/cache/valkey-ha/s3/bin (VALKEY_HA_S3_DIR). Idempotent: a present binary of this version is kept. About
 # 1.5 minutes on 2 cores (the first build downloads its modules). The tests find it there or through

@@ -15,12 +15,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // TestAcceptedValuesStart: what the charts accept, the engines run. Every file under testdata/good is rendered;

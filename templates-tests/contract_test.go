@@ -13,14 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // TestContractNames renders both charts and checks every object name, label, annotation, key, port and default
-// that the Go side takes from internal/contract against what the charts render: a constant and a template that
+// that the Go side takes from internal/chartapi/contract against what the charts render: a constant and a template that
 // drift apart fail here, not in a cluster (where the controllers would find no descriptor, select no pod or be
-// refused by their Role). The documents' contents go through the real parsers elsewhere (internal/spec,
+// refused by their Role). The documents' contents go through the real parsers elsewhere (internal/chartapi/spec,
 // TestInstanceDescriptorParses and friends).
 func TestContractNames(t *testing.T) {
 	const f, s, nodes = valkeyF, sentinelRel, 3

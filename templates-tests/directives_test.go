@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/valkey-ha/valkey-ha/internal/directives"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/directives"
 )
 
 // sampleValue is a value of the directive's kind the engine accepts ("" when the kind has no simple sample).

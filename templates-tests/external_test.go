@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 )
 
 // externalAccess (issue 27): one Service per data pod / Sentinel pod for Sentinel-aware clients outside the

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 
-	"github.com/valkey-ha/valkey-ha/internal/credentials"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/chartjobs/credentials"
 )
 
 // clusterRBAC is the RBAC of releases rendered in several namespaces, with ClusterRoles.

@@ -192,7 +192,7 @@ func TestCredentialsJob(t *testing.T) {
 // TestRenderDoesNotReadTheClock: no template of either chart calls sprig's now (or date functions of it), so
 // two renders of the same values on different days are identical, as a GitOps controller rendering on
 // schedule needs; values whose previousValidUntil lies years ahead render (the 7-day cap is checked when the
-// rotation runs: internal/credentials TestRunRefusesGraceOverSevenDays), identically twice. Before, the
+// rotation runs: internal/chartjobs/credentials TestRunRefusesGraceOverSevenDays), identically twice. Before, the
 // valkey chart compared previousValidUntil with now: the same values rendered on one day and failed a week
 // earlier.
 func TestRenderDoesNotReadTheClock(t *testing.T) {

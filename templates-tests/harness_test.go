@@ -29,7 +29,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
 
-	"github.com/valkey-ha/valkey-ha/internal/credentials"
+	"github.com/valkey-ha/valkey-ha/internal/chartjobs/credentials"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -344,7 +344,7 @@ func asExisting(s *corev1.Secret) *corev1.Secret {
 	return c
 }
 
-// runCredentials runs, at now, what the chart's credentials Job runs (internal/credentials with the spec.json of
+// runCredentials runs, at now, what the chart's credentials Job runs (internal/chartjobs/credentials with the spec.json of
 // the rendered Secret F-acl-spec) against a fake API server that holds the rendered descriptor and existing. It
 // returns the rendered objects plus every Secret the server then holds (the cluster once the Job ran; a rendered
 // Secret of the same name is replaced) and what the step refused.

@@ -15,7 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // Unknown keys (issue 27): Helm checks values.schema.json before any template and prints only "at '/sentinel':

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
 )
 
 // observabilityValues turns on every observability object of each chart.
@@ -110,7 +110,7 @@ var exporterMetrics = map[string]bool{
 var metricName = regexp.MustCompile(`\b(valkey_ha_[a-z0-9_]+|redis_[a-z0-9_]+)\b`)
 
 // TestObservabilityMetricNamesExist: every metric name an alert or a dashboard panel queries is one the
-// controllers register (internal/metrics) or the pinned exporter version exports; the dashboards are valid
+// controllers register (internal/controllers/metrics) or the pinned exporter version exports; the dashboards are valid
 // JSON with a per-release uid.
 func TestObservabilityMetricNamesExist(t *testing.T) {
 	ours := map[string]bool{}
@@ -175,7 +175,7 @@ func TestObservabilityMetricNamesExist(t *testing.T) {
 		sort.Strings(names)
 		for _, n := range names {
 			if strings.HasPrefix(n, "valkey_ha_") {
-				assert.True(t, ours[n], "%s: %s is not a metric of internal/metrics", chart, n)
+				assert.True(t, ours[n], "%s: %s is not a metric of internal/controllers/metrics", chart, n)
 			} else {
 				assert.True(t, exporterMetrics[n], "%s: %s is not a metric of redis_exporter v1.67.0", chart, n)
 			}

@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
 )
 
 // Platform knobs: pod identity (podSecurityContext), data-pod requests below the limits and the

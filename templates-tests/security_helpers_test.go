@@ -15,9 +15,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/credentials"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/chartjobs/credentials"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // chartInstance is a charts/valkey render made runnable on loopback: the server config as the chart rendered

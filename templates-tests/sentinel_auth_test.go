@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // chartSentinelAuthLines runs Sentinel pod 0's start step of objs (with sentinelPasswords as the three
@@ -44,7 +44,7 @@ func chartSentinelAuthLines(t testing.TB, objs objects) []string {
 }
 
 // TestSentinelUsersMatchTable: the start step writes default off and exactly the users of
-// internal/acl.SentinelUsers (Valkey rules), each with the SHA-256 of its Secret's password, and _admin as
+// internal/valkeyapi/acl.SentinelUsers (Valkey rules), each with the SHA-256 of its Secret's password, and _admin as
 // sentinel-user with its password escaped for the config parser; the ConfigMap and the pod template carry no
 // password or hash, and the chart renders no Secret (the credentials Job generates them at run time: two renders
 // are identical).

@@ -18,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
 	"github.com/valkey-ha/valkey-ha/internal/cli"
-	"github.com/valkey-ha/valkey-ha/internal/prestop"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/prestop"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // preStopFlags parses a rendered preStop command with the real valkey-sentinel-ctl command tree and returns

@@ -1,10 +1,10 @@
 package templatestests
 
 import (
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 
 	"bufio"
 	"crypto/tls"
@@ -299,7 +299,7 @@ func TestNoPlaintextPasswordOutsideSecrets(t *testing.T) {
 	}
 }
 
-// contractSystemUsers is the system-user table of internal/acl (the controller's copy): the chart must render
+// contractSystemUsers is the system-user table of internal/valkeyapi/acl (the controller's copy): the chart must render
 // exactly these rules.
 var contractSystemUsers = func() map[string]string {
 	out := map[string]string{}
@@ -604,7 +604,7 @@ func TestDescriptorMatchesContract(t *testing.T) {
 	require.NoError(t, in.CheckCanonical(cm.Name, testNamespace, "cluster.local"), "the rendered descriptor passes every reader's canonical check")
 	for i, n := range in.Nodes {
 		assert.Equal(t, spec.Node{Index: i, Pod: contract.NodePod(valkeyF, i), StatefulSet: contract.NodeStatefulSet(valkeyF, i),
-			Host: contract.NodeHost(valkeyF, i, testNamespace, "cluster.local")}, n, "node %d named as internal/contract names it", i)
+			Host: contract.NodeHost(valkeyF, i, testNamespace, "cluster.local")}, n, "node %d named as internal/chartapi/contract names it", i)
 	}
 	want := map[string]any{
 		"name": valkeyF, "namespace": testNamespace, "release": valkeyRelease, "engine": "valkey",
@@ -1064,7 +1064,7 @@ func writeFile(t testing.TB, path, content string) {
 
 var ipLiteral = regexp.MustCompile(`\b(\d{1,3}\.){3}\d{1,3}\b`)
 
-// TestCustomerPresetsMatchController: the chart renders every customer user exactly as internal/acl's
+// TestCustomerPresetsMatchController: the chart renders every customer user exactly as internal/valkeyapi/acl's
 // CustomerRules builds it (presets, key bounds, channels), so the ACL file and the controller's live sync agree.
 func TestCustomerPresetsMatchController(t *testing.T) {
 	users := []struct {

@@ -15,12 +15,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/backup"
-	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/backup"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // BackupOptions are the flags of `backup`.
@@ -70,7 +70,7 @@ whose link to the primary is up (never the primary), runs --cli --rdb against it
 snapshot's RDB header, writes <instance>-<UTC timestamp>.rdb and <same>.rdb.json (engine and version, RDB version,
 size, sha256, replication id and offset, start, end, duration) into --dir, and removes the oldest backups of this
 instance beyond --retention. A failure logs why, writes the reason to --termination-log and exits 1; the target
-is left as it was (no partial file). See internal/backup.`,
+is left as it was (no partial file). See internal/podsteps/backup.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
 				return err

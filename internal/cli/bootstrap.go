@@ -19,12 +19,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/firstsync"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/firstsync"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // BootstrapOptions are the flags of `bootstrap` (docs/contract.md, "Data pod").
@@ -193,7 +193,7 @@ with the server. Waiting ends after --wait-limit with exit 1 (the container rest
 
 // startGuard starts `first-sync-guard` next to the server this process is about to become: a replica that
 // starts without data runs with replica-priority 0 until the guard saw its first sync complete
-// (internal/firstsync). The guard's password reaches it through a pipe on its stdin only; its log goes to the
+// (internal/podsteps/firstsync). The guard's password reaches it through a pipe on its stdin only; its log goes to the
 // container's stdout and stderr. It outlives this process's exec (its parent becomes the server).
 func (o *BootstrapOptions) startGuard(password string, migrating bool) error {
 	self, err := os.Executable()
@@ -234,7 +234,7 @@ func randomHex(n int) (string, error) {
 }
 
 // newFirstSyncGuardCmd is the guard the bootstrap starts next to a replica that starts without data
-// (internal/firstsync); not for people.
+// (internal/podsteps/firstsync); not for people.
 func newFirstSyncGuardCmd() *cobra.Command {
 	var (
 		nodeIndex    int

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/valkey-ha/valkey-ha/internal/controller"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
 )
 
 // TestCloseDemotedClientsFlag (issue 30): `instance` closes a demoted node's connections by default

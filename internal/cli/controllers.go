@@ -18,11 +18,11 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/controller"
-	"github.com/valkey-ha/valkey-ha/internal/kube"
-	"github.com/valkey-ha/valkey-ha/internal/metrics"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/controller"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/kube"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
 )
 
 // CommonOptions are the flags shared by the two controllers.

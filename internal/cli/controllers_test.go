@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/valkey-ha/valkey-ha/internal/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
 )
 
 // TestLeaderElectionOneActsAndTheOtherTakesOver runs two controller replicas against one Lease: only one

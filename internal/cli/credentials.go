@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/valkey-ha/valkey-ha/internal/credentials"
-	"github.com/valkey-ha/valkey-ha/internal/kube"
+	"github.com/valkey-ha/valkey-ha/internal/chartjobs/credentials"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/kube"
 )
 
 // CredentialsOptions are the flags of `credentials`.
@@ -50,7 +50,7 @@ password lives, the wanted rotation generations) and, in the namespace:
   - writes Secret <F>-acl (users.json, users.acl: SHA-256 hashes only) that the data pods load at boot and the
     instance controller applies live.
 It retries until everything the spec names exists (a Secret the values reference may appear later) and exits
-0 once nothing is left to write, or 1 after --timeout with the reason. See internal/credentials.`,
+0 once nothing is left to write, or 1 after --timeout with the reason. See internal/chartjobs/credentials.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
 				return err

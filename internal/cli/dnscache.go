@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/valkey-ha/valkey-ha/internal/dnscache"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/dnscache"
 )
 
 // DNSCacheOptions are the flags of `dns-cache`.
@@ -58,7 +58,7 @@ func newDNSCacheCmd() *cobra.Command {
 thread; a lookup that reaches a dead CoreDNS replica through the Service would block them for timeout x
 attempts. The cache answers fresh entries at once, asks the upstream again on a new socket every --try-every
 (the Service picks a backend per socket), serves an expired answer after --stale-after when the upstream is
-silent and answers SERVFAIL after --deadline when nothing is cached. See internal/dnscache.`,
+silent and answers SERVFAIL after --deadline when nothing is cached. See internal/podsteps/dnscache.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.Config()
 			if err != nil {

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/valkey-ha/valkey-ha/internal/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 )
 
 // Every subcommand that has --cluster-domain declares it through clusterDomainFlag: one default

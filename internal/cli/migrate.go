@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/valkey-ha/valkey-ha/internal/migrate"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/migrate"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // MigrateOptions are the flags of `migrate`.
@@ -60,7 +60,7 @@ With --switch it switches: CLIENT PAUSE WRITE on the source, node 0 catches up t
 fenced (CONFIG SET min-replicas-to-write 2147483647: every later write gets NOREPLICAS, never a silent
 acknowledgement), node 0 is promoted (REPLICAOF NO ONE), the source is unpaused. Exit 1 when refused or the switch
 did not happen; the source is then still the primary (or fenced, when the promotion failed: run it again).
-The source user needs ` + migrate.SourceRights + `. See internal/migrate.`,
+The source user needs ` + migrate.SourceRights + `. See internal/podsteps/migrate.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
 				return err

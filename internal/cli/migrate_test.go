@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/valkey-ha/valkey-ha/internal/migrate"
-	"github.com/valkey-ha/valkey-ha/internal/valkey"
-	"github.com/valkey-ha/valkey-ha/internal/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/migrate"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 func runMigrate(t *testing.T, args ...string) (string, error) {

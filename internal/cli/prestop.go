@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/valkey-ha/valkey-ha/internal/bootstrap"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/prestop"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/bootstrap"
+	"github.com/valkey-ha/valkey-ha/internal/podsteps/prestop"
 )
 
 // PreStopOptions are the flags of `prestop`.
@@ -60,7 +60,7 @@ primary's offset, SENTINEL FAILOVER, wait until the Sentinel names the new prima
 FAILOVER TO when the instance is not monitored. On a replica it returns at once unless a failover runs (then
 it waits for its end). It ends within --timeout. When it could not hand off it logs why and exits 1 with a
 one-line reason: the kubelet records a FailedPreStopHook Event; the container stops either way. See
-internal/prestop.`,
+internal/podsteps/prestop.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, closeLog := o.logger()
 			defer closeLog()

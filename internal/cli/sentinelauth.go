@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/valkey-ha/valkey-ha/internal/acl"
-	"github.com/valkey-ha/valkey-ha/internal/contract"
-	"github.com/valkey-ha/valkey-ha/internal/credentials"
-	"github.com/valkey-ha/valkey-ha/internal/kube"
-	"github.com/valkey-ha/valkey-ha/internal/spec"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/chartjobs/credentials"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/kube"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
 )
 
 // sentinelUsers are the users whose credential Secrets a quorum publishes, in the order they are created

@@ -39,7 +39,7 @@ app.kubernetes.io/part-of: valkey-ha
 {{- printf "%s-headless" (include "vs.fullname" .) -}}
 {{- end -}}
 
-{{/* FQDN of Sentinel pod .index: S-<i>.S-headless.<ns>.svc.<domain> (internal/contract.SentinelHost). */}}
+{{/* FQDN of Sentinel pod .index: S-<i>.S-headless.<ns>.svc.<domain> (internal/chartapi/contract.SentinelHost). */}}
 {{- define "vs.sentinelFQDN" -}}
 {{- printf "%s-%d.%s.%s.svc.%s" (include "vs.fullname" .ctx) (int .index) (include "vs.headless" .ctx) .ctx.Release.Namespace .ctx.Values.clusterDomain -}}
 {{- end -}}
@@ -140,7 +140,7 @@ admin instance client controller
 {{- end -}}
 
 {{/*
-The Sentinels' users (internal/acl.SentinelUsers, Valkey rules; templates-tests compares the two): name and
+The Sentinels' users (internal/valkeyapi/acl.SentinelUsers, Valkey rules; templates-tests compares the two): name and
 rules after "resetkeys resetchannels nocommands", as a JSON list of [name, rules]. default is off.
 */}}
 {{- define "vs.sentinelUsers" -}}

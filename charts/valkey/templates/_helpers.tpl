@@ -299,7 +299,7 @@ sanitize-dump-payload clients
 {{- end -}}
 
 {{/*
-System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal/acl holds the same table; a test compares them.
+System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal/valkeyapi/acl holds the same table; a test compares them.
   _operator     controller: observe (INFO, ROLE, CLIENT LIST), repair (REPLICAOF), CONFIG REWRITE after it,
                 live ACL sync (ACL SETUSER/DELUSER/USERS/GETUSER/WHOAMI/LOG, CLIENT KILL USER to close the
                 sessions of a revoked password), `test` writes a marker key under
@@ -324,7 +324,7 @@ System users: one table, user -> rules (valkey 9.1 and 8.0, redis 7.0). internal
 {{- end -}}
 
 {{/*
-Customer access presets: rules after `nocommands` (internal/acl.Presets; a test compares them). `full` is
+Customer access presets: rules after `nocommands` (internal/valkeyapi/acl.Presets; a test compares them). `full` is
 +@all without @admin: no ACL, CONFIG (GET would read masterauth), CLIENT KILL/PAUSE/LIST, replication,
 SHUTDOWN, DEBUG, MODULE, MONITOR, SAVE, SLOWLOG or LATENCY; and no RESTORE (an LZF-compressed payload of 3.4 MB
 inflated to a 300 MB value in one command, issue 25).
@@ -340,16 +340,16 @@ inflated to a 300 MB value in one command, issue 25).
 {{- end -}}
 
 {{/*
-Subtracted from readwrite and full (internal/acl.NoFunctionRules, issue 25): libraries are server-wide and FCALL
+Subtracted from readwrite and full (internal/valkeyapi/acl.NoFunctionRules, issue 25): libraries are server-wide and FCALL
 runs a library's code with the caller's key rights, so whoever may FUNCTION LOAD REPLACE runs code as everyone who
-FCALLs it. Only users[].functions: true (a trust grant, internal/acl.FunctionRules: +function) manages libraries.
+FCALLs it. Only users[].functions: true (a trust grant, internal/valkeyapi/acl.FunctionRules: +function) manages libraries.
 */}}
 {{- define "valkey.noFunctionRules" -}}
 -function|load -function|delete -function|flush -function|restore -function|dump -function|list
 {{- end -}}
 
 {{/*
-Subtracted from a customer whose keys are not exactly ["*"] (internal/acl.RestrictedKeyRules): commands that
+Subtracted from a customer whose keys are not exactly ["*"] (internal/valkeyapi/acl.RestrictedKeyRules): commands that
 list, pick or drop keys whatever the patterns, and that drop the script and function libraries of everyone.
 */}}
 {{- define "valkey.restrictedKeyRules" -}}
@@ -357,7 +357,7 @@ list, pick or drop keys whatever the patterns, and that drop the script and func
 {{- end -}}
 
 {{/*
-The credentials spec (JSON; internal/credentials.Spec, docs/contract.md): every ACL user with its rules after
+The credentials spec (JSON; internal/chartjobs/credentials.Spec, docs/contract.md): every ACL user with its rules after
 the password hashes, and where its password lives; no password and no hash. The credentials Job
 (`valkey-sentinel-ctl credentials`) creates the generated Secrets once, rotates, and writes F-acl from it at run
 time, so nothing rendered depends on what the cluster holds (issue 15: no render-time lookup, two offline renders
@@ -1125,7 +1125,7 @@ How a data pod stops (issue 14), JSON {"enabled", "grace", "shutdown", "downAfte
 seconds but downAfterMs. terminationGracePeriodSeconds (grace) is shared by the preStop hook and the server's own
 stop: SIGTERM makes valkey-server wait up to shutdown-timeout (engine default 10 s) for lagging replicas, and it
 needs about 2 s more to exit. The hook gets the rest (timeout). It needs at most bound to hand off a primary
-(prestop.Bound in internal/prestop, which a render test compares with this): 2 s to reach a Sentinel that
+(prestop.Bound in internal/podsteps/prestop, which a render test compares with this): 2 s to reach a Sentinel that
 answers, half of down-after-milliseconds with writes paused, 5 s for the failover to end once that budget ran
 out, 1 s to demote the old primary and resume; unmonitored (FAILOVER TO) 5 s.
 */}}
@@ -1300,7 +1300,7 @@ be accepted by every valkey Sentinel version that chart runs.
 {{- if or (not (regexMatch "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$" $raw)) (eq $until.Unix (toDate "2006-01-02" "0001-01-01").Unix) -}}
 {{- fail (printf "users[%d].rotation.previousValidUntil: %q is not a valid RFC 3339 time; write it like 2026-03-01T12:00:00Z, at most 7 days ahead" $i $raw) -}}
 {{- end -}}
-{{- /* the 7-day cap is checked where the rotation runs (the credentials Job, internal/credentials), never
+{{- /* the 7-day cap is checked where the rotation runs (the credentials Job, internal/chartjobs/credentials), never
 against the render's clock: the same values render the same on any day (GitOps) */ -}}
 {{- end -}}
 {{- end -}}
