@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -131,12 +132,64 @@ func kubeProxyLastSync(ctx context.Context, cl *http.Client) (float64, error) {
 		return 0, fmt.Errorf("GET %s: %w", kubeProxyMetrics, err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	v, err := parseKubeProxyLastSync(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", kubeProxyMetrics, err)
+	}
+	return v, nil
+}
+
+// parseKubeProxyLastSync returns the value of kubeproxy_sync_proxy_rules_last_timestamp_seconds in a Prometheus
+// text exposition: the IPv4 family's series (kube-proxy labels it ip_family="IPv4" since Kubernetes 1.29 and syncs
+// each family on its own), or the series without labels (older kube-proxy). An error when neither is there.
+func parseKubeProxyLastSync(r io.Reader) (float64, error) {
+	const name = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		rest, ok := strings.CutPrefix(sc.Text(), name)
+		if !ok {
+			continue
+		}
+		if labels, ok := strings.CutPrefix(rest, "{"); ok {
+			end := strings.IndexByte(labels, '}')
+			if end < 0 || !strings.Contains(labels[:end], `ip_family="IPv4"`) {
+				continue
+			}
+			rest = labels[end+1:]
+		} else if !strings.HasPrefix(rest, " ") {
+			continue // another metric whose name starts with this one's
+		}
+		return strconv.ParseFloat(strings.TrimSpace(rest), 64)
+	}
+	return 0, fmt.Errorf("no %s series for IPv4 (%v)", name, sc.Err())
+}
+
+// TestParseKubeProxyLastSync: the sampler read no kube-proxy sync at all on the local cluster (kube-proxy 1.34
+// labels the series by ip_family, the former prefix match wanted none); both shapes parse, other series do not.
+func TestParseKubeProxyLastSync(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want float64
+		err  bool
+	}{
+		{"kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family=\"IPv4\"} 1.5e+09\n" +
+			"kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 1.7e+09\n" +
+			"kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7964066527925196e+09\n", 1.7964066527925196e+09, false},
+		{"# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds 1.6e+09\n", 1.6e+09, false},
+		{"kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 1.7e+09\n", 0, true},
+		{"kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} garbage\n", 0, true},
+		{"", 0, true},
+	} {
+		got, err := parseKubeProxyLastSync(strings.NewReader(tc.text))
+		if tc.err {
+			if err == nil {
+				t.Errorf("%q: want an error, got %v", tc.text, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: got %v, %v; want %v", tc.text, got, err, tc.want)
 		}
 	}
-	return 0, fmt.Errorf("GET %s: no kubeproxy_sync_proxy_rules_last_timestamp_seconds (%v)", kubeProxyMetrics, sc.Err())
 }
