@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -78,16 +77,13 @@ func TestSentinelStuckOnStalePrimaryRealigned(t *testing.T) {
 	cl := stuck.Client(e.Top.SentinelOptions())
 	for try := 1; ; try++ {
 		require.NoError(t, cl.SentinelRemove(ctx, name))
-		err := cl.SentinelMonitor(ctx, name, valkeytest.Host, replica.Port, e.Top.Cfg.Quorum)
+		err := e.Top.TryRegister(ctx, stuck, replica)
 		if err == nil {
 			break
 		}
 		require.Less(t, try, 10, "MONITOR at the replica: %v", err)
 		require.ErrorContains(t, err, "Duplicate master name")
 	}
-	require.NoError(t, cl.SentinelSet(ctx, name, "down-after-milliseconds", strconv.Itoa(e.Top.Cfg.DownAfterMs),
-		"failover-timeout", strconv.Itoa(e.Top.Cfg.FailoverTimeoutMs),
-		"auth-user", acl.Sentinel, "auth-pass", e.Top.Passwords[acl.Sentinel]))
 	made := time.Now()
 	port, epoch := names(stuck)
 	require.Equal(t, replica.Port, port, "the stuck Sentinel names the replica")

@@ -252,19 +252,25 @@ func (top *Topology) DelayReplication(d time.Duration) {
 // Register runs SENTINEL MONITOR on s for node (by hostname) and SENTINEL SET for the credentials and timings.
 func (top *Topology) Register(ctx context.Context, s, node *Proc) {
 	top.t.Helper()
+	if err := top.TryRegister(ctx, s, node); err != nil {
+		top.t.Fatalf("register: %v", err)
+	}
+}
+
+// TryRegister is Register that returns the error (SENTINEL MONITOR's or SENTINEL SET's reply, for example
+// "Duplicate master name" when the Sentinel already holds the monitor) instead of failing the test.
+func (top *Topology) TryRegister(ctx context.Context, s, node *Proc) error {
 	c := s.Client(top.SentinelOptions())
 	cfg := top.Cfg
 	if err := c.SentinelMonitor(ctx, cfg.MonitorName, Host, node.Port, cfg.Quorum); err != nil {
-		top.t.Fatalf("register: %v", err)
+		return err
 	}
 	kv := []string{"down-after-milliseconds", strconv.Itoa(cfg.DownAfterMs),
 		"failover-timeout", strconv.Itoa(cfg.FailoverTimeoutMs)}
 	if !cfg.NoACL {
 		kv = append(kv, "auth-user", acl.Sentinel, "auth-pass", top.Passwords[acl.Sentinel])
 	}
-	if err := c.SentinelSet(ctx, cfg.MonitorName, kv...); err != nil {
-		top.t.Fatalf("register: %v", err)
-	}
+	return c.SentinelSet(ctx, cfg.MonitorName, kv...)
 }
 
 // Options returns client options for a system user of the data nodes (no credentials under NoACL).
