@@ -449,8 +449,9 @@ func TestPrimaryPodDeleteAndEvictHandOff(t *testing.T) {
 // completes within down-after + failover-timeout with one promotion, the replaced pod rejoins as a replica,
 // and a graceful deletion loses no acknowledged write.
 func TestPrimaryPodDeletedRepeatedly(t *testing.T) {
+	longTest(t, "TestOutsideClientFollowsFailoverThroughNodePorts and TestCaseS05S01KillPrimaryControllersOff (make e2e: a forced primary deletion, a killed primary) and internal/valkeyapi/valkey TestFailoverOnPrimaryKill (real Sentinels)")
 	maybeParallel(t)
-	// CI runs one forced deletion (the graceful ones, controllers running and at zero, are
+	// make e2e-long runs one forced deletion (the graceful ones, controllers running and at zero, are
 	// TestPrimaryPodDeleteAndEvictHandOff's); make e2e-deletions runs ten, alternating
 	n := 1
 	if v, err := strconv.Atoi(envOr("E2E_PRIMARY_DELETIONS", "")); err == nil && v > 0 {

@@ -21,6 +21,7 @@ import (
 // myids as peers, none with port 0 or an address that is not a Sentinel FQDN, and CKQUORUM is OK on every
 // Sentinel. Then the primary pod is deleted: a single primary holds within down-after + failover-timeout.
 func TestCaseS11SentinelRestartsLeaveNoGhosts(t *testing.T) {
+	longTest(t, "TestReplacedSentinelHoldsTheNextEvictionControllersOff (make e2e: a replaced Sentinel pod), templates-tests TestCaseS19SentinelAnnouncesItsOwnFQDN (one stable myid per pod) and TestReplacedSentinelsStillFailOverWithControllersDown")
 	maybeParallel(t)
 	d := Deploy(t, "s11", DeployOpts{})
 	in := d.I()

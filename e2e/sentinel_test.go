@@ -84,6 +84,7 @@ func TestRelabelRemovesMonitor(t *testing.T) {
 // and within a deadline no Sentinel lists it any more (the instance controller's SENTINEL RESET after a
 // scale-in, cases S03/S11); the instance is Ready again with one replica.
 func TestScaleInLeavesNoStaleReplica(t *testing.T) {
+	longTest(t, "internal/controllers/controller TestCaseS03ScaleInResetsOneSentinelAtATime, TestScaleInResetAsControllerUserWithSentinelAuth and TestScaleInResetFallsBackOnAQuorumNotYetUpgraded")
 	maybeParallel(t)
 	d := Deploy(t, "scalein", DeployOpts{})
 	in := d.I()
@@ -151,6 +152,7 @@ func TestScaleInLeavesNoStaleReplica(t *testing.T) {
 // all three Ready and monitored on every Sentinel (3 monitors), CKQUORUM OK for each on each Sentinel, and
 // the quorum's status lists the three.
 func TestOneQuorumThreeInstances(t *testing.T) {
+	longTest(t, "TestFleet (make e2e: one quorum, five instances in two namespaces) and internal/controllers/controller TestSharedControllerIsolatesAStuckInstance and TestCrossNamespaceQuorum")
 	maybeParallel(t)
 	// one replica each and lighter controllers: 3 instances + 3 Sentinels must fit next to a demo on 2 cores
 	d := Deploy(t, "three", DeployOpts{Releases: []string{"a", "b", "c"}, Replicas: 1,
