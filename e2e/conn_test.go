@@ -54,6 +54,9 @@ func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
 	}
 	maybeParallel(t)
 	modes := strings.Split(envOr("E2E_HELD_MODES", "labels,ours"), ",")
+	// E2E_HELD_VALUES: YAML merged last into the instance's values, on install and every upgrade (to measure a
+	// setting, e.g. the controller's CPU limit: "controller: {resources: {cpu: 1000m, requests: {cpu: 100m}}}")
+	heldValues := map[string]string{"db": envOr("E2E_HELD_VALUES", "")}
 	closeDemoted := func(mode string) string {
 		switch mode {
 		case "labels":
@@ -64,7 +67,7 @@ func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
 		t.Fatalf("E2E_HELD_MODES: %q is neither labels nor ours", mode)
 		return ""
 	}
-	d := Deploy(t, "conn", DeployOpts{DataExtra: appUsers + "\n" + closeDemoted(modes[0])})
+	d := Deploy(t, "conn", DeployOpts{DataExtra: appUsers + "\n" + closeDemoted(modes[0]), InstanceExtra: heldValues})
 	in := d.I()
 	ctx := t.Context()
 	appPW := waitSecretKey(t, d, in.F+"-user-app", "password")

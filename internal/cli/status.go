@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -182,7 +183,7 @@ func renderStatus(out io.Writer, format string, instances []status.Instance, quo
 			conds = append(conds, c.Type+"="+c.Status)
 		}
 		fmt.Fprintf(out, "  conditions: %s\n", strings.Join(conds, " "))
-		for _, kv := range [][2]string{{"held", st.Held}, {"roll", st.Roll}, {"last action", st.LastAction}} {
+		for _, kv := range [][2]string{{"held", st.Held}, {"refused", st.Refused}, {"roll", st.Roll}, {"last action", st.LastAction}} {
 			if kv[1] != "" {
 				fmt.Fprintf(out, "  %s: %s\n", kv[0], kv[1])
 			}
@@ -203,6 +204,19 @@ func renderStatus(out io.Writer, format string, instances []status.Instance, quo
 			fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\t%d\n", m.Name, m.Instance, m.PrimaryAddress, m.Quorum, m.Registered, ok, m.Replicas)
 		}
 		_ = w.Flush()
+		// why a monitor is not registered on every Sentinel (registration.Plan.Held: no primary known yet, a
+		// primary still loading, a Sentinel stuck on another node), so REGISTERED and CKQUORUM FAIL carry a reason
+		held := make([]string, 0, len(q.Held))
+		for name := range q.Held {
+			held = append(held, name)
+		}
+		sort.Strings(held)
+		for _, name := range held {
+			fmt.Fprintf(out, "  held: %s: %s\n", name, q.Held[name])
+		}
+		for _, why := range q.Refused {
+			fmt.Fprintf(out, "  refused: %s\n", why)
+		}
 		for _, warn := range q.Warnings {
 			fmt.Fprintf(out, "  warning: %s\n", warn)
 		}

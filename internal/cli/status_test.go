@@ -128,3 +128,20 @@ func TestStatusNamesAnEmptyNamespace(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 	}
 }
+
+// TestStatusSaysWhyAMonitorIsNotRegistered (fresh user's walk: an instance whose pods stayed Pending showed
+// "REGISTERED 0, CKQUORUM FAIL" and nothing else): the quorum's held reasons, sorted by monitor, and the steps
+// its policy refused are printed under the monitors, and an instance's refused step under its conditions.
+func TestStatusSaysWhyAMonitorIsNotRegistered(t *testing.T) {
+	var b bytes.Buffer
+	renderStatus(&b, "table",
+		[]status.Instance{{Name: "cache", State: "Degraded", Refused: "roll: no replica may be promoted"}},
+		[]status.Quorum{{Release: "sentinel",
+			Monitors: []status.MonitorStatus{{Name: "cache", Instance: "ns/cache-instance"}, {Name: "b", Instance: "ns/b-instance"}},
+			Held:     map[string]string{"cache": "no primary known yet to register", "b": "b-0-0 is still loading"},
+			Refused:  []string{"replace sentinel-1: a failover is in flight"}}})
+	out := b.String()
+	assert.Contains(t, out, "  refused: roll: no replica may be promoted\n")
+	assert.Contains(t, out, "  held: b: b-0-0 is still loading\n  held: cache: no primary known yet to register\n")
+	assert.Contains(t, out, "  refused: replace sentinel-1: a failover is in flight\n")
+}

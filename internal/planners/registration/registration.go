@@ -210,7 +210,7 @@ func Build(o Observation) Plan {
 			m, has := s.Monitors[name]
 			if !has {
 				if w.PrimaryHost == "" {
-					p.Held[name] = "no primary known yet to register"
+					p.Held[name] = "no primary known yet to register: no data node answered as a primary with its replicas (pods Pending or still starting? kubectl get pods; the instance's own status says more)"
 					if w.PrimaryLoading != "" {
 						p.Held[name] = fmt.Sprintf("%s reports role master but is still loading its data set: registered once "+
 							"loaded (a failover meanwhile would promote a replica without the data)", w.PrimaryLoading)
