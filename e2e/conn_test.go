@@ -57,6 +57,7 @@ func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
 	// E2E_HELD_VALUES: YAML merged last into the instance's values, on install and every upgrade (to measure a
 	// setting, e.g. the controller's CPU limit: "controller: {resources: {cpu: 1000m, requests: {cpu: 100m}}}")
 	heldValues := map[string]string{"db": envOr("E2E_HELD_VALUES", "")}
+	// E2E_HELD_SENTINEL_VALUES: the same for the Sentinel release (install only)
 	closeDemoted := func(mode string) string {
 		switch mode {
 		case "labels":
@@ -67,7 +68,8 @@ func TestPrimaryServiceClientsFollowEverySwitch(t *testing.T) {
 		t.Fatalf("E2E_HELD_MODES: %q is neither labels nor ours", mode)
 		return ""
 	}
-	d := Deploy(t, "conn", DeployOpts{DataExtra: appUsers + "\n" + closeDemoted(modes[0]), InstanceExtra: heldValues})
+	d := Deploy(t, "conn", DeployOpts{DataExtra: appUsers + "\n" + closeDemoted(modes[0]), InstanceExtra: heldValues,
+		SentinelExtra: envOr("E2E_HELD_SENTINEL_VALUES", "")})
 	in := d.I()
 	ctx := t.Context()
 	appPW := waitSecretKey(t, d, in.F+"-user-app", "password")

@@ -15,7 +15,8 @@
 //	E2E_PARALLEL=1      run the deployment tests in parallel (default: one at a time, see maybeParallel)
 //	E2E_LONG=1          also run the tests make e2e leaves to make e2e-long for time (longTest)
 //	E2E_HELD_CLIENTS=1  also run TestPrimaryServiceClientsFollowEverySwitch (make e2e-clients; a measurement kept out of make test)
-//	E2E_HELD_MODES, E2E_HELD_VALUES  its modes (labels,ours) and YAML merged last into the instance's values
+//	E2E_HELD_MODES, E2E_HELD_VALUES, E2E_HELD_SENTINEL_VALUES  its modes (labels,ours) and YAML merged last into
+//	                    the instance's and the Sentinel release's values
 //	E2E_VALKEY_IMAGE, E2E_CTL_IMAGE   override the charts' default server and controller images (default: none,
 //	                    the charts' defaults, which hack/images.sh builds locally under those names)
 //	E2E_REDIS_IMAGE     the redis image of the engine tests (default redis:7.0, built by hack/images.sh)
