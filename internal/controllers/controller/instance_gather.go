@@ -217,8 +217,8 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 	// a pod being deleted is still observed until its deletion deadline (its preStop hook may be handing
 	// the primary role off: topology treats it as handing off)
 	nw.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)
-	if pod.DeletionTimestamp != nil && !nw.Terminating || pod.Status.Phase != corev1.PodRunning {
-		nw.Err = "pod not running"
+	if gone := pod.DeletionTimestamp != nil && !nw.Terminating; gone || pod.Status.Phase != corev1.PodRunning {
+		nw.Err = kube.PodNotRunning(pod, gone)
 		return false, nil
 	}
 	return true, nil

@@ -256,3 +256,43 @@ func PodReady(p *corev1.Pod) bool {
 	}
 	return false
 }
+
+// PodNotRunning says why a pod that is not Running is not, for the status and the logs: "pod not running: "
+// then its phase and, when the pod says why, the first of: the scheduler's PodScheduled=False condition (reason:
+// message, e.g. "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."), a waiting or terminated init
+// container, a waiting container (reason: message, e.g. "ImagePullBackOff", "CrashLoopBackOff"). terminating
+// marks a pod past its deletion deadline ("deleted, past its grace period"). Never empty.
+func PodNotRunning(p *corev1.Pod, terminating bool) string {
+	if terminating {
+		return "pod not running: deleted, past its grace period"
+	}
+	msg := "pod not running: " + string(p.Status.Phase)
+	if p.Status.Phase == "" {
+		msg = "pod not running"
+	}
+	reason := func(r, m string) string {
+		if m == "" {
+			return r
+		}
+		return r + ": " + strings.TrimSpace(m)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return msg + ", " + reason(c.Reason, c.Message)
+		}
+	}
+	for _, s := range p.Status.InitContainerStatuses {
+		switch {
+		case s.State.Waiting != nil && s.State.Waiting.Reason != "" && s.State.Waiting.Reason != "PodInitializing":
+			return msg + ", init container " + s.Name + " " + reason(s.State.Waiting.Reason, s.State.Waiting.Message)
+		case s.State.Terminated != nil && s.State.Terminated.ExitCode != 0:
+			return msg + ", init container " + s.Name + " " + reason(s.State.Terminated.Reason, s.State.Terminated.Message)
+		}
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.State.Waiting != nil && s.State.Waiting.Reason != "" && s.State.Waiting.Reason != "ContainerCreating" {
+			return msg + ", container " + s.Name + " " + reason(s.State.Waiting.Reason, s.State.Waiting.Message)
+		}
+	}
+	return msg
+}

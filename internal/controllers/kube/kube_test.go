@@ -153,3 +153,37 @@ func TestUpdateConfigMapNeverCreates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "v", got.Data["k"])
 }
+
+// TestPodNotRunningSaysWhy (fresh user's walk: an instance whose pods could not be scheduled showed only "pod
+// not running"): the scheduler's refusal, a waiting init or main container, or the deletion is named.
+func TestPodNotRunningSaysWhy(t *testing.T) {
+	waiting := func(reason, msg string) corev1.ContainerState {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}
+	}
+	for _, tc := range []struct {
+		name        string
+		status      corev1.PodStatus
+		terminating bool
+		want        string
+	}{
+		{"no status yet", corev1.PodStatus{}, false, "pod not running"},
+		{"pending, nothing said", corev1.PodStatus{Phase: corev1.PodPending}, false, "pod not running: Pending"},
+		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+			Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu. "}}},
+			false, "pod not running: Pending, Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."},
+		{"scheduled is not a reason", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+			Status: corev1.ConditionTrue}}}, false, "pod not running: Pending"},
+		{"init container failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: "install-ctl", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}},
+			false, "pod not running: Pending, init container install-ctl Error"},
+		{"init still initializing is no reason", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: "install-ctl", State: waiting("PodInitializing", "")}}}, false, "pod not running: Pending"},
+		{"image pull", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "valkey", State: waiting("ImagePullBackOff", `Back-off pulling image "valkey/valkey:9.1"`)}}},
+			false, `pod not running: Pending, container valkey ImagePullBackOff: Back-off pulling image "valkey/valkey:9.1"`},
+		{"failed", corev1.PodStatus{Phase: corev1.PodFailed}, false, "pod not running: Failed"},
+		{"past its deletion deadline", corev1.PodStatus{Phase: corev1.PodRunning}, true, "pod not running: deleted, past its grace period"},
+	} {
+		assert.Equal(t, tc.want, PodNotRunning(&corev1.Pod{Status: tc.status}, tc.terminating), tc.name)
+	}
+}

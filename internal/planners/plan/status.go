@@ -88,7 +88,7 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 		st.PrimaryAddress = in.Addr(*tp.Primary)
 		set(status.PrimaryElected, status.True, "PrimaryConfirmed", tp.Primary.Pod+" reports role master")
 	} else {
-		set(status.PrimaryElected, status.False, "NoPrimary", tp.Held)
+		set(status.PrimaryElected, status.False, "NoPrimary", noPrimaryMessage(w, tp.Held))
 	}
 	replOK := primaryOK && linksUp == len(in.Nodes)-1
 	if replOK {
@@ -178,6 +178,26 @@ func InstanceStatus(w World, d Decision, o Outcome, prev status.Instance, build 
 	st.State = status.DeriveState(rc, st.EverReady, now)
 	st.Message = rc.Message
 	return st
+}
+
+// noPrimaryMessage is the PrimaryElected=False message: why topology holds (held), else what each node is
+// ("no node reports role master: F-0-0 pod not running: Pending, Unschedulable: ...; F-1-0 role replica").
+func noPrimaryMessage(w World, held string) string {
+	if held != "" {
+		return held
+	}
+	var nodes []string
+	for _, n := range w.Nodes {
+		switch {
+		case n.Err != "":
+			nodes = append(nodes, n.Node.Pod+" "+n.Err)
+		case n.Repl.Role != "":
+			nodes = append(nodes, n.Node.Pod+" role "+string(n.Repl.Role))
+		default:
+			nodes = append(nodes, n.Node.Pod+" not observed")
+		}
+	}
+	return "no node reports role master: " + strings.Join(nodes, "; ")
 }
 
 // firstFalse is the first condition other than Ready that is False, as "Type: message".

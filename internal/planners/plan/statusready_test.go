@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/valkey-ha/valkey-ha/internal/chartapi/status"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // TestInstanceStatusReadyNeedsEveryReplicaPodReady (walk leftover): an instance whose replica pod fails its
@@ -36,4 +37,19 @@ func TestInstanceStatusReadyNeedsEveryReplicaPodReady(t *testing.T) {
 			assert.Equal(t, map[bool]string{true: status.True, false: status.False}[tc.state == status.StateReady], rc.Status)
 		})
 	}
+}
+
+// TestNoPrimaryMessageSaysWhy (fresh user's walk: PrimaryElected=False carried an empty message while every pod
+// was Pending): topology's held reason when it has one, else each node's error or role.
+func TestNoPrimaryMessageSaysWhy(t *testing.T) {
+	node := func(pod, err string, role valkey.Role) Node {
+		var n Node
+		n.Node.Pod, n.Err, n.Repl.Role = pod, err, role
+		return n
+	}
+	w := World{Nodes: []Node{node("db-0-0", "pod not running: Pending, Unschedulable: 0/1 nodes are available: 1 Insufficient cpu.", ""),
+		node("db-1-0", "", valkey.RoleReplica), node("db-2-0", "", "")}}
+	assert.Equal(t, "no node reports role master: db-0-0 pod not running: Pending, Unschedulable: 0/1 nodes are available: "+
+		"1 Insufficient cpu.; db-1-0 role replica; db-2-0 not observed", noPrimaryMessage(w, ""))
+	assert.Equal(t, "a failover is in flight", noPrimaryMessage(w, "a failover is in flight"))
 }

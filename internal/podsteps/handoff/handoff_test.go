@@ -3,6 +3,7 @@ package handoff
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,7 +248,9 @@ func TestRunReplicasLagAbortsAndResumes(t *testing.T) {
 	res, err := Run(context.Background(), cfg)
 	require.Error(t, err)
 	assert.Equal(t, ReasonReplicasLag, ReasonOf(err), "%v", err)
-	assert.Contains(t, err.Error(), replica.Addr()+" at offset")
+	// the lagging replica is named: "at offset N" when its INFO answered within the bound, "unreachable" when the
+	// machine was too loaded for that (seen at load 9, make unit with four packages at a time beside other builds)
+	assert.Regexp(t, regexp.QuoteMeta(replica.Addr())+` (at offset|unreachable)`, err.Error())
 	assert.Less(t, res.Paused, 2*time.Second)
 	start := time.Now()
 	writeKeys(t, primary.Client(top.Options(acl.Operator)), "after", 1)
