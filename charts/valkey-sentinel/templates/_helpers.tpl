@@ -921,6 +921,14 @@ valkey-cli{{ if .Values.tls.enabled }} --tls --cacert /etc/valkey-ha/tls/ca.crt 
 {{- end -}}
 
 {{/*
+vs.given renders a value the user set as a string ("" when unset: null or missing), so a number 0 counts as
+set ("0", refused by the checks) where `default` and `with` would take it for unset and use the plan's.
+*/}}
+{{- define "vs.given" -}}
+{{- if not (kindIs "invalid" .) -}}{{- toString . -}}{{- end -}}
+{{- end -}}
+
+{{/*
 A controller's resources: limits in the right format, requests at most the limits (a request above its limit
 is refused by the API server). Call with (dict "field" "controller.resources" "resources" map).
 */}}
@@ -930,7 +938,7 @@ is refused by the API server). Call with (dict "field" "controller.resources" "r
 {{- include "vs.checkFormat" (dict "field" (printf "%s.cpu" $f) "value" $r.cpu "format" "cpu" "example" "100m") -}}
 {{- include "vs.checkFormat" (dict "field" (printf "%s.memory" $f) "value" $r.memory "format" "quantity" "example" "128Mi") -}}
 {{- $req := $r.requests | default dict -}}
-{{- with $req.cpu -}}
+{{- with include "vs.given" $req.cpu -}}
 {{- include "vs.checkFormat" (dict "field" (printf "%s.requests.cpu" $f) "value" . "format" "cpu" "example" "20m") -}}
 {{- if eq (float64 (include "vs.millicores" .)) 0.0 -}}
 {{- fail (printf "%s.requests.cpu: %q requests no CPU, so the controller could be starved on a busy node; request at least 1m, such as 20m, or leave it empty for the limit" $f (toString .)) -}}

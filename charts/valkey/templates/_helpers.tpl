@@ -172,6 +172,14 @@ The schema restricts the input to this grammar.
 {{- end -}}
 
 {{/*
+valkey.given renders a value the user set as a string ("" when unset: null or missing), so a number 0 counts as
+set ("0", refused by the checks) where `default` and `with` would take it for unset and use the plan's.
+*/}}
+{{- define "valkey.given" -}}
+{{- if not (kindIs "invalid" .) -}}{{- toString . -}}{{- end -}}
+{{- end -}}
+
+{{/*
 Effective sizing: the plan preset (seed 003's table), overridden by explicit values. Returns JSON.
 maxmemory about 70% of the memory limit: the fork of an RDB/AOF rewrite needs copy-on-write headroom.
 */}}
@@ -189,7 +197,7 @@ maxmemory about 70% of the memory limit: the fork of an RDB/AOF rewrite needs co
 {{- $persistence = .Values.persistence.enabled -}}
 {{- end -}}
 {{- $s := dict
-  "cpu" (toString (.Values.resources.limits.cpu | default $p.cpu))
+  "cpu" (include "valkey.given" .Values.resources.limits.cpu | default $p.cpu)
   "memory" (toString (.Values.resources.limits.memory | default $p.memory))
   "maxmemory" (toString (.Values.maxmemory | default $p.maxmemory))
   "maxclients" (int (.Values.maxclients | default $p.maxclients))
@@ -1520,7 +1528,7 @@ priority class.
 {{- end -}}
 {{- $r := .Values.controller.resources -}}
 {{- $req := $r.requests | default dict -}}
-{{- with $req.cpu -}}
+{{- with include "valkey.given" $req.cpu -}}
 {{- include "valkey.checkFormat" (dict "field" "controller.resources.requests.cpu" "value" . "format" "cpu" "example" "20m") -}}
 {{- if eq (float64 (include "valkey.millicores" .)) 0.0 -}}
 {{- fail (printf "controller.resources.requests.cpu: %q requests no CPU, so the controller could be starved on a busy node; request at least 1m, such as 20m, or leave it empty for the limit" (toString .)) -}}
@@ -1595,7 +1603,7 @@ Services' fields (each only with the Service type that reads it; no headless F-p
 {{- define "valkey.validateKnobs" -}}
 {{- $s := include "valkey.sizing" . | fromJson -}}
 {{- $req := .Values.resources.requests -}}
-{{- with $req.cpu -}}
+{{- with include "valkey.given" $req.cpu -}}
 {{- include "valkey.checkFormat" (dict "field" "resources.requests.cpu" "value" . "format" "cpu" "example" "100m") -}}
 {{- if eq (float64 (include "valkey.millicores" .)) 0.0 -}}
 {{- fail (printf "resources.requests.cpu: %q requests no CPU, so the server (and its probes) could be starved on a busy node and fail over for no reason; request at least 1m, such as 100m, or leave it empty for the limit" (toString .)) -}}
