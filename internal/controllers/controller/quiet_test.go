@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/controllers/kube"
 	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/planners/plan"
 	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
@@ -166,4 +169,38 @@ func TestQuorumEventsOnChangeOnly(t *testing.T) {
 	assert.Equal(t, []string{"Warning MonitorRefused Sentinel release q: TLS mismatch"}, pass(refused, plan.SentinelDecision{}))
 	assert.Empty(t, pass(refused, plan.SentinelDecision{}))
 	assert.Len(t, pass(w, d), 3, "the earlier conditions came back after they were gone: reported again")
+}
+
+// TestNewInstanceAwaitsItsSecretQuietly: right after an install the quorum's controller may read the descriptor
+// before the instance's credentials Job created its _sentinel Secret (NotFound): that is a Normal
+// MonitorAwaitingCredentials, not a Warning, for credentialsGrace after the descriptor was created; past it, or for
+// any other error, the Warning MonitorNotRegistered as before.
+func TestNewInstanceAwaitsItsSecretQuietly(t *testing.T) {
+	rec := record.NewFakeRecorder(100)
+	c := &SentinelController{opts: SentinelOptions{Release: "q"}, recorder: rec, log: quietLog(), cs: fake.NewClientset()}
+	_, err := kube.ReadSecretKey(t.Context(), c.cs, "ns", "vk-auth-sentinel", "password")
+	require.Error(t, err)
+	missing := plan.MonitoredInstance{Descriptor: "vk-instance", Instance: spec.Instance{MonitorName: "vk"},
+		Unresolved: err.Error(), AwaitingSecret: apierrors.IsNotFound(err)}
+	require.True(t, missing.AwaitingSecret, "the gather's classification: %v", err)
+	pass := func(created time.Time, qi plan.MonitoredInstance) []string {
+		desc := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vk-instance", Namespace: "ns", CreationTimestamp: metav1.NewTime(created)}}
+		c.reportSentinels(t.Context(), plan.SentinelWorld{Release: "q", Instances: []plan.MonitoredInstance{qi}}, plan.SentinelDecision{},
+			map[string]*corev1.ConfigMap{"vk-instance": desc})
+		c.reported.sweep("")
+		return testenv.DrainEvents(rec, "")
+	}
+	got := pass(time.Now().Add(-10*time.Second), missing)
+	require.Len(t, got, 1)
+	assert.True(t, strings.HasPrefix(got[0], "Normal MonitorAwaitingCredentials "), got[0])
+	assert.Contains(t, got[0], "credentials Job")
+	assert.Empty(t, pass(time.Now().Add(-20*time.Second), missing), "the same reason: no second event")
+	got = pass(time.Now().Add(-credentialsGrace-time.Second), missing)
+	require.Len(t, got, 1, "past the grace the missing Secret is a Warning")
+	assert.True(t, strings.HasPrefix(got[0], "Warning MonitorNotRegistered "), got[0])
+	forbidden := missing
+	forbidden.Unresolved, forbidden.AwaitingSecret = "instance vk: get secret ns/vk-auth-sentinel: forbidden", false
+	got = pass(time.Now(), forbidden)
+	require.Len(t, got, 1)
+	assert.True(t, strings.HasPrefix(got[0], "Warning MonitorNotRegistered "), "any other error is a Warning at once: %s", got[0])
 }

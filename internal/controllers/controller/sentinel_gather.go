@@ -110,7 +110,7 @@ func (c *SentinelController) gatherSentinels(ctx context.Context) (plan.Sentinel
 			want, err := c.resolve(ctx, qi.Instance, w.Sentinels)
 			if err != nil {
 				// reported, not a pass error: a failing pass would back off the whole quorum's reconcile
-				qi.Unresolved = err.Error()
+				qi.Unresolved, qi.AwaitingSecret = err.Error(), apierrors.IsNotFound(err)
 			}
 			qi.Want = want
 		}

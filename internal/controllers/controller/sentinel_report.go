@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,8 +20,14 @@ import (
 	"github.com/valkey-ha/valkey-ha/internal/planners/registration"
 )
 
+// credentialsGrace is how long after its descriptor was created an instance whose _sentinel Secret does not
+// exist yet is reported as awaiting it (a Normal Event: its credentials Job runs at install, seconds after the
+// descriptor) rather than as a monitor not registered (Warning).
+const credentialsGrace = 2 * time.Minute
+
 // reportSentinels sends the Events of conditions that last many passes once per change of reason: unknown
-// descriptor fields, refused and unresolved instances (MonitorRefused, MonitorNotRegistered), and the
+// descriptor fields, refused and unresolved instances (MonitorRefused, MonitorNotRegistered; MonitorAwaitingCredentials,
+// Normal, for a new instance whose credentials Job has not created its _sentinel Secret yet), and the
 // policy's refusals (StepRefused); before them the namespaces that cannot be read (reportNamespaces).
 func (c *SentinelController) reportSentinels(ctx context.Context, w plan.SentinelWorld, d plan.SentinelDecision, descs map[string]*corev1.ConfigMap) {
 	c.reportNamespaces(ctx, w)
@@ -34,8 +41,15 @@ func (c *SentinelController) reportSentinels(ctx context.Context, w plan.Sentine
 		if qi.Refused != "" && c.reported.changed(qi.Key()+"/refused", qi.Refused) {
 			c.recorder.Eventf(cm, corev1.EventTypeWarning, "MonitorRefused", "Sentinel release %s: %s", c.opts.Release, qi.Refused)
 		}
-		if qi.Unresolved != "" && c.reported.changed(qi.Key()+"/resolve", qi.Unresolved) {
-			c.recorder.Eventf(cm, corev1.EventTypeWarning, "MonitorNotRegistered", "%s; its monitor is kept as it is", qi.Unresolved)
+		if qi.Unresolved != "" {
+			typ, reason, msg := corev1.EventTypeWarning, "MonitorNotRegistered", qi.Unresolved+"; its monitor is kept as it is"
+			if qi.AwaitingSecret && cm != nil && time.Since(cm.CreationTimestamp.Time) < credentialsGrace {
+				typ, reason = corev1.EventTypeNormal, "MonitorAwaitingCredentials"
+				msg = qi.Unresolved + "; the instance's credentials Job creates it at install: registered once it exists"
+			}
+			if c.reported.changed(qi.Key()+"/resolve", reason+": "+msg) {
+				c.recorder.Event(cm, typ, reason, msg)
+			}
 		}
 	}
 	for _, qi := range w.Instances {

@@ -29,6 +29,9 @@ type MonitoredInstance struct {
 	// (its _sentinel Secret could not be read). Either way its monitor, if any, is kept (F3).
 	Refused    string
 	Unresolved string
+	// AwaitingSecret: Unresolved because the instance's _sentinel Secret does not exist (yet); the instance's
+	// credentials Job creates it at install, so a new instance's first passes report it as waited for.
+	AwaitingSecret bool
 	// Want is the resolved registration (when neither Refused nor Unresolved).
 	Want registration.Wanted
 	// Collision: refused because another selected instance (of another namespace) has the same monitor name;
