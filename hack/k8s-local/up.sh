@@ -413,6 +413,10 @@ cni_conflist() {
 EOF
 }
 write_configs() {
+  # kube-proxy takes a zero minSyncPeriod for unset and uses its default, 1s
+  case ${KUBE_PROXY_MIN_SYNC:-1s} in
+    0 | 0s | 0ms) die "KUBE_PROXY_MIN_SYNC=${KUBE_PROXY_MIN_SYNC}: kube-proxy reads a zero minSyncPeriod as unset and uses 1s; use a small value such as 10ms" ;;
+  esac
   mkdir -p "$CONF" "$STATE/cni/net.d" "$STATE/cni/ipam" "$STATE/kubelet" "$STATE/containerd" "$RUN/containerd"
   cni_conflist "$BRIDGE" true "$POD_CIDR" "$STATE/cni/ipam" | write_if_changed "$STATE/cni/net.d/10-k8s-local.conflist"
   containerd_toml "$STATE/containerd/root" "$RUN/containerd/state" "$CTRD_SOCK" "$STATE/containerd/opt" "$STATE/cni/net.d" \

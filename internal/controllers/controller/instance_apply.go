@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/contract"
 	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
 	"github.com/valkey-ha/valkey-ha/internal/controllers/kube"
 	"github.com/valkey-ha/valkey-ha/internal/planners/plan"
@@ -46,10 +47,7 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 			// and this patch (a handoff closes them at the demotion), or that a stale primary still serves,
 			// now reconnect to the real primary
 			c.closeClients(ctx, desc, in, mem, a.Node, "primary label removed")
-			if out.Relabelled == nil {
-				out.Relabelled = map[int]time.Time{}
-			}
-			out.Relabelled[a.Node.Index] = time.Now()
+			out.Relabel(a.Node.Index, time.Now())
 		}
 	}
 	if d.Step == nil || d.Repair {
@@ -60,7 +58,7 @@ func (c *InstanceController) apply(ctx context.Context, desc *corev1.ConfigMap, 
 	case plan.DeletePod:
 		out.LastAction, err = c.deletePod(ctx, desc, in, w, s)
 	case plan.HandOff:
-		out.LastAction, out.Handoff, err = c.handOff(ctx, desc, in, w, d, s, mem)
+		out.LastAction, out.Handoff, err = c.handOff(ctx, desc, in, w, d, s, mem, &out)
 	case plan.Reset:
 		out.LastAction, err = c.reset(ctx, desc, in, w, s)
 	}
@@ -168,15 +166,30 @@ func (c *InstanceController) deletePod(ctx context.Context, desc *corev1.ConfigM
 
 // handOff hands the primary off s.Node with internal/podsteps/handoff: SENTINEL FAILOVER asked of the Sentinels in
 // d.FailoverOrder when the planner set it, FAILOVER TO s.Target otherwise. A failure is returned with the
-// HandoffFailure that plan.Remember folds into the memory (the roll backs off).
+// HandoffFailure that plan.Remember folds into the memory (the roll backs off). The primary's label, taken off
+// while its writes wait (unlabelPaused), is recorded in out (Relabelled: its connections are closed again for
+// plan.RecloseWindow).
 func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, d plan.Decision,
-	s plan.Step, mem *instanceMemory) (string, *plan.HandoffFailure, error) {
+	s plan.Step, mem *instanceMemory, out *plan.Outcome) (string, *plan.HandoffFailure, error) {
 	cfg := handoff.Config{Primary: in.Addr(s.Node), NodeOptions: c.opOptions(in, mem), Nodes: in.NodeAddrs(),
 		Log: c.log.With("instance", in.Name, "pod", s.Node.Pod)}
 	if d.FailoverOrder != nil {
 		cfg.MonitorName, cfg.Sentinels, cfg.SentinelOptions = in.MonitorName, d.FailoverOrder, c.sentinelOpts(ctx, in, *w.SentinelInfo)
 	} else {
 		cfg.Target = in.Addr(s.Target)
+	}
+	if seen := w.Node(s.Node.Index); seen.RoleLabel == contract.RolePrimary {
+		var unlabelled time.Time
+		cfg.OnPaused = func() {
+			if c.unlabelPaused(ctx, in, seen) {
+				unlabelled = time.Now()
+			}
+		}
+		defer func() { // handoff.Run has returned: OnPaused is done
+			if !unlabelled.IsZero() {
+				out.Relabel(s.Node.Index, unlabelled)
+			}
+		}()
 	}
 	// the handoff dials its own connections; the pooled one to the old primary is stale afterwards
 	defer c.pool.drop(cfg.Primary)
@@ -198,6 +211,27 @@ func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap
 	}
 	c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryHandedOff", "primary moved off %s to %s before its replacement (%s)", s.Node.Pod, res.NewPrimary, how)
 	return "roll: handed the primary off " + s.Node.Pod, nil, nil
+}
+
+// unlabelPaused removes the primary role label from the pod of a primary whose writes a handoff has just paused
+// (handoff.Config.OnPaused; the pod as observed: its resourceVersion as precondition). The primary Service thus
+// loses its endpoint during the failover rather than right after the switch, so the new primary's endpoint is the
+// Service's only change after it: kube-proxy applies changes at most once per minSyncPeriod (1 s by default), and
+// the second of two changes a few milliseconds apart waited that long (issue 30). No write is refused for it: the
+// old primary's writes wait, and a client dialling the Service meanwhile is refused and redials. A failure is
+// logged and costs only that gain (false); the pass after the handoff sets every label as observed (on a handoff that
+// did not complete, the label back on the old primary).
+func (c *InstanceController) unlabelPaused(ctx context.Context, in spec.Instance, seen plan.Node) bool {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := kube.PatchPodRole(pctx, c.cs, in.Namespace, seen.Node.Pod, seen.PodVersion, ""); err != nil {
+		c.log.Warn("handoff: could not take the primary Service off the paused primary; it moves after the switch", "instance", in.Name,
+			"pod", seen.Node.Pod, "err", err)
+		return false
+	}
+	c.metrics.LabelPatches.WithLabelValues(in.NamespacedName().String()).Inc()
+	c.log.Info("role label", "instance", in.Name, "pod", seen.Node.Pod, "role", "", "reason", "writes paused for the handoff")
+	return true
 }
 
 // reset sends SENTINEL RESET <monitor> to one Sentinel, as acl.SentinelController (resetClient).

@@ -17,6 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
 	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
@@ -64,6 +67,63 @@ func TestPlannedDataRollLosesNoAckedWrite(t *testing.T) {
 	missing := lost(t, e.Top.NodeByPort(newPrimary).Client(e.Top.Options(acl.Operator)), acked)
 	assert.Empty(t, missing, "every acknowledged write survives the roll (%d of %d lost)", len(missing), len(acked))
 	t.Logf("planned roll of 3 nodes: %s; writes acked %d, failed %d, longest error window %s", rollTime.Round(time.Millisecond), len(acked), failures, longest.Round(time.Millisecond))
+}
+
+// TestPlannedRollTakesThePrimaryServiceOffWhilePaused (issue 30): in the planned roll of the primary the
+// controller removes the old primary's role label while the handoff holds its writes, before any Sentinel names
+// the new primary, so the primary Service's only change after the switch is the new primary's endpoint
+// (kube-proxy applies a change at most once per minSyncPeriod, and a second change right after the first waited
+// that long). Before, the label left the old primary in the pass after the switch. The roll completes and the
+// labels end on the new primary.
+func TestPlannedRollTakesThePrimaryServiceOffWhilePaused(t *testing.T) {
+	cs := fake.NewClientset()
+	e := newEnvOn(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000}, cs)
+	e.PublishSentinels()
+	pods := []string{"vk-0-0", "vk-1-0", "vk-2-0"}
+	old := e.Top.Nodes[0]
+	var mu sync.Mutex
+	var removals []string // "<pod>: Sentinels named <ports>" for every removal of a role label
+	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		if !strings.Contains(string(p.GetPatch()), `"`+contract.LabelRole+`":null`) {
+			return false, nil, nil
+		}
+		var named []string
+		for _, s := range e.Top.Sentinels {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, port, _, err := s.Client(e.Top.SentinelOptions()).SentinelPrimaryAddr(ctx, e.Top.Cfg.MonitorName)
+			cancel()
+			named = append(named, fmt.Sprintf("%d%s", port, map[bool]string{true: " (" + fmt.Sprint(err) + ")"}[err != nil]))
+		}
+		mu.Lock()
+		removals = append(removals, p.GetName()+": Sentinels named "+strings.Join(named, ","))
+		mu.Unlock()
+		return false, nil, nil
+	})
+	e.MarkStale([]string{"vk-0", "vk-1", "vk-2"}, pods, map[string]string{contract.LabelInstance: "vk"})
+	procs := map[string]*valkeytest.Proc{}
+	for i, p := range pods {
+		procs[p] = e.Top.Nodes[i]
+	}
+	k := e.RunKubelet(procs, "r2", nil)
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	valkeytest.Eventually(t, 90*time.Second, 200*time.Millisecond, "every pod rolled", func() error { return e.AllAtRevision(pods, "r2") })
+	newPrimary := e.checkPrimaryRolledLast(t, k)
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels on the new primary", func() error { return e.LabelsMatch(newPrimary) })
+
+	mu.Lock()
+	defer mu.Unlock()
+	var first string
+	for _, r := range removals {
+		if strings.HasPrefix(r, "vk-0-0: ") {
+			first = r
+			break
+		}
+	}
+	require.NotEmpty(t, first, "the old primary's label was removed: %v", removals)
+	all := strconv.Itoa(old.Port)
+	want := "vk-0-0: Sentinels named " + strings.Repeat(all+",", len(e.Top.Sentinels)-1) + all
+	assert.Equal(t, want, first, "every Sentinel still named the old primary when its label left (writes paused, before the switch); all removals: %v", removals)
 }
 
 // TestPlannedRollWaitsForAHalfAppliedUpgrade: Helm updates the per-node StatefulSets one by one; while only

@@ -32,6 +32,14 @@ type Outcome struct {
 	Access     Access
 }
 
+// Relabel records that the applier took node i's primary label off at t and closed its connections (Relabelled).
+func (o *Outcome) Relabel(i int, t time.Time) {
+	if o.Relabelled == nil {
+		o.Relabelled = map[int]time.Time{}
+	}
+	o.Relabelled[i] = t
+}
+
 // InstanceStatus builds the <F>-status document of one pass (pure; docs/design.md, "Status"): nodes, the
 // primary, replication, monitoring and access conditions and the state derived from Ready, from the World,
 // the Decision, what the applier did and the previous document (whose conditions keep their transition

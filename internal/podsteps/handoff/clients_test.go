@@ -2,6 +2,10 @@ package handoff
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +148,52 @@ func testCloseClientsKeepsSystemConnections(t *testing.T, eng valkeytest.Engine)
 	list, err := op.ClientList(context.Background(), "replica")
 	require.NoError(t, err)
 	assert.Len(t, list, 1, "the replication link stays")
+}
+
+// TestOnPausedRunsWhileWritesWait: Config.OnPaused (where the instance controller takes the primary Service off
+// the old primary, issue 30) is called once, while the old primary's writes wait and before any Sentinel
+// names the new primary, and Run returns only after it has; with FAILOVER TO it is called once too.
+func TestOnPausedRunsWhileWritesWait(t *testing.T) {
+	t.Run("monitored", func(t *testing.T) {
+		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 2, DownAfterMs: 5000})
+		old := top.Nodes[0]
+		var calls atomic.Int32
+		var done atomic.Bool
+		var named []string
+		var writeErr error
+		cfg := configFor(top)
+		cfg.OnPaused = func() {
+			calls.Add(1)
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			writeErr = old.Client(top.Options(acl.Operator)).Set(ctx, "__valkey-ha:onpaused", "1", 0)
+			cancel()
+			for _, s := range top.Sentinels {
+				host, port, _, err := s.Client(top.SentinelOptions()).SentinelPrimaryAddr(context.Background(), top.Cfg.MonitorName)
+				named = append(named, fmt.Sprintf("%s (%v)", net.JoinHostPort(host, strconv.Itoa(port)), err))
+			}
+			time.Sleep(200 * time.Millisecond)
+			done.Store(true)
+		}
+		res, err := Run(context.Background(), cfg)
+		require.NoError(t, err)
+		assert.NotEqual(t, old.Addr(), res.NewPrimary)
+		assert.Equal(t, int32(1), calls.Load(), "called once")
+		assert.True(t, done.Load(), "Run returned only after OnPaused did")
+		assert.ErrorIs(t, writeErr, context.DeadlineExceeded, "a write to the old primary waited (paused) while OnPaused ran")
+		require.Len(t, named, len(top.Sentinels))
+		for i, a := range named {
+			assert.Equal(t, old.Addr()+" (<nil>)", a, "Sentinel %d still named the old primary while OnPaused ran", i)
+		}
+	})
+	t.Run("direct", func(t *testing.T) {
+		top := valkeytest.StartTopology(t, valkeytest.TopologyConfig{Replicas: 1, Sentinels: -1})
+		var calls atomic.Int32
+		var done atomic.Bool
+		cfg := Config{Primary: top.Nodes[0].Addr(), NodeOptions: top.Options(acl.Operator), Target: top.Nodes[1].Addr(),
+			OnPaused: func() { calls.Add(1); time.Sleep(200 * time.Millisecond); done.Store(true) }}
+		_, err := Run(context.Background(), cfg)
+		require.NoError(t, err)
+		assert.Equal(t, int32(1), calls.Load())
+		assert.True(t, done.Load(), "Run returned only after OnPaused did")
+	})
 }

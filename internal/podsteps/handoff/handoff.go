@@ -88,6 +88,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
@@ -141,6 +142,14 @@ type Config struct {
 	// is logged and the handoff goes on without it. 0: the PINGs are left alone (the controller's
 	// _operator user may not CONFIG SET).
 	HoldPings int
+	// OnPaused, when set, is called once, on its own goroutine, as soon as the primary's writes wait: right
+	// after CLIENT PAUSE WRITE succeeded (monitored), or once FAILOVER TO was accepted (it pauses them itself).
+	// Run returns only after it has. The instance controller takes the primary Service off the old primary
+	// there (its role label removed): the Service's data plane then applies that change during the failover,
+	// and the new primary's endpoint is its only change after the switch (kube-proxy applies changes at most
+	// once per minSyncPeriod, 1 s by default, so a second change right after the first waited that long;
+	// issue 30, BENCHMARKS.md "Clients without Sentinel" run 11). Its failures are its own to report.
+	OnPaused func()
 	// Log receives the steps (default: discarded).
 	Log *slog.Logger
 }
@@ -286,6 +295,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	defer h.pausedHook.Wait()
 	var res Result
 	if cfg.MonitorName == "" {
 		res, err = h.direct(ctx)
@@ -302,6 +312,15 @@ type handoff struct {
 	clients map[string]*valkey.Client
 	pc      *valkey.Client
 	closed  Closed // what afterDemote closed
+	// pausedHook runs Config.OnPaused (paused); Run waits for it
+	pausedHook sync.WaitGroup
+}
+
+// paused starts Config.OnPaused, if set, on its own goroutine (the pause budget does not wait for it).
+func (h *handoff) paused() {
+	if h.cfg.OnPaused != nil {
+		h.pausedHook.Go(h.cfg.OnPaused)
+	}
 }
 
 // LockName prefixes the client name of the connection a handoff holds on the primary while it runs: the

@@ -68,6 +68,7 @@ func (h *handoff) monitored(ctx context.Context) (Result, error) {
 		return Result{}, fail(ReasonCommandFailed, err, "pause writes on %s", cfg.Primary)
 	}
 	pausedAt := time.Now()
+	h.paused()
 	// Until the old primary is demoted or the pause is lifted with nothing promoted, the caller's cancel
 	// (a preStop hook's deadline, a controller losing its lease) must not cut the handoff short: lifting the
 	// pause while a failover may still promote someone hands writes to a primary that is about to be
@@ -884,6 +885,7 @@ func (h *handoff) direct(ctx context.Context) (Result, error) {
 		return Result{}, fail(ReasonCommandFailed, err, "FAILOVER TO %s", h.cfg.Target)
 	}
 	start := time.Now()
+	h.paused()
 	deadline := start.Add(timeout + 2*time.Second)
 	for {
 		r, err := h.pc.InfoReplication(ctx)
