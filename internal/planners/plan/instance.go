@@ -51,8 +51,8 @@ type Decision struct {
 	Memory Memory
 }
 
-// Labels returns the role-label changes of the decision, in execution order (removals first: the primary
-// Service never has two endpoints, case S21).
+// Labels returns the role-label changes of the decision, in execution order (the primary label's removals first:
+// the primary Service never has two endpoints, case S21; then its addition, then the replica labels; topology.Build).
 func (d Decision) Labels() []topology.Action {
 	var out []topology.Action
 	for _, a := range d.Topology.Actions {

@@ -192,8 +192,11 @@ func Build(o Observation) Plan {
 		p.Held = fmt.Sprintf("Sentinel's primary %s does not report role master yet", p.Primary.Pod)
 	}
 
-	// 3. labels: removals first so the primary Service never has two endpoints (case S21)
-	var removals, additions []Action
+	// 3. labels: the primary label's removals first, so the primary Service never has two endpoints (case S21),
+	// then its addition, then the replica labels: kube-proxy applies Service changes at most once per
+	// minSyncPeriod (1 s by default), so a replica Service change patched before the addition (the demoted
+	// primary's replica label) held the primary Service's new endpoint back that long (issue 30)
+	var removals, additions, others []Action
 	for _, n := range o.Nodes {
 		want := ""
 		switch {
@@ -212,14 +215,18 @@ func Build(o Observation) Plan {
 			continue
 		}
 		a := Action{Kind: Label, Node: n.Node, Role: want, Reason: labelReason(n, want)}
-		if want == contract.RolePrimary {
-			additions = append(additions, a)
-		} else {
+		switch {
+		case n.RoleLabel == contract.RolePrimary:
 			removals = append(removals, a)
+		case want == contract.RolePrimary:
+			additions = append(additions, a)
+		default:
+			others = append(others, a)
 		}
 	}
 	p.Actions = append(p.Actions, removals...)
 	p.Actions = append(p.Actions, additions...)
+	p.Actions = append(p.Actions, others...)
 	return p
 }
 
