@@ -84,10 +84,13 @@ diagnose() {
   say "---- diagnostics for namespace $NS ----"
   kubectl -n "$NS" get pods,statefulsets,deployments,services,configmaps -o wide 2>&1 | sed 's/^/  /' >&2 || true
   say "---- recent events ----"
-  kubectl -n "$NS" get events --sort-by=.lastTimestamp 2>&1 | tail -25 | sed 's/^/  /' >&2 || true
+  # by creation: the scheduler's FailedScheduling events carry no lastTimestamp and sorted first by it
+  kubectl -n "$NS" get events --sort-by=.metadata.creationTimestamp 2>&1 | tail -25 | sed 's/^/  /' >&2 || true
   local p c
-  for p in $(kubectl -n "$NS" get pods -o go-template='{{range .items}}{{$r := "True"}}{{range .status.conditions}}{{if eq .type "Ready"}}{{$r = .status}}{{end}}{{end}}{{if ne $r "True"}}{{.metadata.name}} {{end}}{{end}}' 2>/dev/null); do
+  # every pod not Ready, Pending ones (no Ready condition yet) included; finished Job pods are not
+  for p in $(kubectl -n "$NS" get pods -o go-template='{{range .items}}{{$r := "False"}}{{range .status.conditions}}{{if eq .type "Ready"}}{{$r = .status}}{{end}}{{end}}{{if and (ne $r "True") (ne .status.phase "Succeeded")}}{{.metadata.name}} {{end}}{{end}}' 2>/dev/null); do
     say "---- pod $p (not Ready) ----"
+    kubectl -n "$NS" get pod "$p" -o go-template='{{range .status.conditions}}{{if and (eq .type "PodScheduled") (ne .status "True")}}not scheduled: {{.reason}}: {{.message}}{{"\n"}}{{end}}{{end}}' 2>&1 | sed 's/^/  /' >&2 || true
     kubectl -n "$NS" get pod "$p" -o go-template='{{range .status.initContainerStatuses}}init {{.name}}: {{.state}} restarts={{.restartCount}}{{with .lastState.terminated}} last: exit {{.exitCode}} {{.reason}}{{with .message}} {{.}}{{end}}{{end}}{{"\n"}}{{end}}{{range .status.containerStatuses}}{{.name}}: {{.state}} restarts={{.restartCount}}{{with .lastState.terminated}} last: exit {{.exitCode}} {{.reason}}{{with .message}} {{.}}{{end}}{{end}}{{"\n"}}{{end}}' 2>&1 | sed 's/^/  /' >&2 || true
     for c in $(kubectl -n "$NS" get pod "$p" -o jsonpath='{.spec.initContainers[*].name} {.spec.containers[*].name}' 2>/dev/null); do
       say "  logs $p/$c (last 20 lines; the previous run's if it restarted)"
@@ -223,12 +226,24 @@ SENTINEL_HELM=(-f "$TMP/sentinel.yaml" "${SENTINEL_ARGS[@]}")
 alias_chart_images "$ROOT/charts/valkey" -n "$NS" "${VALKEY_HELM[@]}"
 alias_chart_images "$ROOT/charts/valkey-sentinel" -n "$NS" "${SENTINEL_HELM[@]}"
 
-step "helm upgrade --install $DATA_REL charts/valkey"
-helm upgrade --install "$DATA_REL" "$ROOT/charts/valkey" -n "$NS" "${VALKEY_HELM[@]}" --timeout 5m \
-  || die_diag "helm upgrade --install $DATA_REL charts/valkey"
-step "helm upgrade --install $SENT_REL charts/valkey-sentinel"
-helm upgrade --install "$SENT_REL" "$ROOT/charts/valkey-sentinel" -n "$NS" "${SENTINEL_HELM[@]}" --timeout 5m \
-  || die_diag "helm upgrade --install $SENT_REL charts/valkey-sentinel"
+# helm_install release chart helm-args...: helm upgrade --install. On failure helm's own error is the last line;
+# a values or template error (nothing was applied) skips the namespace's diagnostics, which would only bury it.
+helm_install() {
+  local rel=$1 chart=$2 err; shift 2
+  step "helm upgrade --install $rel charts/$chart"
+  if helm upgrade --install "$rel" "$ROOT/charts/$chart" -n "$NS" "$@" --timeout 5m 2>"$TMP/helm.err"; then
+    cat "$TMP/helm.err" >&2
+    return 0
+  fi
+  err=$(grep -m1 -i 'error' "$TMP/helm.err" || tail -1 "$TMP/helm.err")
+  if ! grep -q -e 'execution error at' -e "values don't meet the specifications" -e 'parse error' "$TMP/helm.err"; then
+    diagnose
+  fi
+  cat "$TMP/helm.err" >&2
+  fail "helm upgrade --install $rel charts/$chart: $err"
+}
+helm_install "$DATA_REL" valkey "${VALKEY_HELM[@]}"
+helm_install "$SENT_REL" valkey-sentinel "${SENTINEL_HELM[@]}"
 
 # 5 --------------------------------------------------------------------------------------------------
 step "readiness"

@@ -107,7 +107,17 @@ stuck_pods() { # ns
   kubectl -n "$1" get pods -o go-template='{{range $p := .items}}{{range $c := $p.status.initContainerStatuses}}{{$p.metadata.name}} {{$c.name}} {{$c.restartCount}} {{if $c.state.waiting}}{{$c.state.waiting.reason}}{{else}}-{{end}}{{"\n"}}{{end}}{{range $c := $p.status.containerStatuses}}{{$p.metadata.name}} {{$c.name}} {{$c.restartCount}} {{if $c.state.waiting}}{{$c.state.waiting.reason}}{{else}}-{{end}}{{"\n"}}{{end}}{{end}}' 2>/dev/null \
     | awk -v max="${MAX_RESTARTS:-3}" '
         $4 ~ /^(ErrImagePull|ImagePullBackOff|ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError|RunContainerError)$/ ||
-        ($3 + 0 >= max + 0 && $4 == "CrashLoopBackOff") { printf "%s/%s: %s (restarts %s)\n", $1, $2, $4, $3 }'
+        ($3 + 0 >= max + 0 && $4 == "CrashLoopBackOff") { printf "%s/%s: %s (restarts %s)\n", $1, $2, $4, $3 }' || true
+  # pods the scheduler has refused for UNSCHEDULABLE_AFTER seconds (default 60: a roll or a deletion frees room
+  # within that on a healthy cluster)
+  local now; now=$(date +%s)
+  kubectl -n "$1" get pods -o go-template='{{range $p := .items}}{{range $p.status.conditions}}{{if and (eq .type "PodScheduled") (eq .reason "Unschedulable")}}{{$p.metadata.name}}|{{.lastTransitionTime}}|{{.message}}{{"\n"}}{{end}}{{end}}{{end}}' 2>/dev/null \
+    | while IFS='|' read -r pod since msg; do
+        [[ -n $pod && -n $since ]] || continue
+        if (( now - $(date -d "$since" +%s) >= ${UNSCHEDULABLE_AFTER:-60} )); then
+          printf '%s: Unschedulable since %s: %s\n' "$pod" "$since" "$msg"
+        fi
+      done || true
 }
 
 wait_pods() { # ns description seconds command...
