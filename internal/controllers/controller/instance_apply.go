@@ -178,22 +178,20 @@ func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap
 	} else {
 		cfg.Target = in.Addr(s.Target)
 	}
-	if seen := w.Node(s.Node.Index); seen.RoleLabel == contract.RolePrimary {
-		var unlabelled time.Time
+	var unlabelled time.Time
+	if w.Node(s.Node.Index).RoleLabel == contract.RolePrimary {
 		cfg.OnPaused = func() {
-			if c.unlabelPaused(ctx, in, seen) {
+			if c.unlabelPaused(ctx, desc, in, w, s.Node, mem) {
 				unlabelled = time.Now()
 			}
 		}
-		defer func() { // handoff.Run has returned: OnPaused is done
-			if !unlabelled.IsZero() {
-				out.Relabel(s.Node.Index, unlabelled)
-			}
-		}()
 	}
 	// the handoff dials its own connections; the pooled one to the old primary is stale afterwards
 	defer c.pool.drop(cfg.Primary)
 	res, err := handoff.Run(ctx, cfg)
+	if !unlabelled.IsZero() { // Run has returned: OnPaused is done
+		out.Relabel(s.Node.Index, unlabelled)
+	}
 	c.metrics.DemotedClientsClosed.WithLabelValues(in.NamespacedName().String()).Add(float64(res.Clients.Conns))
 	if res.Clients.Err != nil {
 		c.metrics.DemotedClientsNotClosed.WithLabelValues(in.NamespacedName().String()).Inc()
@@ -214,23 +212,23 @@ func (c *InstanceController) handOff(ctx context.Context, desc *corev1.ConfigMap
 }
 
 // unlabelPaused removes the primary role label from the pod of a primary whose writes a handoff has just paused
-// (handoff.Config.OnPaused; the pod as observed: its resourceVersion as precondition). The primary Service thus
+// (handoff.Config.OnPaused; label, so the pod as observed: its resourceVersion as precondition). The primary Service thus
 // loses its endpoint during the failover rather than right after the switch, so the new primary's endpoint is the
 // Service's only change after it: kube-proxy applies changes at most once per minSyncPeriod (1 s by default), and
 // the second of two changes a few milliseconds apart waited that long (issue 30). No write is refused for it: the
 // old primary's writes wait, and a client dialling the Service meanwhile is refused and redials. A failure is
 // logged and costs only that gain (false); the pass after the handoff sets every label as observed (on a handoff that
 // did not complete, the label back on the old primary).
-func (c *InstanceController) unlabelPaused(ctx context.Context, in spec.Instance, seen plan.Node) bool {
+func (c *InstanceController) unlabelPaused(ctx context.Context, desc *corev1.ConfigMap, in spec.Instance, w plan.World, n spec.Node,
+	mem *instanceMemory) bool {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := kube.PatchPodRole(pctx, c.cs, in.Namespace, seen.Node.Pod, seen.PodVersion, ""); err != nil {
+	a := topology.Action{Kind: topology.Label, Node: n, Reason: "writes paused for the handoff"}
+	if err := c.label(pctx, desc, in, w, a, mem); err != nil {
 		c.log.Warn("handoff: could not take the primary Service off the paused primary; it moves after the switch", "instance", in.Name,
-			"pod", seen.Node.Pod, "err", err)
+			"pod", n.Pod, "err", err)
 		return false
 	}
-	c.metrics.LabelPatches.WithLabelValues(in.NamespacedName().String()).Inc()
-	c.log.Info("role label", "instance", in.Name, "pod", seen.Node.Pod, "role", "", "reason", "writes paused for the handoff")
 	return true
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
 	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
+	"github.com/valkey-ha/valkey-ha/internal/testsupport/kubefault"
 	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
 	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/acl"
@@ -43,13 +45,7 @@ func lost(t *testing.T, c *valkey.Client, keys []string) []string {
 func TestPlannedDataRollLosesNoAckedWrite(t *testing.T) {
 	e := newEnv(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000})
 	e.PublishSentinels()
-	pods := []string{"vk-0-0", "vk-1-0", "vk-2-0"}
-	e.MarkStale([]string{"vk-0", "vk-1", "vk-2"}, pods, map[string]string{contract.LabelInstance: "vk"})
-	procs := map[string]*valkeytest.Proc{}
-	for i, p := range pods {
-		procs[p] = e.Top.Nodes[i]
-	}
-	k := e.RunKubelet(procs, "r2", nil)
+	k, pods := e.staleThreeNodes()
 	w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
 	w.WaitAckedSince(t, time.Time{}, 10*time.Second) // the writer has found the primary
 	start := time.Now()
@@ -69,6 +65,31 @@ func TestPlannedDataRollLosesNoAckedWrite(t *testing.T) {
 	t.Logf("planned roll of 3 nodes: %s; writes acked %d, failed %d, longest error window %s", rollTime.Round(time.Millisecond), len(acked), failures, longest.Round(time.Millisecond))
 }
 
+// staleThreeNodes marks the three data pods vk-<i>-0 stale (revision r2 wanted) and starts a kubelet that
+// replaces each deleted pod with the same node's process at r2; it returns the kubelet and the pod names.
+func (e *env) staleThreeNodes() (*testenv.Kubelet, []string) {
+	pods := []string{"vk-0-0", "vk-1-0", "vk-2-0"}
+	e.MarkStale([]string{"vk-0", "vk-1", "vk-2"}, pods, map[string]string{contract.LabelInstance: "vk"})
+	procs := map[string]*valkeytest.Proc{}
+	for i, p := range pods {
+		procs[p] = e.Top.Nodes[i]
+	}
+	return e.RunKubelet(procs, "r2", nil), pods
+}
+
+// rollThreeNodes marks the three data pods stale (staleThreeNodes), runs the instance controller
+// until every pod rolled (the primary last, after its handoff) and the labels name the new primary; it returns
+// the new primary's port.
+func (e *env) rollThreeNodes(t *testing.T) int {
+	t.Helper()
+	k, pods := e.staleThreeNodes()
+	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	valkeytest.Eventually(t, 90*time.Second, 200*time.Millisecond, "every pod rolled", func() error { return e.AllAtRevision(pods, "r2") })
+	newPrimary := e.checkPrimaryRolledLast(t, k)
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels on the new primary", func() error { return e.LabelsMatch(newPrimary) })
+	return newPrimary
+}
+
 // TestPlannedRollTakesThePrimaryServiceOffWhilePaused (issue 30): in the planned roll of the primary the
 // controller removes the old primary's role label while the handoff holds its writes, before any Sentinel names
 // the new primary, so the primary Service's only change after the switch is the new primary's endpoint
@@ -79,7 +100,6 @@ func TestPlannedRollTakesThePrimaryServiceOffWhilePaused(t *testing.T) {
 	cs := fake.NewClientset()
 	e := newEnvOn(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000}, cs)
 	e.PublishSentinels()
-	pods := []string{"vk-0-0", "vk-1-0", "vk-2-0"}
 	old := e.Top.Nodes[0]
 	var mu sync.Mutex
 	var removals []string // "<pod>: Sentinels named <ports>" for every removal of a role label
@@ -100,16 +120,7 @@ func TestPlannedRollTakesThePrimaryServiceOffWhilePaused(t *testing.T) {
 		mu.Unlock()
 		return false, nil, nil
 	})
-	e.MarkStale([]string{"vk-0", "vk-1", "vk-2"}, pods, map[string]string{contract.LabelInstance: "vk"})
-	procs := map[string]*valkeytest.Proc{}
-	for i, p := range pods {
-		procs[p] = e.Top.Nodes[i]
-	}
-	k := e.RunKubelet(procs, "r2", nil)
-	e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
-	valkeytest.Eventually(t, 90*time.Second, 200*time.Millisecond, "every pod rolled", func() error { return e.AllAtRevision(pods, "r2") })
-	newPrimary := e.checkPrimaryRolledLast(t, k)
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels on the new primary", func() error { return e.LabelsMatch(newPrimary) })
+	e.rollThreeNodes(t)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -124,6 +135,75 @@ func TestPlannedRollTakesThePrimaryServiceOffWhilePaused(t *testing.T) {
 	all := strconv.Itoa(old.Port)
 	want := "vk-0-0: Sentinels named " + strings.Repeat(all+",", len(e.Top.Sentinels)-1) + all
 	assert.Equal(t, want, first, "every Sentinel still named the old primary when its label left (writes paused, before the switch); all removals: %v", removals)
+}
+
+// TestPausedPrimaryLabelUnderFaults: the label removal taken while a handoff holds the writes
+// (TestPlannedRollTakesThePrimaryServiceOffWhilePaused) under two faults. The API server refuses that patch
+// (503): the handoff goes on, the roll completes with one failover and the labels end on the new primary. The
+// handoff aborts after the pause (the only replica trails the primary through a 4 s link, past the catch-up
+// bound): the old primary, still Sentinel's primary, gets its label back within the next passes.
+func TestPausedPrimaryLabelUnderFaults(t *testing.T) {
+	removal := `"` + contract.LabelRole + `":null`
+	t.Run("patch-refused", func(t *testing.T) {
+		cs := fake.NewClientset()
+		e := newEnvOn(t, valkeytest.TopologyConfig{DownAfterMs: 5000, FailoverTimeoutMs: 15000}, cs)
+		e.PublishSentinels()
+		var refused atomic.Int32
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.PatchAction)
+			if p.GetName() == "vk-0-0" && strings.Contains(string(p.GetPatch()), removal) && refused.Add(1) == 1 {
+				return true, nil, kubefault.Unavailable("pods", p.GetName())
+			}
+			return false, nil, nil
+		})
+		e.rollThreeNodes(t)
+		assert.GreaterOrEqual(t, refused.Load(), int32(1), "the pause-time removal was attempted and refused")
+		assert.Equal(t, 1, e.failovers(t), "one failover despite the refused patch")
+	})
+	t.Run("handoff-aborted", func(t *testing.T) {
+		cs := fake.NewClientset()
+		e := newEnvOn(t, valkeytest.TopologyConfig{Replicas: 1, DownAfterMs: 5000, FailoverTimeoutMs: 15000, FaultLinks: true}, cs)
+		e.PublishSentinels()
+		old := e.Top.Nodes[0]
+		removed := make(chan time.Time, 16)
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.PatchAction)
+			if p.GetName() == "vk-0-0" && strings.Contains(string(p.GetPatch()), removal) {
+				removed <- time.Now()
+			}
+			return false, nil, nil
+		})
+		e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+		valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
+		e.Top.DelayReplication(4 * time.Second)
+		w := testenv.StartWriter(t, e.Top, testenv.WriterOptions{PerWrite: true})
+		w.WaitAckedSince(t, time.Time{}, 10*time.Second) // writes flow, so the replica trails by the 4 s link
+		e.MarkStale([]string{"vk-0"}, []string{"vk-0-0"}, map[string]string{contract.LabelInstance: "vk"})
+		var at time.Time
+		select {
+		case at = <-removed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the handoff never paused the primary (no label removal seen)")
+		}
+		role := func() string {
+			p, err := cs.CoreV1().Pods(ns).Get(t.Context(), "vk-0-0", metav1.GetOptions{})
+			require.NoError(t, err)
+			return p.Labels[contract.LabelRole]
+		}
+		valkeytest.Eventually(t, 5*time.Second, 20*time.Millisecond, "the paused primary's label removed", func() error {
+			if r := role(); r == contract.RolePrimary {
+				return fmt.Errorf("role %q", r)
+			}
+			return nil
+		})
+		valkeytest.Eventually(t, 10*time.Second, 50*time.Millisecond, "the old primary labelled primary again", func() error { return e.LabelsMatch(old.Port) })
+		t.Logf("the primary Service had no endpoint for %s (pause, aborted handoff, next pass)", time.Since(at).Round(10*time.Millisecond))
+		host, port, _, err := e.Top.Sentinels[0].Client(e.Top.SentinelOptions()).SentinelPrimaryAddr(t.Context(), e.Top.Cfg.MonitorName)
+		require.NoError(t, err)
+		assert.Equal(t, old.Port, port, "the handoff aborted: Sentinel still names the old primary (%s)", host)
+		w.Finish()
+		assert.Zero(t, e.failovers(t), "no failover")
+	})
 }
 
 // TestPlannedRollWaitsForAHalfAppliedUpgrade: Helm updates the per-node StatefulSets one by one; while only
