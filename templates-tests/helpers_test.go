@@ -120,7 +120,7 @@ func freePort(t testing.TB) int {
 }
 
 // startServer runs the engine's program prog (its Server or Sentinel) with config file conf on port and waits
-// until it accepts connections.
+// until it accepts connections on its own socket.
 func startServer(t testing.TB, e valkeytest.Engine, prog, conf string, port int) {
 	t.Helper()
 	valkeytest.Require(t, e)
@@ -152,7 +152,10 @@ func startServer(t testing.TB, e valkeytest.Engine, prog, conf string, port int)
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return
+			// its own socket, not another process's that took the port first (that one exits at start)
+			if valkeytest.ListensOn(cmd.Process.Pid, port) {
+				return
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -43,7 +43,9 @@ import (
 //     until most Sentinels name another primary (as the bootstrap waits, case S05) and restarts the process
 //     as that primary's replica. Within T_fo = down-after + failover-timeout of the kill, every Sentinel names
 //     the same new primary, exactly one node reports role master (that one), and every other node, the old
-//     primary included, replicates from it with its link up. The run then settles (labels follow, every
+//     primary included, replicates from it with its link up; within T_fo + 2 x failover-timeout + 2 s instead
+//     when the Sentinels logged a split vote (-failover-abort-not-elected), which is Sentinel's election and
+//     its retry, not the controllers'. The run then settles (labels follow, every
 //     Sentinel sees the primary healthy with its 2 replicas and 2 peers) after exactly one failover, so the
 //     new primary stays put. Over the whole chaos phase the controllers send no RESET, REMOVE or MONITOR (the
 //     replica set never changes, so nothing justifies one); none falls inside a window in which any Sentinel
@@ -83,10 +85,15 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 		downAfter       = 2000 * time.Millisecond
 		failoverTimeout = 5000 * time.Millisecond
 		tFo             = downAfter + failoverTimeout
-		instanceResync  = 500 * time.Millisecond
-		sentinelResync  = 300 * time.Millisecond
-		steadyFor       = 15 * time.Second
-		resetSpacing    = 30 * time.Second
+		// Sentinels that start the election at the same moment each vote for themselves
+		// (-failover-abort-not-elected); the next try comes twice failover-timeout after the first, plus up to
+		// 1 s of Sentinel's own desync, and then has its failover-timeout (CI 2026-12-05: all three
+		// +try-failover within 9 ms of each other after the kill)
+		tSplit         = downAfter + 3*failoverTimeout + 2*time.Second
+		instanceResync = 500 * time.Millisecond
+		sentinelResync = 300 * time.Millisecond
+		steadyFor      = 15 * time.Second
+		resetSpacing   = 30 * time.Second
 	)
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true, DownAfterMs: int(downAfter / time.Millisecond),
 		FailoverTimeoutMs: int(failoverTimeout / time.Millisecond)})
@@ -227,13 +234,18 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 		require.NoError(t, e.CS.CoreV1().Pods(ns).Delete(ctx, oldPod, metav1.DeleteOptions{}))
 
 		var newPort int
-		valkeytest.Eventually(t, time.Until(killAt.Add(tFo)), 50*time.Millisecond,
-			fmt.Sprintf("run %d: single primary within T_fo=%s", run, tFo), func() error {
+		valkeytest.Eventually(t, time.Until(killAt.Add(tSplit)), 50*time.Millisecond,
+			fmt.Sprintf("run %d: single primary within T_fo=%s (%s after a split vote)", run, tFo, tSplit), func() error {
 				var err error
 				newPort, err = s10SinglePrimary(e, old)
 				return err
 			})
 		singleAt := time.Now()
+		if took := singleAt.Sub(killAt); took > tFo {
+			splits := testenv.CountEvents(s10Since(s10Events(e), killAt))["-failover-abort-not-elected"]
+			require.Positive(t, splits, "run %d: single primary after %s, beyond T_fo=%s, and no Sentinel logged a split vote", run, took, tFo)
+			t.Logf("run %d: %d split vote(s) (-failover-abort-not-elected): single primary after %s", run, splits, took.Round(time.Millisecond))
+		}
 		valkeytest.Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("run %d: settled", run), func() error {
 			return s10Settled(e, newPort)
 		})

@@ -14,6 +14,7 @@ package valkeytest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -109,31 +110,30 @@ type ServerConfig struct {
 func StartServer(t testing.TB, e Engine, cfg ServerConfig) *Proc {
 	t.Helper()
 	Require(t, e)
-	p := &Proc{t: t, Engine: e, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS, UID: cfg.UID}
-	lines := []string{
-		"port " + strconv.Itoa(p.Port),
-		"bind 127.0.0.1 -::1",
-		"dir " + p.Dir,
-		"save \"\"",
-		"appendonly no",
-		"protected-mode no",
-		"replica-announce-ip " + Host,
-		"repl-diskless-sync yes",
-		"repl-diskless-sync-delay 0",
-		"logfile \"\"",
-	}
-	if cfg.ReplicaOf != "" {
-		h, port, _ := net.SplitHostPort(cfg.ReplicaOf)
-		lines = append(lines, "replicaof "+h+" "+port)
-	}
-	if cfg.TLS != nil {
-		lines = append(lines, cfg.TLS.serverLines(strconv.Itoa(p.Port))...)
-	}
-	lines = append(lines, cfg.Lines...)
+	p := &Proc{t: t, Engine: e, Dir: t.TempDir(), TLS: cfg.TLS, UID: cfg.UID}
 	p.ConfPath = filepath.Join(p.Dir, "valkey.conf")
-	writeFile(t, p.ConfPath, strings.Join(lines, "\n")+"\n")
-	p.grantOwn()
-	p.Start()
+	p.startOnFreePort(func(port int) []string {
+		lines := []string{
+			"port " + strconv.Itoa(port),
+			"bind 127.0.0.1 -::1",
+			"dir " + p.Dir,
+			"save \"\"",
+			"appendonly no",
+			"protected-mode no",
+			"replica-announce-ip " + Host,
+			"repl-diskless-sync yes",
+			"repl-diskless-sync-delay 0",
+			"logfile \"\"",
+		}
+		if cfg.ReplicaOf != "" {
+			h, rport, _ := net.SplitHostPort(cfg.ReplicaOf)
+			lines = append(lines, "replicaof "+h+" "+rport)
+		}
+		if cfg.TLS != nil {
+			lines = append(lines, cfg.TLS.serverLines(strconv.Itoa(port))...)
+		}
+		return append(lines, cfg.Lines...)
+	})
 	return p
 }
 
@@ -152,26 +152,49 @@ type SentinelConfig struct {
 func StartSentinel(t testing.TB, e Engine, cfg SentinelConfig) *Proc {
 	t.Helper()
 	Require(t, e)
-	p := &Proc{t: t, Engine: e, Sentinel: true, Port: FreePort(t), Dir: t.TempDir(), TLS: cfg.TLS, UID: cfg.UID}
-	lines := []string{
-		"port " + strconv.Itoa(p.Port),
-		"bind 127.0.0.1 -::1",
-		"dir " + p.Dir,
-		"protected-mode no",
-		"sentinel resolve-hostnames yes",
-		"sentinel announce-hostnames yes",
-		"sentinel announce-ip " + Host,
-		"logfile \"\"",
-	}
-	if cfg.TLS != nil {
-		lines = append(lines, cfg.TLS.serverLines(strconv.Itoa(p.Port))...)
-	}
-	lines = append(lines, cfg.Lines...)
+	p := &Proc{t: t, Engine: e, Sentinel: true, Dir: t.TempDir(), TLS: cfg.TLS, UID: cfg.UID}
 	p.ConfPath = filepath.Join(p.Dir, "sentinel.conf")
-	writeFile(t, p.ConfPath, strings.Join(lines, "\n")+"\n")
-	p.grantOwn()
-	p.Start()
+	p.startOnFreePort(func(port int) []string {
+		lines := []string{
+			"port " + strconv.Itoa(port),
+			"bind 127.0.0.1 -::1",
+			"dir " + p.Dir,
+			"protected-mode no",
+			"sentinel resolve-hostnames yes",
+			"sentinel announce-hostnames yes",
+			"sentinel announce-ip " + Host,
+			"logfile \"\"",
+		}
+		if cfg.TLS != nil {
+			lines = append(lines, cfg.TLS.serverLines(strconv.Itoa(port))...)
+		}
+		return append(lines, cfg.Lines...)
+	})
 	return p
+}
+
+// portAttempts is how many free ports startOnFreePort tries before it gives up.
+const portAttempts = 5
+
+// startOnFreePort writes the config lines(port) for a port from FreePort and starts the process on it; when
+// another process took that port first (another test binary's FreePort can return it too), it takes a new
+// port and rewrites the config.
+func (p *Proc) startOnFreePort(lines func(port int) []string) {
+	p.t.Helper()
+	for range portAttempts {
+		p.Port = FreePort(p.t)
+		writeFile(p.t, p.ConfPath, strings.Join(lines(p.Port), "\n")+"\n")
+		p.grantOwn()
+		err := p.start()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortTaken) {
+			p.t.Fatal(err)
+		}
+		p.t.Logf("valkeytest: %v; taking another port", err)
+	}
+	p.t.Fatalf("valkeytest: no port of %d tries was left to %s", portAttempts, p.Addr())
 }
 
 func writeFile(t testing.TB, path, content string) {
@@ -181,10 +204,22 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
-// Start (re)starts the process from its config file and waits until it accepts connections. The config file
-// is kept, including whatever the process rewrote into it.
+// Start (re)starts the process from its config file and waits until it accepts connections on its own
+// listening socket (not another process's that took the port). The config file is kept, including whatever
+// the process rewrote into it. It fails the test with the process log when the process exits first.
 func (p *Proc) Start() {
 	p.t.Helper()
+	if err := p.start(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// errPortTaken is start's error when the process exited because another process held its port.
+var errPortTaken = errors.New("port taken by another process")
+
+// start is Start returning the failure: errPortTaken (wrapped, with the log) when the process could not bind
+// its port, any other error when it exited or never listened.
+func (p *Proc) start() error {
 	p.mu.Lock()
 	bin := p.Engine.Server
 	if p.Sentinel {
@@ -193,7 +228,7 @@ func (p *Proc) Start() {
 	logf, err := os.OpenFile(filepath.Join(p.Dir, "process.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		p.mu.Unlock()
-		p.t.Fatalf("open log: %v", err)
+		return fmt.Errorf("open log: %w", err)
 	}
 	cmd := p.Engine.Command(bin, p.ConfPath)
 	cmd.Dir = p.Dir
@@ -205,7 +240,7 @@ func (p *Proc) Start() {
 	}
 	if err := cmd.Start(); err != nil {
 		p.mu.Unlock()
-		p.t.Fatalf("start %s: %v", bin, err)
+		return fmt.Errorf("start %s: %w", bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
@@ -217,18 +252,65 @@ func (p *Proc) Start() {
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)), 200*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			return
+			// the kernel can hand one free port to two processes: whoever binds first answers for both,
+			// and the other exits at start a moment later
+			if ListensOn(cmd.Process.Pid, p.Port) {
+				return nil
+			}
 		}
 		select {
 		case <-exited:
-			p.t.Fatalf("%s on port %d exited at start:\n%s", bin, p.Port, p.Logs())
+			logs := p.Logs()
+			if strings.Contains(logs, "Address already in use") {
+				return fmt.Errorf("%s on port %d: %w:\n%s", bin, p.Port, errPortTaken, logs)
+			}
+			return fmt.Errorf("%s on port %d exited at start:\n%s", bin, p.Port, logs)
 		default:
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s on port %d did not listen within 10s:\n%s", bin, p.Port, p.Logs())
+			return fmt.Errorf("%s on port %d did not listen within 10s:\n%s", bin, p.Port, p.Logs())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// ListensOn reports whether process pid holds a listening TCP socket (IPv4 or IPv6) on port, read from
+// /proc/net/tcp{,6} and the process's /proc/<pid>/fd links (root, or the process's own user). Any read error
+// reads as false.
+func ListensOn(pid, port int) bool {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st ... inode: "0: 0100007F:1F90 00000000:0000 0A ... 12345 ..."
+			fs := strings.Fields(line)
+			if len(fs) < 10 || fs[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fs[1], ":")
+			if n, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && int(n) == port {
+				inodes[fs[9]] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join(dir, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] {
+			return true
+		}
+	}
+	return false
 }
 
 // Kill sends SIGKILL and waits for the process to exit. Calling it on a stopped process does nothing.
