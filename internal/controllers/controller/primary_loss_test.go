@@ -85,18 +85,17 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 		downAfter       = 2000 * time.Millisecond
 		failoverTimeout = 5000 * time.Millisecond
 		tFo             = downAfter + failoverTimeout
-		// Sentinels that start the election at the same moment each vote for themselves
-		// (-failover-abort-not-elected); the next try comes twice failover-timeout after the first, plus up to
-		// 1 s of Sentinel's own desync, and then has its failover-timeout (CI 2026-12-05: all three
-		// +try-failover within 9 ms of each other after the kill)
-		tSplit         = downAfter + 3*failoverTimeout + 2*time.Second
-		instanceResync = 500 * time.Millisecond
-		sentinelResync = 300 * time.Millisecond
-		steadyFor      = 15 * time.Second
-		resetSpacing   = 30 * time.Second
+		instanceResync  = 500 * time.Millisecond
+		sentinelResync  = 300 * time.Millisecond
+		steadyFor       = 15 * time.Second
+		resetSpacing    = 30 * time.Second
 	)
 	e := newEnv(t, valkeytest.TopologyConfig{SkipMonitor: true, DownAfterMs: int(downAfter / time.Millisecond),
 		FailoverTimeoutMs: int(failoverTimeout / time.Millisecond)})
+	// Sentinels that start the election at the same moment each vote for themselves
+	// (-failover-abort-not-elected) and try again twice failover-timeout later (CI 2026-12-05: all three
+	// +try-failover within 9 ms of each other after the kill)
+	tSplit := tFo + e.Top.SplitVoteDelay()
 	ctx := context.Background()
 	t.Cleanup(func() {
 		if t.Failed() {

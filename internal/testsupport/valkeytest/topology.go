@@ -457,6 +457,25 @@ func (top *Topology) SentinelPrimary() (int, error) {
 	return port, nil
 }
 
+// SplitVotes counts the elections the Sentinels lost for want of votes (-failover-abort-not-elected in their
+// logs): Sentinels that start an election at the same moment each vote for themselves, and a Sentinel tries
+// the same primary again only twice failover-timeout after its last try (Sentinel docs, the failover-timeout
+// option). A failover test may allow that one retry only when this count grew.
+func (top *Topology) SplitVotes() int {
+	n := 0
+	for _, s := range top.Sentinels {
+		n += strings.Count(s.Logs(), "-failover-abort-not-elected")
+	}
+	return n
+}
+
+// SplitVoteDelay is what one split vote adds at most to a failover under top's timings: the retry twice
+// failover-timeout after the first try, up to 1 s of Sentinel's desync, and the retry's own failover-timeout,
+// less the first try's failover-timeout a test's bound already holds; plus 2 s of slack.
+func (top *Topology) SplitVoteDelay() time.Duration {
+	return time.Duration(2*top.Cfg.FailoverTimeoutMs)*time.Millisecond + 2*time.Second
+}
+
 // WaitPrimaryMoved waits until every running Sentinel names a primary other than the node on port, and
 // returns the new primary's port; it fails the test after timeout.
 func (top *Topology) WaitPrimaryMoved(from int, timeout time.Duration) int {
