@@ -221,6 +221,7 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 			}
 		}
 	}
+	t.Cleanup(top.logTailsOnFailure)
 	if cfg.Sentinels > 0 && !cfg.SkipMonitor {
 		ctx := context.Background()
 		for _, s := range top.Sentinels {
@@ -229,6 +230,27 @@ func StartTopology(t testing.TB, cfg TopologyConfig) *Topology {
 		top.WaitSentinelsConverged(30*time.Second, cfg.Replicas, cfg.Sentinels-1)
 	}
 	return top
+}
+
+// failureTailLines is how many of each process's last log lines a failed test prints.
+const failureTailLines = 40
+
+// logTailsOnFailure prints, when the test failed, the last failureTailLines lines of every node's and
+// Sentinel's log (runs as a cleanup before the processes are killed).
+func (top *Topology) logTailsOnFailure() {
+	if !top.t.Failed() {
+		return
+	}
+	for _, group := range []struct {
+		kind  string
+		procs []*Proc
+	}{{"node", top.Nodes}, {"sentinel", top.Sentinels}} {
+		for i, p := range group.procs {
+			lines := strings.Split(strings.TrimRight(p.Logs(), "\n"), "\n")
+			lines = lines[max(0, len(lines)-failureTailLines):]
+			top.t.Logf("%s %d (port %d), last %d log lines:\n%s", group.kind, i, p.Port, len(lines), strings.Join(lines, "\n"))
+		}
+	}
 }
 
 // Link returns the Link that carries from's connections to to (a node or Sentinel to a node, a Sentinel to
