@@ -339,13 +339,14 @@ func TestPrometheusRulesOnlyThoseThatCanFire(t *testing.T) {
 		}
 	}
 	all := renderedRules(t, "valkey", ruleRenders["valkey"][0])
-	for _, name := range []string{"ValkeyNotMonitored", "ValkeyHandoffUnavailable", "ValkeyFailoverFlapping",
+	for _, name := range []string{"ValkeyNotMonitored", "ValkeyFailoverStalled", "ValkeyHandoffUnavailable", "ValkeyFailoverFlapping",
 		"ValkeyPersistenceFailing", "ValkeyMemoryFull", "ValkeyExporterDown", "ValkeyExporterCannotReachServer"} {
 		assert.Contains(t, all, name)
 	}
 	assert.Contains(t, all["ValkeyMemoryNearMax"]["expr"], "< 0.98", "noeviction: the warning stops where the critical alert starts")
 	evicting := renderedRules(t, "valkey", ruleRenders["valkey"][3])
 	assert.NotContains(t, evicting, "ValkeyNotMonitored", "failover.mode None: no quorum is expected")
+	assert.NotContains(t, evicting, "ValkeyFailoverStalled", "failover.mode None: no Sentinel election")
 	assert.NotContains(t, evicting, "ValkeyMemoryFull", "allkeys-lru evicts at maxmemory")
 	assert.NotContains(t, evicting["ValkeyMemoryNearMax"]["expr"], "<")
 }

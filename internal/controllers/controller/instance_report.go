@@ -27,7 +27,8 @@ import (
 const rollNoPromotable = roll.NoPromotableReplica
 
 // report sends the Events of conditions that last many passes once per change of reason (the policy's
-// refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook) and the one-off PrimaryChanged, from the World and the Decision alone.
+// refusal, no promotable replica, unknown descriptor fields, a primary handing off in its preStop hook, a
+// stalled failover) and the one-off PrimaryChanged, from the World and the Decision alone.
 func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan.Decision) {
 	name := w.Instance.NamespacedName().String() // the keys of reportOnce: unique across namespaces
 	for _, n := range w.Nodes {
@@ -65,6 +66,12 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 	}
 	if d.Roll == rollNoPromotable && c.reported.changed(name+"/nopromote", d.Roll) {
 		c.recorder.Eventf(desc, corev1.EventTypeWarning, "HandoffImpossible", "%s", d.Roll)
+	}
+	if st, ok := plan.FailoverStalled(w); ok && c.reported.changed(name+"/stalled", st.Primary) {
+		c.metrics.FailoverStalls.WithLabelValues(name).Inc()
+		c.recorder.Event(desc, corev1.EventTypeWarning, "FailoverStalled", st.String())
+		c.log.Warn("failover stalled", "instance", name, "primary", st.Primary, "down_seconds", st.Down.Seconds(),
+			"sentinels_answered", st.Answered, "sentinels_asked", st.Asked, "retry_after_seconds", st.Retry.Seconds())
 	}
 	if ch := d.PrimaryChanged; ch.From != "" {
 		c.metrics.FailoversObserved.WithLabelValues(name).Inc()

@@ -51,7 +51,7 @@ import (
 //     replica set never changes, so nothing justifies one); none falls inside a window in which any Sentinel
 //     had the primary s_down/o_down or was failing it over; and no two Sentinels are reset within 30 s of
 //     each other. Each controller must have completed passes inside those windows, or the runs proved
-//     nothing.
+//     nothing. Unless an election was aborted, the instance controller reports no stalled failover.
 //
 // Scaling: the case asks for 50 runs with the primary deleted 0..15 s after a reconcile and 10 min of steady
 // state. Here S10_RUNS runs (default 5; S10_SEED replays the random choices) with down-after 2000 ms and
@@ -323,6 +323,10 @@ func TestCaseS10NoResetOrRemonitorAroundPrimaryLoss(t *testing.T) {
 		}
 	}
 	t.Logf("controller events about RESET/REMOVE/MONITOR: %d %v", len(ctlResets), ctlResets)
+	// a failover whose election found a leader is never reported stalled (plan.FailoverStalled)
+	if testenv.CountEvents(evs)["-failover-abort-not-elected"] == 0 {
+		assert.Zero(t, events.Count("FailoverStalled"), "no FailoverStalled Event while every election found its leader")
+	}
 
 	// canary: the audit does see a RESET (so the zeros above are not blindness)
 	n, err := e.Top.Sentinels[0].Client(valkey.Options{}).SentinelReset(ctx, e.In.MonitorName)

@@ -76,6 +76,11 @@ type Metrics struct {
 	// then waits for Sentinel's down-after-milliseconds. Initialized to 0 per instance so increase() sees
 	// the first one.
 	HandoffUnavailable *prometheus.CounterVec
+	// FailoverStalls counts stalled failovers the instance controller saw (the FailoverStalled Event; once per
+	// stall, plan.FailoverStalled): every answering Sentinel held the primary o_down past the election timeout
+	// and none failed it over, so Sentinel waits 2 x failover-timeout before it tries again. Initialized to 0
+	// per instance so increase() sees the first one.
+	FailoverStalls *prometheus.CounterVec
 	// InstanceRollHeldSeconds is how long in seconds a planned data roll has been waiting (the status's
 	// rollWait reason has been set without a step), 0 when no roll waits.
 	InstanceRollHeldSeconds *prometheus.GaugeVec
@@ -173,6 +178,9 @@ func New() *Metrics {
 		"1 when a quorum published the Sentinel info of the instance (Sentinel failover mode only), else 0.", "valkey_instance")
 	m.HandoffUnavailable = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_handoff_unavailable_total",
 		Help: "Terminating primary pods whose preStop hook could not hand the primary role off."}, []string{"valkey_instance"})
+	m.FailoverStalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_failover_stalls_total",
+		Help: "Stalled failovers seen: every answering Sentinel held the primary down and none failed it over (an election without a leader)."},
+		[]string{"valkey_instance"})
 	m.InstanceRollHeldSeconds = gauge("valkey_ha_instance_roll_held_seconds",
 		"Seconds a planned data roll has been waiting without a step (0: none waits).", "valkey_instance")
 	m.BackupLastSizeBytes = gauge("valkey_ha_backup_last_size_bytes", "Size in bytes of the instance's last successful backup.", "valkey_instance")
@@ -204,7 +212,7 @@ func New() *Metrics {
 		m.DemotedClientsClosed, m.DemotedClientsNotClosed,
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
-		m.InstanceQuorumOK, m.InstanceMonitored, m.HandoffUnavailable, m.InstanceRollHeldSeconds,
+		m.InstanceQuorumOK, m.InstanceMonitored, m.HandoffUnavailable, m.FailoverStalls, m.InstanceRollHeldSeconds,
 		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastUploadSeconds, m.BackupLastSuccess,
 		m.Sentinels, m.SentinelReachable, m.MonitorRegistered, m.MonitorQuorumOK, m.MonitorRefused, m.SentinelRollHeldSeconds,
 		m.InstancePassSeconds, m.InstancePassErrors, m.InstanceWorkers,
@@ -228,6 +236,11 @@ func (m *Metrics) ObserveInstance(instance string, o status.InstanceObservation)
 	// counters of events that alerts take increase() of start at 0, so the first event counts
 	m.FailoversObserved.WithLabelValues(instance).Add(0)
 	m.HandoffUnavailable.WithLabelValues(instance).Add(0)
+	if o.SentinelFailover {
+		m.FailoverStalls.WithLabelValues(instance).Add(0)
+	} else {
+		m.FailoverStalls.DeleteLabelValues(instance)
+	}
 	if o.SentinelFailover {
 		m.InstanceMonitored.WithLabelValues(instance).Set(b2f(o.Monitored))
 	} else {
@@ -260,7 +273,7 @@ func (m *Metrics) ForgetInstance(instance string) {
 		v.DeletePartialMatch(l)
 	}
 	m.InstancePassErrors.DeletePartialMatch(l)
-	for _, v := range []*prometheus.CounterVec{m.Repairs, m.FailoversObserved, m.LabelPatches, m.HandoffUnavailable,
+	for _, v := range []*prometheus.CounterVec{m.Repairs, m.FailoversObserved, m.LabelPatches, m.HandoffUnavailable, m.FailoverStalls,
 		m.DemotedClientsClosed, m.DemotedClientsNotClosed} {
 		v.DeletePartialMatch(l)
 	}
