@@ -409,27 +409,35 @@ func (h *handoff) timings(m valkey.Monitor) (budget, catchUp, failoverWait time.
 	return budget, catchUp, failoverWait
 }
 
+// monitorOf dials Sentinel addr (within ctx, through the handoff's client cache) and reads SENTINEL MASTER of
+// the monitor. It returns the client and the monitor, or why not ("" when both were read): the dial's error,
+// the command's error (the cached client is dropped then), or that addr does not know the monitor.
+func (h *handoff) monitorOf(ctx context.Context, addr string) (*valkey.Client, valkey.Monitor, string) {
+	c, err := h.dial(ctx, addr, h.cfg.SentinelOptions)
+	if err != nil {
+		return nil, valkey.Monitor{}, err.Error()
+	}
+	m, found, err := c.SentinelMaster(ctx, h.cfg.MonitorName)
+	if err != nil {
+		h.drop(addr)
+		return nil, valkey.Monitor{}, err.Error()
+	}
+	if !found {
+		return nil, valkey.Monitor{}, addr + " does not know monitor " + h.cfg.MonitorName
+	}
+	return c, m, ""
+}
+
 // pickSentinel returns the first Sentinel in order that answers SENTINEL MASTER, knows the monitor and may
 // be asked (usable: not in TILT mode, its CKQUORUM passes).
 func (h *handoff) pickSentinel(ctx context.Context) (*valkey.Client, string, valkey.Monitor, error) {
 	var why []string
 	for _, addr := range h.cfg.Sentinels {
 		actx, cancel := context.WithTimeout(ctx, sentinelAnswerTimeout)
-		c, err := h.dial(actx, addr, h.cfg.SentinelOptions)
-		if err != nil {
-			cancel()
-			why = append(why, err.Error())
-			continue
-		}
-		m, found, err := c.SentinelMaster(actx, h.cfg.MonitorName)
+		c, m, w := h.monitorOf(actx, addr)
 		cancel()
-		if err != nil {
-			h.drop(addr)
-			why = append(why, err.Error())
-			continue
-		}
-		if !found {
-			why = append(why, addr+" does not know monitor "+h.cfg.MonitorName)
+		if w != "" {
+			why = append(why, w)
 			continue
 		}
 		if w := h.usable(ctx, c, addr, time.Now().Add(sentinelAnswerTimeout)); w != "" {
@@ -592,21 +600,10 @@ func (h *handoff) another(ctx context.Context, asked map[string]bool, until time
 			continue
 		}
 		pctx, cancel := pollContext(ctx, time.Now().Add(pollTimeout))
-		c, err := h.dial(pctx, addr, h.cfg.SentinelOptions)
-		if err != nil {
-			cancel()
-			why = append(why, err.Error())
-			continue
-		}
-		m, found, err := c.SentinelMaster(pctx, h.cfg.MonitorName)
+		c, m, w := h.monitorOf(pctx, addr)
 		cancel()
-		if err != nil {
-			h.drop(addr)
-			why = append(why, err.Error())
-			continue
-		}
-		if !found {
-			why = append(why, addr+" does not know monitor "+h.cfg.MonitorName)
+		if w != "" {
+			why = append(why, w)
 			continue
 		}
 		if !sameAddr(h.cfg.Primary, m.Host, m.Port) || m.FailoverInProgress() {
