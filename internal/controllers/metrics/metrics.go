@@ -179,7 +179,7 @@ func New() *Metrics {
 	m.HandoffUnavailable = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_handoff_unavailable_total",
 		Help: "Terminating primary pods whose preStop hook could not hand the primary role off."}, []string{"valkey_instance"})
 	m.FailoverStalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_failover_stalls_total",
-		Help: "Stalled failovers seen: every answering Sentinel held the primary down and none failed it over (an election without a leader)."},
+		Help: "Stalled failovers seen: every answering Sentinel held the primary down and none failed it over (an election without a leader, or no replica to promote)."},
 		[]string{"valkey_instance"})
 	m.InstanceRollHeldSeconds = gauge("valkey_ha_instance_roll_held_seconds",
 		"Seconds a planned data roll has been waiting without a step (0: none waits).", "valkey_instance")

@@ -12,8 +12,9 @@ import (
 // 2 x failover-timeout. A Sentinel that is not elected within min(10 s, failover-timeout) aborts
 // (-failover-abort-not-elected), and none tries again until 2 x failover-timeout after its last try (sentinel.c
 // sentinelStartFailoverIfNeeded, SENTINEL_ELECTION_TIMEOUT; Sentinel docs, failover-timeout). Sentinels that
-// start at the same moment each vote for themselves (a split vote), and a leader lost mid-election leaves its
-// voters waiting out the same back-off: in both cases the primary stays down, every Sentinel reports it o_down
+// start at the same moment each vote for themselves (a split vote), a leader lost mid-election leaves its
+// voters waiting out the same back-off, and a leader that finds no replica to promote aborts
+// (-failover-abort-no-good-slave) into it: in each case the primary stays down, every Sentinel reports it o_down
 // and none reports a failover in progress. With the charts' defaults (down-after 5000 ms, failover-timeout
 // 15000 ms) that is about 30 s without a primary. The controller only reports it (an Event and a metric):
 // forcing SENTINEL FAILOVER there could race a leader it cannot see.
@@ -42,7 +43,7 @@ type Stalled struct {
 // String is the Event message.
 func (s Stalled) String() string {
 	return fmt.Sprintf("every answering Sentinel (%d of %d) holds primary %s objectively down for %.1fs and none is failing it over: "+
-		"the election found no leader (Sentinels that started together each voted for themselves, or the leader was lost); "+
+		"an election found no leader (Sentinels that started together each voted for themselves, or the leader was lost) or no replica to promote; "+
 		"Sentinel tries again 2 x failover-timeout (%s) after its last try", s.Answered, s.Asked, s.Primary, s.Down.Seconds(), s.Retry)
 }
 
