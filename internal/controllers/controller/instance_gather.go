@@ -214,6 +214,7 @@ func (c *InstanceController) gatherPod(ns string, nw *plan.Node) (bool, error) {
 	}
 	nw.Identity = fmt.Sprintf("%s/%d", pod.UID, restarts)
 	nw.StartRefused = startRefused(pod)
+	nw.Unschedulable = kube.PodUnschedulable(pod)
 	// a pod being deleted is still observed until its deletion deadline (its preStop hook may be handing
 	// the primary role off: topology treats it as handing off)
 	nw.Terminating = pod.DeletionTimestamp != nil && time.Now().Before(pod.DeletionTimestamp.Time)

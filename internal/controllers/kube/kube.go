@@ -257,6 +257,20 @@ func PodReady(p *corev1.Pod) bool {
 	return false
 }
 
+// PodUnschedulable reports whether the scheduler found no node for p (condition PodScheduled False, reason
+// Unschedulable): the pod never ran, so it holds no data and serves nothing.
+func PodUnschedulable(p *corev1.Pod) bool {
+	if p == nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
 // PodNotRunning says why a pod that is not Running is not, for the status and the logs: "pod not running: "
 // then its phase and, when the pod says why, the first of: the scheduler's PodScheduled=False condition (reason:
 // message, e.g. "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."), a waiting or terminated init

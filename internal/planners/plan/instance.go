@@ -203,7 +203,7 @@ func RollInput(w World, m Memory, tp topology.Plan) roll.DataInput {
 		}
 	}
 	for _, n := range w.Nodes {
-		dn := roll.DataNode{Node: n.Node, Stale: n.Stale(), Ready: n.PodReady, Reachable: n.Reachable,
+		dn := roll.DataNode{Node: n.Node, Stale: n.Stale(), Ready: n.PodReady, Reachable: n.Reachable, Unschedulable: n.Unschedulable,
 			Primary: tp.Primary != nil && tp.PrimaryConfirmed && n.Node.Index == tp.Primary.Index}
 		if n.Reachable && n.Repl.Role == valkey.RoleReplica {
 			dn.LinkUp = n.Repl.LinkUp && tp.Primary != nil && w.Instance.SameAddr(*tp.Primary, n.Repl.PrimaryHost, n.Repl.PrimaryPort)

@@ -211,6 +211,17 @@ func TestCheck(t *testing.T) {
 		{"delete pod: a Sentinel flags the primary down", deletePod, func(w *World, _ *Memory) {
 			w.Sentinels[1].Monitor.Flags = []string{"master", "s_down"}
 		}, "a Sentinel flags the primary down"},
+		{"delete pod: a stale pod never scheduled, while the primary is down and most Sentinels are silent", deletePod, func(w *World, _ *Memory) {
+			unscheduledStale(w, 1)
+			w.Sentinels[1].Monitor.Flags = []string{"master", "s_down"}
+			w.Sentinels[0].Err, w.Sentinels[2].Err = "EOF", "EOF"
+			w.Nodes[2].Reachable, w.Nodes[2].Err = false, "EOF"
+		}, ""},
+		{"delete pod: an unscheduled pod at the current revision is not exempt", deletePod, func(w *World, _ *Memory) {
+			unscheduledStale(w, 1)
+			w.Nodes[1].Revision = "r1"
+			w.Sentinels[1].Monitor.Flags = []string{"master", "s_down"}
+		}, "a Sentinel flags the primary down"},
 
 		// SENTINEL RESET (scale-in)
 		{"reset: allowed", reset, func(w *World, _ *Memory) { withGone(w) }, ""},
@@ -385,4 +396,10 @@ func TestCheckSentinelStep(t *testing.T) {
 			assert.Contains(t, got, tt.want)
 		})
 	}
+}
+
+// unscheduledStale makes node i a pod of an older revision that the scheduler found no node for.
+func unscheduledStale(w *World, i int) {
+	n := &w.Nodes[i]
+	n.Unschedulable, n.PodReady, n.Reachable, n.Err, n.Revision = true, false, false, "pod not running: Pending", "r0"
 }

@@ -60,6 +60,9 @@ type Node struct {
 	// StartRefused is why the pod's start step last refused the values (its termination message after
 	// contract.StartRefusedPrefix, e.g. a changed engine on existing data); "" when it did not.
 	StartRefused string
+	// Unschedulable is true when the scheduler found no node for the pod (PodScheduled False, Unschedulable):
+	// it never ran, holds no data and serves nothing.
+	Unschedulable bool
 }
 
 // StatefulSet is what the planners need of a data StatefulSet.

@@ -28,6 +28,8 @@ type DataNode struct {
 	// NeverPromote is true for a replica with replica-priority 0 (INFO replication slave_priority): Sentinel
 	// never promotes it, and neither does a planned handoff.
 	NeverPromote bool
+	// Unschedulable is true when the scheduler found no node for the pod: it never ran.
+	Unschedulable bool
 }
 
 // DataInput is the input of PlanData.
@@ -77,9 +79,12 @@ type DataStep struct {
 	Reason string
 }
 
-// PlanData returns the next data-plane roll step, or nil and the reason it waits. Replicas go first, one at a
-// time, each only while every node is ready and every other replica is linked and caught up; then the primary
-// is handed over (never rolled while it is primary, unless it is alone) and, once it is a replica, replaced.
+// PlanData returns the next data-plane roll step, or nil and the reason it waits. A stale pod the scheduler
+// never placed goes first and at once, whatever the rest of the instance does: it never ran, so replacing it
+// disrupts nothing, and an OnDelete StatefulSet would otherwise keep it Pending at the old revision after the
+// values that made it unschedulable are fixed. Then replicas go, one at a time, each only while every node is
+// ready and every other replica is linked and caught up; then the primary is handed over (never rolled while
+// it is primary, unless it is alone) and, once it is a replica, replaced.
 func PlanData(in DataInput) (*DataStep, string) {
 	if in.MaxLagBytes <= 0 {
 		in.MaxLagBytes = 1 << 20
@@ -100,6 +105,11 @@ func PlanData(in DataInput) (*DataStep, string) {
 	}
 	if len(stale) == 0 {
 		return nil, ""
+	}
+	for _, n := range stale {
+		if n.Unschedulable {
+			return &DataStep{Kind: DeletePod, Node: n.Node, Reason: "stale pod never scheduled: replaced at once"}, ""
+		}
 	}
 	if in.Frozen {
 		return nil, "a failover is in flight or the primary is down"

@@ -17,6 +17,12 @@ func dn(i int, primary, stale bool) DataNode {
 
 func noPromote(n DataNode) DataNode { n.NeverPromote = true; return n }
 
+// unscheduled is n as a pod the scheduler found no node for: not ready, not reachable.
+func unscheduled(n DataNode) DataNode {
+	n.Unschedulable, n.Ready, n.Reachable, n.LinkUp = true, false, false, false
+	return n
+}
+
 func TestPlanData(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -53,6 +59,14 @@ func TestPlanData(t *testing.T) {
 		{"nothing while an upgrade is half applied, not even a stale replica", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false), dn(2, false, true)}, Monitored: true, QuorumOK: true,
 			Settling: "StatefulSets carry release revisions 2 and 3"}, "", "", "", "StatefulSets carry release revisions 2 and 3"},
 		{"unmonitored handoff needs no quorum", DataInput{Nodes: []DataNode{dn(0, true, true), dn(1, false, false)}}, HandOff, "vk-0-0", "vk-1-0", ""},
+		{"a stale pod never scheduled is replaced at once, though it is not ready", DataInput{Nodes: []DataNode{dn(0, true, false), unscheduled(dn(1, false, true)), dn(2, false, false)}, Monitored: true, QuorumOK: true},
+			DeletePod, "vk-1-0", "", ""},
+		{"... also while the primary is down (a single node that cannot schedule)", DataInput{Nodes: []DataNode{unscheduled(dn(0, false, true))}, Monitored: true, Frozen: true},
+			DeletePod, "vk-0-0", "", ""},
+		{"... not while an upgrade is half applied", DataInput{Nodes: []DataNode{dn(0, true, false), unscheduled(dn(1, false, true))}, Settling: "StatefulSets carry release revisions 2 and 3"},
+			"", "", "", "StatefulSets carry release revisions 2 and 3"},
+		{"an unscheduled pod at the current revision is waited for (replacing it changes nothing)", DataInput{Nodes: []DataNode{dn(0, true, true), unscheduled(dn(1, false, false))}},
+			"", "", "", "vk-1-0 is not ready yet"},
 		{"lagging replica blocks the handoff", DataInput{Nodes: []DataNode{dn(0, true, true), func() DataNode { n := dn(1, false, false); n.LagBytes = 5 << 20; return n }()}},
 			"", "", "", "vk-1-0 lags 5242880 bytes"},
 	}
