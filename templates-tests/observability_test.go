@@ -339,7 +339,7 @@ func TestPrometheusRulesOnlyThoseThatCanFire(t *testing.T) {
 		}
 	}
 	all := renderedRules(t, "valkey", ruleRenders["valkey"][0])
-	for _, name := range []string{"ValkeyNotMonitored", "ValkeyFailoverStalled", "ValkeyHandoffUnavailable", "ValkeyFailoverFlapping",
+	for _, name := range []string{"ValkeyNotMonitored", "ValkeyFailoverStalled", "ValkeySentinelNotWatching", "ValkeyHandoffUnavailable", "ValkeyFailoverFlapping",
 		"ValkeyPersistenceFailing", "ValkeyMemoryFull", "ValkeyExporterDown", "ValkeyExporterCannotReachServer"} {
 		assert.Contains(t, all, name)
 	}
@@ -347,6 +347,7 @@ func TestPrometheusRulesOnlyThoseThatCanFire(t *testing.T) {
 	evicting := renderedRules(t, "valkey", ruleRenders["valkey"][3])
 	assert.NotContains(t, evicting, "ValkeyNotMonitored", "failover.mode None: no quorum is expected")
 	assert.NotContains(t, evicting, "ValkeyFailoverStalled", "failover.mode None: no Sentinel election")
+	assert.NotContains(t, evicting, "ValkeySentinelNotWatching", "failover.mode None: no Sentinel")
 	assert.NotContains(t, evicting, "ValkeyMemoryFull", "allkeys-lru evicts at maxmemory")
 	assert.NotContains(t, evicting["ValkeyMemoryNearMax"]["expr"], "<")
 }

@@ -27,6 +27,9 @@ type InstanceObservation struct {
 	// SentinelFailover says the descriptor asks for Sentinel failover; Monitored says a quorum published
 	// its Sentinel info (Sentinels monitor it); QuorumOK is then SENTINEL CKQUORUM's verdict.
 	SentinelFailover, Monitored, QuorumOK bool
+	// SentinelsNotWatching counts the Sentinels whose last INFO of the primary the controller reaches is
+	// older than 30 s (read while Monitored).
+	SentinelsNotWatching int
 	// RollHeld is how long a planned roll has waited (0: none waits).
 	RollHeld time.Duration
 }

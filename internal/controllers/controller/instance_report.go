@@ -73,6 +73,13 @@ func (c *InstanceController) report(desc *corev1.ConfigMap, w plan.World, d plan
 		c.log.Warn("failover stalled", "instance", name, "primary", st.Primary, "down_seconds", st.Down.Seconds(),
 			"sentinels_answered", st.Answered, "sentinels_asked", st.Asked, "retry_after_seconds", st.Retry.Seconds())
 	}
+	for _, nw := range plan.SentinelsNotWatching(w) {
+		if c.reported.changed(name+"/not-watching/"+nw.Sentinel, strconv.FormatBool(nw.Down)) {
+			c.recorder.Event(desc, corev1.EventTypeWarning, "SentinelNotWatching", nw.String())
+			c.log.Warn("Sentinel not watching the primary", "instance", name, "sentinel", nw.Sentinel, "primary", nw.Primary,
+				"info_refresh_seconds", nw.Refresh.Seconds(), "flags_down", nw.Down)
+		}
+	}
 	if ch := d.PrimaryChanged; ch.From != "" {
 		c.metrics.FailoversObserved.WithLabelValues(name).Inc()
 		c.recorder.Eventf(desc, corev1.EventTypeNormal, "PrimaryChanged", "primary moved from %s to %s", ch.From, ch.To)

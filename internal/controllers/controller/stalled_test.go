@@ -61,6 +61,54 @@ func TestStalledFailoverIsReported(t *testing.T) {
 	assert.Equal(t, float64(len(evs)), stalls(), "one count per Event: %s", strings.Join(evs, "; "))
 }
 
+// TestSentinelNotWatchingIsReported: one Sentinel's link to the primary is cut while the controller still
+// reaches the primary. Once that Sentinel's last INFO of the primary is older than 30 s (it reads INFO every
+// 10 s), the instance controller says so once (a SentinelNotWatching Warning naming it as cut off: it flags
+// the primary down) and valkey_ha_instance_sentinels_not_watching reads 1; 0 before, and 0 again once the
+// link heals. No failover: the other two Sentinels see the primary.
+func TestSentinelNotWatchingIsReported(t *testing.T) {
+	e := newEnv(t, valkeytest.TopologyConfig{FaultLinks: true})
+	e.PublishSentinels()
+	m := e.startInstanceController(InstanceOptions{Resync: 500 * time.Millisecond})
+	primary := e.Top.Nodes[0]
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(primary.Port) })
+	const inst = ns + "/vk"
+	notWatching := func() float64 { return testutil.ToFloat64(m.InstanceSentinelsNotWatching.WithLabelValues(inst)) }
+	assert.Equal(t, 0.0, notWatching())
+	testenv.DrainEvents(e.Rec, "")
+
+	cutOff := e.Top.Sentinels[1]
+	link := e.Top.Link(cutOff, primary)
+	link.Cut()
+	cut := time.Now()
+	var evs []string
+	valkeytest.Eventually(t, 60*time.Second, 200*time.Millisecond, "SentinelNotWatching reported", func() error {
+		evs = append(evs, testenv.DrainEvents(e.Rec, "SentinelNotWatching")...)
+		if len(evs) == 0 {
+			return fmt.Errorf("not yet (gauge %v)", notWatching())
+		}
+		return nil
+	})
+	t.Logf("reported %s after the cut: %s", time.Since(cut).Round(time.Millisecond), evs[0])
+	// its last INFO came up to one 10 s period before the cut
+	assert.GreaterOrEqual(t, time.Since(cut), 20*time.Second, "not before 30 s without INFO")
+	assert.Contains(t, evs[0], cutOff.Addr())
+	assert.Contains(t, evs[0], "cut off")
+	assert.Equal(t, 1.0, notWatching())
+	assert.Len(t, evs, 1, "once")
+
+	link.Heal()
+	valkeytest.Eventually(t, 30*time.Second, 200*time.Millisecond, "the gauge back at 0", func() error {
+		if v := notWatching(); v != 0 {
+			return fmt.Errorf("gauge %v", v)
+		}
+		return nil
+	})
+	port, err := e.Top.SentinelPrimary()
+	require.NoError(t, err)
+	assert.Equal(t, primary.Port, port, "no failover")
+}
+
 // peerLinks calls fn on every Sentinel-to-Sentinel link of top (TopologyConfig.FaultLinks).
 func peerLinks(top *valkeytest.Topology, fn func(*valkeytest.Link)) {
 	for _, from := range top.Sentinels {

@@ -66,6 +66,10 @@ type Metrics struct {
 	// InstanceQuorumOK is 1 when SENTINEL CKQUORUM <monitor> answered OK on the first Sentinel that answered,
 	// 0 when it did not (or none answered); absent while the instance is not monitored.
 	InstanceQuorumOK *prometheus.GaugeVec
+	// InstanceSentinelsNotWatching counts the Sentinels that name the primary the controller reaches but read
+	// its INFO more than 30 s ago (plan.SentinelsNotWatching: cut off from it, or their timers stopped);
+	// absent while the instance is not monitored.
+	InstanceSentinelsNotWatching *prometheus.GaugeVec
 	// InstanceMonitored is, for an instance whose failover mode is sentinel, 1 when a quorum has published
 	// its Sentinel info (<F>-sentinels: some quorum's valkeySelector matched it and its monitor is managed)
 	// and 0 when none has: no Sentinel will fail it over. Absent for instances without Sentinel failover.
@@ -174,6 +178,8 @@ func New() *Metrics {
 		"Primary master_repl_offset minus the replica's slave_repl_offset, in bytes.", "valkey_instance", "replica")
 	m.InstanceQuorumOK = gauge("valkey_ha_instance_quorum_ok",
 		"1 when SENTINEL CKQUORUM of the instance's monitor answered OK, else 0.", "valkey_instance")
+	m.InstanceSentinelsNotWatching = gauge("valkey_ha_instance_sentinels_not_watching",
+		"Sentinels that name the primary the controller reaches but read its INFO more than 30 s ago.", "valkey_instance")
 	m.InstanceMonitored = gauge("valkey_ha_instance_monitored",
 		"1 when a quorum published the Sentinel info of the instance (Sentinel failover mode only), else 0.", "valkey_instance")
 	m.HandoffUnavailable = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "valkey_ha_handoff_unavailable_total",
@@ -212,7 +218,7 @@ func New() *Metrics {
 		m.DemotedClientsClosed, m.DemotedClientsNotClosed,
 		m.ReconcileSeconds, m.ReconcileErrors, m.TimeToReady, m.LastReconcileSuccess,
 		m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries, m.ReplicaLinkUp, m.ReplicaLagBytes,
-		m.InstanceQuorumOK, m.InstanceMonitored, m.HandoffUnavailable, m.FailoverStalls, m.InstanceRollHeldSeconds,
+		m.InstanceQuorumOK, m.InstanceSentinelsNotWatching, m.InstanceMonitored, m.HandoffUnavailable, m.FailoverStalls, m.InstanceRollHeldSeconds,
 		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastUploadSeconds, m.BackupLastSuccess,
 		m.Sentinels, m.SentinelReachable, m.MonitorRegistered, m.MonitorQuorumOK, m.MonitorRefused, m.SentinelRollHeldSeconds,
 		m.InstancePassSeconds, m.InstancePassErrors, m.InstanceWorkers,
@@ -248,8 +254,10 @@ func (m *Metrics) ObserveInstance(instance string, o status.InstanceObservation)
 	}
 	if o.Monitored {
 		m.InstanceQuorumOK.WithLabelValues(instance).Set(b2f(o.QuorumOK))
+		m.InstanceSentinelsNotWatching.WithLabelValues(instance).Set(float64(o.SentinelsNotWatching))
 	} else {
 		m.InstanceQuorumOK.DeleteLabelValues(instance)
+		m.InstanceSentinelsNotWatching.DeleteLabelValues(instance)
 	}
 	links, lags := map[string]bool{}, map[string]bool{}
 	for _, r := range o.Replicas {
@@ -268,7 +276,7 @@ func (m *Metrics) ObserveInstance(instance string, o status.InstanceObservation)
 func (m *Metrics) ForgetInstance(instance string) {
 	l := prometheus.Labels{"valkey_instance": instance}
 	for _, v := range []*prometheus.GaugeVec{m.InstanceNodes, m.InstanceNodesReachable, m.InstancePrimaries,
-		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceMonitored, m.InstanceRollHeldSeconds, m.InstancePassSeconds,
+		m.ReplicaLinkUp, m.ReplicaLagBytes, m.InstanceQuorumOK, m.InstanceSentinelsNotWatching, m.InstanceMonitored, m.InstanceRollHeldSeconds, m.InstancePassSeconds,
 		m.BackupLastSizeBytes, m.BackupLastDurationSeconds, m.BackupLastUploadSeconds, m.BackupLastSuccess} {
 		v.DeletePartialMatch(l)
 	}

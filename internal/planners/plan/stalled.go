@@ -5,6 +5,9 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/valkey-ha/valkey-ha/internal/chartapi/spec"
+	"github.com/valkey-ha/valkey-ha/internal/valkeyapi/valkey"
 )
 
 // A stalled failover (docs/design.md, "Stalled elections"). When a primary is objectively down, every Sentinel
@@ -90,4 +93,69 @@ func FailoverStalled(w World) (s Stalled, ok bool) {
 	}
 	s.Primary = primary
 	return s, true
+}
+
+// A Sentinel that no longer watches the primary. Sentinel asks every primary for INFO every 10 s (sentinel.c
+// SENTINEL_INFO_PERIOD; every second during a failover) and reports how long ago the last reply came as
+// SENTINEL MASTER "info-refresh" (milliseconds, from the wall clock). A Sentinel cut off from a primary the
+// controller reaches stops refreshing it and soon flags it s_down; one whose timers stopped while it still
+// answers commands stops refreshing it without ever flagging it (RELIABILITY.md "Found" 8: valkey 9.1.2's TSC
+// clock on kvm-clock VMs). Either way it does not watch the primary: it would neither start nor vote for a
+// failover in time.
+
+// infoRefreshStale is how old a Sentinel's last INFO of a reachable primary may get: three missed periods.
+const infoRefreshStale = 30 * time.Second
+
+// NotWatching is a Sentinel whose last INFO of the primary is older than infoRefreshStale.
+type NotWatching struct {
+	// Sentinel is its address; Primary host:port of the primary it names.
+	Sentinel, Primary string
+	// Refresh is its info-refresh (SENTINEL MASTER, milliseconds).
+	Refresh time.Duration
+	// Down is true when it flags the primary s_down (cut off), false when it does not (its timers may have stopped).
+	Down bool
+}
+
+// String is the Event message.
+func (n NotWatching) String() string {
+	why := "it does not flag it down either: its timers may have stopped while it answers commands (valkey 9.1.2 on kvm-clock VMs, RELIABILITY.md \"Found\" 8); restart it"
+	if n.Down {
+		why = "it flags it down: it is cut off from the primary (network, NetworkPolicy, DNS)"
+	}
+	return fmt.Sprintf("Sentinel %s last read INFO from primary %s %.0fs ago (every 10 s when healthy) while the controller reaches it: %s",
+		n.Sentinel, n.Primary, n.Refresh.Seconds(), why)
+}
+
+// SentinelsNotWatching returns the Sentinels that name the primary the controller reaches (a node at that
+// address answered INFO with role master) and report an info-refresh older than infoRefreshStale. Nothing when
+// the instance is not monitored, the primary is not reached, or a failover runs anywhere; a Sentinel whose
+// info-refresh is missing or unreadable is skipped.
+func SentinelsNotWatching(w World) []NotWatching {
+	v := w.SentinelView()
+	if !v.Monitored || !v.Known || v.FailoverInProgress {
+		return nil
+	}
+	reached := false
+	for _, n := range w.Nodes {
+		if n.Reachable && n.Repl.Role == valkey.RolePrimary && w.Instance.SameAddr(n.Node, v.PrimaryHost, v.PrimaryPort) {
+			reached = true
+		}
+	}
+	if !reached {
+		return nil
+	}
+	var out []NotWatching
+	for _, s := range w.Sentinels {
+		m := s.Monitor
+		if !s.Answered() || !s.Found || spec.NormalizeHost(m.Host) != spec.NormalizeHost(v.PrimaryHost) || m.Port != v.PrimaryPort {
+			continue
+		}
+		ms, err := strconv.ParseInt(m.Fields["info-refresh"], 10, 64)
+		if err != nil || time.Duration(ms)*time.Millisecond <= infoRefreshStale {
+			continue
+		}
+		out = append(out, NotWatching{Sentinel: s.Addr, Primary: net.JoinHostPort(m.Host, strconv.Itoa(m.Port)),
+			Refresh: time.Duration(ms) * time.Millisecond, Down: m.SubjectivelyDown() || m.ObjectivelyDown()})
+	}
+	return out
 }

@@ -80,3 +80,53 @@ func setDown(w *World, ms int64) {
 		w.Sentinels[i].Monitor.Fields["o-down-time"] = strconv.FormatInt(ms, 10)
 	}
 }
+
+// TestSentinelsNotWatching: a Sentinel naming the primary the controller reaches, with info-refresh past 30 s,
+// is reported (as cut off when it flags the primary down, as possibly stopped when not); nothing when the
+// primary is not reached, a failover runs, or the field is missing.
+func TestSentinelsNotWatching(t *testing.T) {
+	refresh := func(ms string) func(w *World) {
+		return func(w *World) { w.Sentinels[1].Monitor.Fields = map[string]string{"info-refresh": ms} }
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(w *World)
+		want   []string // Sentinel addresses reported
+		down   bool
+	}{
+		{name: "healthy: refreshed 4 s ago", mutate: refresh("4000")},
+		{name: "30 s: not yet", mutate: refresh("30000")},
+		{name: "783 s, no s_down: stopped timers", mutate: refresh("783000"), want: []string{"s1:26379"}},
+		{name: "45 s and s_down: cut off", mutate: func(w *World) {
+			refresh("45000")(w)
+			w.Sentinels[1].Monitor.Flags = []string{"master", "s_down"}
+		}, want: []string{"s1:26379"}, down: true},
+		{name: "field missing", mutate: func(w *World) { w.Sentinels[1].Monitor.Fields = nil }},
+		{name: "field garbage", mutate: refresh("later")},
+		{name: "the controller does not reach the primary", mutate: func(w *World) {
+			refresh("783000")(w)
+			w.Nodes[0].Reachable, w.Nodes[0].Err = false, "EOF"
+		}},
+		{name: "a failover runs", mutate: func(w *World) {
+			refresh("783000")(w)
+			w.Sentinels[0].Monitor.Flags = []string{"master", "failover_in_progress"}
+		}},
+		{name: "not monitored", mutate: func(w *World) { refresh("783000")(w); w.SentinelInfo = nil }},
+		{name: "it names another primary", mutate: func(w *World) {
+			refresh("783000")(w)
+			w.Sentinels[1].Monitor.Host = w.Instance.Nodes[2].Host
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := steadyWorld()
+			tc.mutate(&w)
+			var got []string
+			for _, n := range SentinelsNotWatching(w) {
+				got = append(got, n.Sentinel)
+				assert.Equal(t, tc.down, n.Down)
+				assert.Equal(t, addr(w.Instance, 0), n.Primary)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -222,7 +222,7 @@ func firstFalse(conds []status.Condition) string {
 func InstanceGauges(w World, d Decision) status.InstanceObservation {
 	tp := d.Topology
 	o := status.InstanceObservation{Nodes: len(w.Nodes), SentinelFailover: w.Instance.Monitored(), Monitored: w.SentinelInfo != nil,
-		QuorumOK: w.Quorum.OK}
+		QuorumOK: w.Quorum.OK, SentinelsNotWatching: len(SentinelsNotWatching(w))}
 	if !d.Memory.RollHeldSince.IsZero() {
 		o.RollHeld = w.Now.Sub(d.Memory.RollHeldSince)
 	}
