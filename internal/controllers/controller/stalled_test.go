@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/valkey-ha/valkey-ha/internal/controllers/metrics"
 	"github.com/valkey-ha/valkey-ha/internal/testsupport/testenv"
 	"github.com/valkey-ha/valkey-ha/internal/testsupport/valkeytest"
 )
@@ -22,12 +23,9 @@ import (
 // (never while the election could still end). Once the links heal, Sentinel's own retry fails over; every
 // further count has its own Event.
 func TestStalledFailoverIsReported(t *testing.T) {
-	e := newEnv(t, valkeytest.TopologyConfig{Quorum: 1, FaultLinks: true, DownAfterMs: 1000, FailoverTimeoutMs: 5000})
-	e.PublishSentinels()
-	m := e.startInstanceController(InstanceOptions{Resync: 300 * time.Millisecond})
+	e, m := labelledInstance(t, valkeytest.TopologyConfig{Quorum: 1, FaultLinks: true, DownAfterMs: 1000, FailoverTimeoutMs: 5000},
+		300*time.Millisecond)
 	old := e.Top.Nodes[0]
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(old.Port) })
-	const inst = ns + "/vk"
 	stalls := func() float64 { return testutil.ToFloat64(m.FailoverStalls.WithLabelValues(inst)) }
 	assert.Equal(t, 0.0, stalls(), "the counter exists at 0 before the first stall")
 	testenv.DrainEvents(e.Rec, "")
@@ -67,12 +65,8 @@ func TestStalledFailoverIsReported(t *testing.T) {
 // the primary down) and valkey_ha_instance_sentinels_not_watching reads 1; 0 before, and 0 again once the
 // link heals. No failover: the other two Sentinels see the primary.
 func TestSentinelNotWatchingIsReported(t *testing.T) {
-	e := newEnv(t, valkeytest.TopologyConfig{FaultLinks: true})
-	e.PublishSentinels()
-	m := e.startInstanceController(InstanceOptions{Resync: 500 * time.Millisecond})
+	e, m := labelledInstance(t, valkeytest.TopologyConfig{FaultLinks: true}, 500*time.Millisecond)
 	primary := e.Top.Nodes[0]
-	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(primary.Port) })
-	const inst = ns + "/vk"
 	notWatching := func() float64 { return testutil.ToFloat64(m.InstanceSentinelsNotWatching.WithLabelValues(inst)) }
 	assert.Equal(t, 0.0, notWatching())
 	testenv.DrainEvents(e.Rec, "")
@@ -107,6 +101,19 @@ func TestSentinelNotWatchingIsReported(t *testing.T) {
 	port, err := e.Top.SentinelPrimary()
 	require.NoError(t, err)
 	assert.Equal(t, primary.Port, port, "no failover")
+}
+
+// inst is the instance key of newEnv's instance (the metrics' valkey_instance label).
+const inst = ns + "/vk"
+
+// labelledInstance starts a topology (cfg), publishes its Sentinels and an instance controller with resync,
+// and waits until the role labels name node 0, the primary.
+func labelledInstance(t *testing.T, cfg valkeytest.TopologyConfig, resync time.Duration) (*env, *metrics.Metrics) {
+	e := newEnv(t, cfg)
+	e.PublishSentinels()
+	m := e.startInstanceController(InstanceOptions{Resync: resync})
+	valkeytest.Eventually(t, 10*time.Second, 100*time.Millisecond, "labels", func() error { return e.LabelsMatch(e.Top.Nodes[0].Port) })
+	return e, m
 }
 
 // peerLinks calls fn on every Sentinel-to-Sentinel link of top (TopologyConfig.FaultLinks).
